@@ -1,0 +1,372 @@
+"""The ``flowdrop-tui`` command. Imports the terminal UI lazily, only for the bare command.
+
+Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the
+flow failed or could not be loaded; 2 usage error or something named does not
+exist; 3 refused; 130 stopped (cancelled). With ``--json``, errors are
+``{"error": {"code", "message"}}`` on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import orjson
+
+from .core import control, views
+from .core.errors import FlowdropError, FlowLoadError, UsageError
+from .core.flows import FlowRef, describe_one, resolve_flow
+from .core.paths import OUTPUT, Layout, find_workspace
+from .core.records import ENDED, LIVE, Status, list_run_ids, load_run
+from .core.runner import Execution, open_run, reopen_paused
+from .format import flows_table, runs_table, show_text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+class _RemoteError(FlowdropError):
+    """A refusal met by a detached run's process, carried back to the command."""
+
+    def __init__(self, message: str, code: str, exit_code: int) -> None:
+        super().__init__(message, code)
+        self.exit_code = exit_code  # type: ignore[misc]
+
+
+def _dump(value: Any) -> str:
+    return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--workspace", metavar="DIR", default=argparse.SUPPRESS, help="the workspace folder"
+    )
+    json_flag = _Parser(add_help=False)
+    json_flag.add_argument("--json", action="store_true", help="machine-readable output")
+
+    parser = _Parser(
+        prog="flowdrop-tui",
+        description="Long loops in a repository: list, launch, stop, pause and pick up flows.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version="flowdrop-tui 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = sub.add_parser(
+        "run", parents=[common, json_flag], help="run a flow (picks up when it can)"
+    )
+    run.add_argument("flow", metavar="FLOW", help="a flow name, or a path to its folder or flow.py")
+    start = run.add_mutually_exclusive_group()
+    start.add_argument("--from", dest="from_run", metavar="RUN", help="pick up from this run")
+    start.add_argument("--resume", metavar="CHECKPOINT", help="resume this paused run")
+    start.add_argument("--snapshot", metavar="FILE", help="start from this snapshot file")
+    start.add_argument("--fresh", action="store_true", help="start a new chain: round 1, no state")
+    run.add_argument("--detach", action="store_true", help="run in the background")
+    run.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
+
+    stop = sub.add_parser("stop", parents=[common, json_flag], help="stop a run after its round")
+    stop.add_argument("run", metavar="RUN")
+    stop.add_argument("--now", action="store_true", help="interrupt the round in flight")
+    stop.add_argument("--wait", action="store_true", help="return once the run has ended")
+
+    pause = sub.add_parser("pause", parents=[common, json_flag], help="pause a run after its round")
+    pause.add_argument("run", metavar="RUN")
+    pause.add_argument("--wait", action="store_true", help="return once the run has paused")
+
+    resume = sub.add_parser("resume", parents=[common, json_flag], help="continue a paused run")
+    resume.add_argument("run", metavar="RUN")
+    resume.add_argument("--detach", action="store_true", help="continue in the background")
+    resume.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
+
+    sub.add_parser("flows", parents=[common, json_flag], help="list the flows")
+    runs = sub.add_parser("runs", parents=[common, json_flag], help="list runs, newest first")
+    runs.add_argument("flow", metavar="FLOW", nargs="?")
+    show = sub.add_parser("show", parents=[common, json_flag], help="one run in full")
+    show.add_argument("run", metavar="RUN")
+    snapshot = sub.add_parser("snapshot", parents=[common], help="print a run's snapshot")
+    snapshot.add_argument("run", metavar="RUN")
+    sub.add_parser("reindex", parents=[common, json_flag], help="rebuild .flowdrop/index.json")
+    return parser
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    return Layout(find_workspace(override=getattr(args, "workspace", None)))
+
+
+def _checked_flow(layout: Layout, name: str) -> FlowRef:
+    """Resolve FLOW and load it in a child process first: a broken or hanging flow is
+    refused (exit 1, naming file and line) before anything else happens."""
+    ref = resolve_flow(layout, name)
+    described = describe_one(layout, ref)
+    if described.error:
+        raise FlowLoadError(f"cannot run {ref.key}: {described.error}")
+    return ref
+
+
+def _announce(execution: Execution) -> None:
+    frame = execution.main
+    if execution.resumed_by is not None:
+        _err(f"resuming run {execution.run_id} of {frame.key} at round {frame.round + 1}")
+        return
+    events = load_run(execution.layout, execution.run_id)
+    how = {
+        "thread": f"picked up from {events.source}",
+        "from": f"picked up from {events.source}",
+        "snapshot": f"started from snapshot {events.snapshot}",
+    }.get(events.start or "", "fresh")
+    _err(f"run {execution.run_id} of {frame.key} — {how}, round {frame.first_round}")
+
+
+def _finish_foreground(execution: Execution, as_json: bool) -> int:
+    _announce(execution)
+    capture = sys.stderr if as_json else sys.stdout
+    outcome = execution.execute(capture=capture)
+    info = load_run(execution.layout, outcome.run_id)
+    rounds = f"rounds {info.first_round}–{info.last_round}" if info.last_round else "no rounds"
+    message = f"run {outcome.run_id} {outcome.status} ({rounds})"
+    if outcome.status == Status.PAUSED:
+        message += f"; continue it with: flowdrop-tui resume {outcome.run_id}"
+    elif outcome.error:
+        where = f" at {outcome.error.get('file')}:{outcome.error.get('line')}"
+        message += f": {outcome.error.get('type')}: {outcome.error.get('message')}{where}"
+    _err(message)
+    if as_json:
+        print(_dump({**info.summary(), "result": info.result, "error": info.error}))
+    return outcome.exit_code
+
+
+def _detached_child(args: argparse.Namespace, make: Callable[[list[str]], Execution]) -> int:
+    """This process is a detached run: report creation (or refusal) through the pipe."""
+    fd = int(args.handshake_fd)
+    warnings: list[str] = []
+    try:
+        execution = make(warnings)
+    except FlowdropError as exc:
+        os.write(fd, orjson.dumps({**exc.as_json(), "exit": exc.exit_code}))
+        os.close(fd)
+        return exc.exit_code
+    out = os.open(execution.run_dir / OUTPUT, os.O_WRONLY | os.O_APPEND)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    answer = {"run": execution.run_id, "flow": execution.key, "warnings": warnings}
+    os.write(fd, orjson.dumps(answer))
+    os.close(fd)
+    return execution.execute().exit_code
+
+
+def _launch(layout: Layout, child_args: list[str], as_json: bool) -> int:
+    answer = control.launch(layout, child_args)
+    error = answer.get("error")
+    if isinstance(error, dict):
+        raise _RemoteError(
+            str(error.get("message")), str(error.get("code")), int(answer.get("exit", 1))
+        )
+    for warning in answer.get("warnings") or []:
+        _err(warning)
+    if as_json:
+        print(_dump({"run": answer.get("run"), "flow": answer.get("flow")}))
+    else:
+        print(answer.get("run"))
+    return 0
+
+
+def _wait(layout: Layout, run_id: str, done: Callable[[Status], bool], timeout: float) -> Status:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = load_run(layout, run_id).status
+        if done(status) or time.monotonic() > deadline:
+            return status
+        time.sleep(0.1)
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    ref = _checked_flow(layout, args.flow)
+    snapshot = Path(args.snapshot).resolve() if args.snapshot else None
+    if args.detach and args.handshake_fd is None:
+        layout.check_writable()
+        child = ["run", ref.key if "/" not in ref.key else str(ref.folder)]
+        if args.from_run:
+            child += ["--from", args.from_run]
+        if args.resume:
+            child += ["--resume", args.resume]
+        if snapshot:
+            child += ["--snapshot", str(snapshot)]
+        if args.fresh:
+            child.append("--fresh")
+        return _launch(layout, child, args.json)
+
+    def make(warnings: list[str]) -> Execution:
+        return open_run(
+            layout,
+            ref,
+            snapshot=snapshot,
+            resume=args.resume,
+            from_run=args.from_run,
+            fresh=args.fresh,
+            notify=warnings.append if args.handshake_fd is not None else _err,
+        )
+
+    if args.handshake_fd is not None:
+        return _detached_child(args, make)
+    return _finish_foreground(make([]), args.json)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    if args.detach and args.handshake_fd is None:
+        control.check_resumable(layout, args.run)
+        return _launch(layout, ["resume", args.run], args.json)
+
+    def make(warnings: list[str]) -> Execution:
+        notify = warnings.append if args.handshake_fd is not None else _err
+        return reopen_paused(layout, args.run, notify=notify)
+
+    if args.handshake_fd is not None:
+        return _detached_child(args, make)
+    return _finish_foreground(make([]), args.json)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    message = control.stop(layout, args.run, now=args.now)
+    status = None
+    if args.wait:
+        status = _wait(layout, args.run, lambda s: s in ENDED, 30.0)
+        message += f"; it is now {status}"
+    if args.json:
+        print(_dump({"run": args.run, "message": message, "status": status and str(status)}))
+    else:
+        print(message)
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    message = control.pause(layout, args.run)
+    status = None
+    if args.wait:
+        status = _wait(layout, args.run, lambda s: s not in LIVE, 3600.0)
+        message += f"; it is now {status}"
+    if args.json:
+        print(_dump({"run": args.run, "message": message, "status": status and str(status)}))
+    else:
+        print(message)
+    return 0
+
+
+def cmd_flows(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    rows = views.flow_rows(layout)
+    if args.json:
+        print(_dump(rows))
+    elif not rows:
+        print(f"no flows in {layout.flows} yet — a flow is a folder flows/<name>/ holding flow.py")
+    else:
+        print(flows_table(rows))
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    key = views.key_for(layout, args.flow) if args.flow else None
+    rows = [info.summary() for info in views.run_rows(layout, key)]
+    if args.json:
+        print(_dump(rows))
+    elif not rows:
+        print("no runs yet" + (f" of {key}" if key else ""))
+    else:
+        print(runs_table(rows))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    detail = views.run_detail(layout, args.run)
+    print(_dump(detail) if args.json else show_text(detail))
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    print(_dump(views.run_snapshot(_layout(args), args.run)))
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    from .core import index
+
+    data = index.rebuild(layout)
+    count = len(list_run_ids(layout))
+    if args.json:
+        print(_dump({"runs": count, "keys": len(data["keys"])}))
+    else:
+        print(f"rebuilt {layout.index} from {count} runs ({len(data['keys'])} keys)")
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    try:
+        import importlib
+
+        run_app = importlib.import_module("flowdrop_tui.tui.app").run_app
+    except ImportError:
+        rows = views.flow_rows(layout)
+        print(flows_table(rows) if rows else f"no flows in {layout.flows} yet")
+        print("\n(the terminal UI is not installed in this build; the commands above work)")
+        return 0
+    return int(run_app(layout))
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": cmd_run,
+    "resume": cmd_resume,
+    "stop": cmd_stop,
+    "pause": cmd_pause,
+    "flows": cmd_flows,
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "snapshot": cmd_snapshot,
+    "reindex": cmd_reindex,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        handler = COMMANDS.get(args.command or "", cmd_ui)
+        return handler(args)
+    except FlowdropError as exc:
+        if as_json:
+            print(_dump(exc.as_json()))
+        _err(f"flowdrop-tui: {exc.message}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("flowdrop-tui: interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,64 @@
+"""Short-lived gitpython reads: open ``Repo`` in a ``with``, read, close.
+
+gitpython's own documentation warns that a long-lived ``Repo`` leaks in
+long-running processes, so nothing here keeps one. Every function answers
+``None`` outside a git repository rather than raising.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def facts(workspace: Path) -> dict[str, Any] | None:
+    """HEAD commit, branch and dirty flag, or ``None`` outside git."""
+    try:
+        import git
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    try:
+        with git.Repo(workspace) as repo:
+            try:
+                head: str | None = repo.head.commit.hexsha
+            except ValueError:  # a repository with no commits yet
+                head = None
+            branch = None if repo.head.is_detached else repo.active_branch.name
+            dirty = repo.is_dirty(untracked_files=True)
+            return {"head": head, "branch": branch, "dirty": bool(dirty)}
+    except Exception:  # not a repository, or git itself failed: no git facts
+        return None
+
+
+def commits_between(workspace: Path, start: str | None, end: str | None) -> list[dict[str, Any]]:
+    """Commits reachable from ``end`` but not from ``start``, oldest first."""
+    if not end:
+        return []
+    try:
+        import git
+
+        with git.Repo(workspace) as repo:
+            spec = f"{start}..{end}" if start else end
+            found = [
+                {
+                    "sha": commit.hexsha,
+                    "summary": commit.summary,
+                    "author": commit.author.name,
+                    "time": commit.committed_datetime.isoformat(),
+                }
+                for commit in repo.iter_commits(spec)
+            ]
+    except Exception:
+        return []
+    found.reverse()
+    return found
+
+
+def head(workspace: Path) -> str | None:
+    try:
+        import git
+
+        with git.Repo(workspace) as repo:
+            return str(repo.head.commit.hexsha)
+    except Exception:
+        return None

@@ -1,0 +1,219 @@
+"""The workspace state index, ``.flowdrop/index.json`` (SPEC §8).
+
+Per key: the last run that touched it, the run holding its latest state (the
+pick-up source), that run's recorded status and the round counter. It makes
+"what do I pick up" and the flow list cost the same whatever the number of runs.
+
+It is a cache of the records. Every change is a read-modify-write under an
+exclusive lock, written atomically. A run writes its index entry *before* its
+record appears, so a kill in between leaves an index that points at a run that
+is gone — which is what triggers a rebuild — and never a record the index does
+not know. Readers repair what a kill can leave behind: an entry still saying
+"running" for a run that has since ended or died is re-read from its record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from . import locks
+from .paths import CYCLE, STATE, Layout
+from .records import TERMINAL, RunInfo, Status, fold, list_run_ids, read_events
+from .state import write_atomic
+
+INDEX_VERSION = 1
+Entry = dict[str, Any]
+Index = dict[str, Any]
+
+
+def _empty() -> Index:
+    return {"v": INDEX_VERSION, "keys": {}}
+
+
+def _valid(data: Any) -> bool:
+    if not isinstance(data, dict) or data.get("v") != INDEX_VERSION:
+        return False
+    keys = data.get("keys")
+    return isinstance(keys, dict) and all(
+        isinstance(entry, dict) and isinstance(entry.get("last_run"), str)
+        for entry in keys.values()
+    )
+
+
+def read(layout: Layout) -> Index | None:
+    """The index as on disk, or ``None`` when missing, unreadable or of another version."""
+    try:
+        data = orjson.loads(layout.index.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if _valid(data) else None
+
+
+def _write(layout: Layout, data: Index) -> None:
+    write_atomic(layout.index, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+
+
+def _state_keys(layout: Layout, run_id: str) -> set[str] | None:
+    """Keys the run's ``state.json`` holds; ``None`` when it cannot be read."""
+    try:
+        data = orjson.loads((layout.runs / run_id / STATE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return set(data) if isinstance(data, dict) else None
+
+
+def entry_for(info: RunInfo, key: str, flow: str | None) -> Entry:
+    return {
+        "last_run": info.run,
+        "source": info.run,
+        "status": str(info.recorded),
+        "round": info.key_rounds.get(key, info.first_round - 1),
+        "flow": flow,
+    }
+
+
+def _scan(layout: Layout) -> Index:
+    """The index as the records say it should be."""
+    touched: dict[str, tuple[str, str, RunInfo, str | None]] = {}
+    holders: dict[str, tuple[str, str]] = {}
+    for run_id in list_run_ids(layout):
+        run_dir = layout.runs / run_id
+        events = read_events(run_dir / CYCLE)
+        info = fold(run_id, run_dir, events)
+        if not info.has_created or info.key is None:
+            continue  # a half-made or foreign folder: not a run
+        begins: list[tuple[str, str, str | None]] = [(info.key, info.started or "", info.flow)]
+        for ev in events:
+            if ev["event"] == "call_started" and isinstance(ev.get("key"), str):
+                begins.append((ev["key"], str(ev.get("t", "")), ev.get("flow")))
+        held = _state_keys(layout, run_id)
+        for key, t, flow in begins:
+            order = (t, run_id)
+            if key not in touched or order > touched[key][:2]:
+                touched[key] = (t, run_id, info, flow)
+            # A record whose state cannot be read still counts as holding its keys:
+            # picking up must then refuse naming that file (INT-15), not look past it.
+            if (held is None or key in held) and (key not in holders or order > holders[key]):
+                holders[key] = order
+    data = _empty()
+    for key, (_, _, info, flow) in touched.items():
+        entry = entry_for(info, key, flow)
+        if key in holders:
+            entry["source"] = holders[key][1]
+        else:
+            entry["source"] = None
+        data["keys"][key] = entry
+    return data
+
+
+def rebuild(layout: Layout) -> Index:
+    """Rebuild the index from the records (``flowdrop-tui reindex``)."""
+    layout.ensure()
+    with locks.exclusive(layout.index_lock):
+        data = _scan(layout)
+        _write(layout, data)
+    return data
+
+
+def update_locked(layout: Layout, change: Callable[[dict[str, Entry]], None]) -> None:
+    """``update`` for a caller that already holds the index lock."""
+    data = read(layout)
+    if data is None:
+        data = _scan(layout)
+    change(data["keys"])
+    _write(layout, data)
+
+
+def update(layout: Layout, change: Callable[[dict[str, Entry]], None]) -> None:
+    """Apply ``change`` to the keys under the lock; rebuild first if the index is unusable."""
+    layout.ensure()
+    with locks.exclusive(layout.index_lock):
+        update_locked(layout, change)
+
+
+def set_entries(layout: Layout, entries: Iterable[tuple[str, Entry]]) -> None:
+    def change(keys: dict[str, Entry]) -> None:
+        for key, entry in entries:
+            keys[key] = entry
+
+    update(layout, change)
+
+
+def record_status(layout: Layout, info: RunInfo, keys: Iterable[str]) -> None:
+    """After a run changes status (ends, pauses, resumes): refresh the keys it last touched."""
+
+    def change(entries: dict[str, Entry]) -> None:
+        for key in keys:
+            entry = entries.get(key)
+            if entry is not None and entry.get("last_run") == info.run:
+                entry["status"] = str(info.recorded)
+                entry["round"] = info.key_rounds.get(key, entry.get("round", 0))
+
+    update(layout, change)
+
+
+def _stale(layout: Layout, data: Index) -> bool:
+    for entry in data["keys"].values():
+        for field in ("last_run", "source"):
+            run_id = entry.get(field)
+            if isinstance(run_id, str) and not (layout.runs / run_id / CYCLE).is_file():
+                return True
+    return False
+
+
+def load(layout: Layout) -> Index:
+    """The index, rebuilt when missing, unreadable or pointing at a run that is gone."""
+    data = read(layout)
+    if data is not None and not _stale(layout, data):
+        return data
+    if not layout.root.is_dir():
+        return _empty()
+    try:
+        with locks.exclusive(layout.index_lock):
+            # A run being created holds this lock while its entry is ahead of its
+            # record; once we have the lock, look again before rebuilding.
+            data = read(layout)
+            if data is not None and not _stale(layout, data):
+                return data
+            data = _scan(layout)
+            _write(layout, data)
+            return data
+    except OSError:
+        return _scan(layout)  # a read-only workspace: answer from the records
+
+
+def lookup(layout: Layout, key: str) -> Entry | None:
+    """The index entry for ``key``, checked against the records it names.
+
+    The cost depends on the key's own last run, never on how many runs exist.
+    """
+    data = load(layout)
+    entry = data["keys"].get(key)
+    if entry is None:
+        return None
+    if entry.get("status") not in {str(s) for s in TERMINAL}:
+        repaired = _repair(layout, key, entry)
+        if repaired is not None:
+            entry = repaired
+    return dict(entry)
+
+
+def _repair(layout: Layout, key: str, entry: Entry) -> Entry | None:
+    """An entry still saying live or paused may be behind its record (killed mid-update)."""
+    run_id = entry["last_run"]
+    run_dir = layout.runs / run_id
+    info = fold(run_id, run_dir, read_events(run_dir / CYCLE))
+    status = str(info.recorded)
+    round_ = info.key_rounds.get(key, entry.get("round", 0))
+    if status == entry.get("status") and round_ == entry.get("round"):
+        return None
+    fixed = {**entry, "status": status, "round": round_}
+    if info.recorded in (Status.PENDING, Status.RUNNING):
+        return fixed  # live or interrupted: the round moves on; not worth a write per read
+    with contextlib.suppress(OSError):
+        set_entries(layout, [(key, fixed)])
+    return fixed

@@ -1,0 +1,209 @@
+"""The one place that knows on-disk names and validates ids, keys and flow names.
+
+Every id, key or path that comes from a user or from a file passes through here
+before it becomes a path, so nothing can leave `.flowdrop/` (SPEC §4).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from .errors import InvalidNameError, NotFoundError, RecordsUnwritableError
+
+RECORDS_DIR = ".flowdrop"
+FLOWS_DIR = "flows"
+FLOW_FILE = "flow.py"
+
+CYCLE = "cycle.jsonl"
+STATE = "state.json"
+SESSIONS = "sessions"
+OUTPUT = "output.log"
+LIVE_LOCK = "live.lock"
+REQUESTS = "requests"
+
+RUN_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}$")
+_MAX_NAME = 200
+
+
+def new_run_id(now: float | None = None) -> str:
+    """UTC start time with milliseconds, `Z`, `-`, six hex: sorting ids sorts runs by start."""
+    now = time.time() if now is None else now
+    whole = int(now)
+    millis = int((now - whole) * 1000)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(whole))
+    return f"{stamp}.{millis:03d}Z-{secrets.token_hex(3)}"
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in text)
+
+
+def check_run_ref(ref: str) -> bool:
+    """Reject a run reference that could name a path; return whether it is a well-formed id.
+
+    A malformed but harmless reference (``nightly-old``) is not an error here: it
+    simply names no run, which the caller reports in its own way (SG-12: an unknown
+    checkpoint is a warning, an unknown ``--from`` an error).
+    """
+    if (
+        not ref
+        or len(ref) > _MAX_NAME
+        or "/" in ref
+        or "\\" in ref
+        or "\x00" in ref
+        or ref.startswith(".")
+        or _has_control(ref)
+    ):
+        raise InvalidNameError(
+            f"invalid run id {ref!r}: a run id looks like 20260817T014455.212Z-9f21ab "
+            "and never contains a path"
+        )
+    return bool(RUN_ID_RE.match(ref))
+
+
+def validate_flow_name(name: str) -> str:
+    """A flow name is one folder name under `flows/`."""
+    if (
+        not name
+        or len(name) > _MAX_NAME
+        or name in (".", "..")
+        or name.startswith(".")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or _has_control(name)
+    ):
+        raise InvalidNameError(
+            f"invalid flow name {name!r}: use a folder name under flows/ "
+            "(no '/', no leading '.', no '..')"
+        )
+    return name
+
+
+def validate_key(key: str) -> str:
+    """A key is a flow name or a workspace-relative path with `/` separators."""
+    parts = key.split("/")
+    if (
+        not key
+        or len(key) > _MAX_NAME
+        or "\\" in key
+        or "\x00" in key
+        or _has_control(key)
+        or key.startswith("/")
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise InvalidNameError(
+            f"invalid key {key!r}: a key is a flow name or a path inside the workspace"
+        )
+    return key
+
+
+def key_filename(key: str) -> str:
+    """A key as one safe file name (keys may hold `/`)."""
+    return quote(validate_key(key), safe="") or "_"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where everything of one workspace lives on disk."""
+
+    workspace: Path
+
+    @property
+    def root(self) -> Path:
+        return self.workspace / RECORDS_DIR
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def index(self) -> Path:
+        return self.root / "index.json"
+
+    @property
+    def index_lock(self) -> Path:
+        return self.root / "index.lock"
+
+    @property
+    def keys(self) -> Path:
+        return self.root / "keys"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def transcripts(self) -> Path:
+        return self.root / "transcripts"
+
+    @property
+    def flows(self) -> Path:
+        return self.workspace / FLOWS_DIR
+
+    def run_dir(self, run_id: str) -> Path:
+        """The record folder of a run; the id must be well-formed."""
+        if not check_run_ref(run_id):
+            raise InvalidNameError(f"invalid run id {run_id!r}")
+        return self.runs / run_id
+
+    def key_lock(self, key: str) -> Path:
+        return self.keys / f"{key_filename(key)}.lock"
+
+    def rel(self, path: Path) -> str:
+        """A path relative to the workspace with `/` separators (or absolute if outside)."""
+        try:
+            return path.resolve().relative_to(self.workspace).as_posix()
+        except ValueError:
+            return str(path)
+
+    def ensure(self) -> None:
+        """Create `.flowdrop/` (with a `.gitignore` of `*`) on first use."""
+        try:
+            self.runs.mkdir(parents=True, exist_ok=True)
+            ignore = self.root / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("*\n")
+            self.keys.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise RecordsUnwritableError(
+                f"cannot write run records under {self.root}: {exc.strerror or exc}; "
+                "make the folder writable or pass --workspace to a writable workspace"
+            ) from exc
+
+    def check_writable(self) -> None:
+        """Refuse a run up front when its records could not be written."""
+        self.ensure()
+        for folder in (self.root, self.runs, self.keys):
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise RecordsUnwritableError(
+                    f"cannot write run records: {folder} is not writable; "
+                    "make it writable (chmod u+w) and run again"
+                )
+
+
+def find_workspace(cwd: Path | None = None, override: str | os.PathLike[str] | None = None) -> Path:
+    """The git top-level of the current directory, else the directory itself."""
+    if override is not None:
+        path = Path(override).expanduser()
+        if not path.is_dir():
+            raise NotFoundError(f"workspace {str(path)!r} is not a folder")
+        return path.resolve()
+    start = (cwd or Path.cwd()).resolve()
+    try:
+        import git  # gitpython; imported here so flows never pay for it
+
+        with git.Repo(start, search_parent_directories=True) as repo:
+            top = repo.working_tree_dir
+        if top:
+            return Path(top).resolve()
+    except Exception:  # not a repository, a bare one, or git missing: the folder itself
+        pass
+    return start

@@ -1,0 +1,130 @@
+"""Plain-text tables for the command line (``--json`` gives the same data as JSON)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+
+def _parse(stamp: Any) -> datetime | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def duration(started: Any, ended: Any, now: datetime | None = None) -> str:
+    """``1h02m``, ``3m05s``, ``12s``; empty when the start is unknown."""
+    begin = _parse(started)
+    if begin is None:
+        return ""
+    finish = _parse(ended) or now or datetime.now(begin.tzinfo)
+    seconds = max(0, int((finish - begin).total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def round_label(number: int) -> str:
+    return f"round {number}" if number else "no rounds yet"
+
+
+def status_label(status: Any) -> str:
+    if status is None:
+        return "never run"
+    return "not started" if status == "pending" else str(status)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
+    return "\n".join(lines)
+
+
+def flows_table(rows: list[dict[str, Any]]) -> str:
+    table = []
+    for row in rows:
+        resumable = "error" if row.get("error") else "yes" if row.get("resumable") else "no"
+        table.append(
+            [
+                str(row["name"]),
+                resumable,
+                round_label(int(row.get("round") or 0)),
+                status_label(row.get("status")),
+                str(row.get("last_run") or "—"),
+                str(row.get("error") or row.get("description") or ""),
+            ]
+        )
+    return _table(["FLOW", "RESUMABLE", "ROUND", "STATUS", "LAST RUN", "ABOUT"], table)
+
+
+def runs_table(rows: list[dict[str, Any]]) -> str:
+    table = []
+    for row in rows:
+        first, last = row.get("first_round"), row.get("last_round")
+        rounds = f"{first}–{last}" if last else "—"
+        table.append(
+            [
+                str(row["run"]),
+                str(row.get("flow")),
+                status_label(row.get("status")),
+                rounds,
+                str(row.get("started") or "")[:19].replace("T", " "),
+                duration(row.get("started"), row.get("ended")),
+                str(row.get("picked_up_from") or "—"),
+            ]
+        )
+    return _table(
+        ["RUN", "FLOW", "STATUS", "ROUNDS", "STARTED", "DURATION", "PICKED UP FROM"], table
+    )
+
+
+def show_text(detail: dict[str, Any]) -> str:
+    first, last = detail.get("first_round"), detail.get("last_round")
+    lines = [
+        f"run             {detail['run']}",
+        f"flow            {detail.get('flow')}  ({detail.get('flow_path')})",
+        f"status          {status_label(detail.get('status'))}",
+        f"rounds          {f'{first}–{last}' if last else 'none'}"
+        f" ({detail.get('rounds')} in this run)",
+        f"start           {detail.get('start')}"
+        + (f", picked up from {detail['picked_up_from']}" if detail.get("picked_up_from") else ""),
+        f"started         {detail.get('started')}",
+        f"ended           {detail.get('ended') or '—'}"
+        + f"  ({duration(detail.get('started'), detail.get('ended'))})",
+    ]
+    if detail.get("error"):
+        error = detail["error"]
+        lines.append(f"error           {error.get('type')}: {error.get('message')}")
+    if detail.get("result") is not None:
+        lines.append(f"result          {detail['result']!r}")
+    for warning in detail.get("warnings") or []:
+        lines.append(f"warning         {warning}")
+    lines.append("state")
+    if detail.get("state") is None:
+        lines.append(f"  unreadable: {detail.get('state_error')}")
+    else:
+        text = orjson.dumps(detail["state"], option=orjson.OPT_INDENT_2).decode()
+        lines.extend("  " + line for line in text.splitlines())
+    sessions = detail.get("sessions") or []
+    lines.append(f"sessions        {len(sessions) or 'none'}")
+    for session in sessions:
+        health = "ok" if session.get("exists") else "missing"
+        lines.append(f"  {session.get('link')} -> {session.get('target')} [{health}]")
+    git = detail.get("git")
+    if git:
+        commits = git.get("commits") or []
+        lines.append(f"commits         {len(commits) or 'none'}")
+        for commit in commits:
+            lines.append(f"  {str(commit.get('sha'))[:10]} {commit.get('summary')}")
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""Shared fixtures: real git workspaces in tmp_path and a way to run the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty git repository with one commit and a flows/ folder."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=ws, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "init"], cwd=ws, check=True, env=env)
+    (ws / "flows").mkdir()
+    return ws
+
+
+def write_flow(ws: Path, name: str, body: str) -> Path:
+    """Write flows/<name>/flow.py from an indented snippet."""
+    folder = ws / "flows" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "flow.py").write_text(textwrap.dedent(body).lstrip())
+    return folder
+
+
+@pytest.fixture
+def flow_writer(workspace: Path) -> Callable[[str, str], Path]:
+    return lambda name, body: write_flow(workspace, name, body)
+
+
+class CLI:
+    """The real ``flowdrop-tui`` command, run as a child process in a workspace."""
+
+    def __init__(self, ws: Path) -> None:
+        self.ws = ws
+
+    def __call__(self, *args: str, timeout: float = 60, cwd: Path | None = None,
+                 check: int | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "flowdrop_tui", *args],
+            cwd=cwd or self.ws, capture_output=True, text=True, timeout=timeout,
+        )
+        if check is not None:
+            assert done.returncode == check, (done.returncode, done.stdout, done.stderr)
+        return done
+
+    def json(self, *args: str, check: int | None = 0) -> Any:
+        done = self(*args, "--json", check=check)
+        return orjson.loads(done.stdout)
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "flowdrop_tui", *args], cwd=self.ws,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+
+@pytest.fixture
+def cli(workspace: Path) -> CLI:
+    return CLI(workspace)
+
+
+def events(ws: Path, run_id: str) -> list[dict[str, Any]]:
+    path = ws / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
+    out = []
+    for line in path.read_bytes().splitlines():
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            pass
+    return out
+
+
+def state_of(ws: Path, run_id: str) -> Any:
+    return orjson.loads((ws / ".flowdrop" / "runs" / run_id / "state.json").read_bytes())
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
+    """Poll until ``predicate()`` is truthy; fail with a clear message otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(interval)
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_runs() -> Iterator[None]:
+    yield
