@@ -32,14 +32,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
 
-class _RemoteError(FlowdropError):
-    """A refusal met by a detached run's process, carried back to the command."""
-
-    def __init__(self, message: str, code: str, exit_code: int) -> None:
-        super().__init__(message, code)
-        self.exit_code = exit_code  # type: ignore[misc]
-
-
 def _dump(value: Any) -> str:
     return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
 
@@ -172,15 +164,9 @@ def _detached_child(args: argparse.Namespace, make: Callable[[list[str]], Execut
     return execution.execute().exit_code
 
 
-def _launch(layout: Layout, child_args: list[str], as_json: bool) -> int:
-    answer = control.launch(layout, child_args)
-    error = answer.get("error")
-    if isinstance(error, dict):
-        raise _RemoteError(
-            str(error.get("message")), str(error.get("code")), int(answer.get("exit", 1))
-        )
+def _print_launched(answer: dict[str, Any], as_json: bool) -> int:
     for warning in answer.get("warnings") or []:
-        _err(warning)
+        _err(f"warning: {warning}")
     if as_json:
         print(_dump({"run": answer.get("run"), "flow": answer.get("flow")}))
     else:
@@ -205,17 +191,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     ref = _checked_flow(layout, args.flow)
     snapshot = Path(args.snapshot).resolve() if args.snapshot else None
     if args.detach and args.handshake_fd is None:
-        layout.check_writable()
-        child = ["run", ref.key if "/" not in ref.key else str(ref.folder)]
-        if args.from_run:
-            child += ["--from", args.from_run]
-        if args.resume:
-            child += ["--resume", args.resume]
-        if snapshot:
-            child += ["--snapshot", str(snapshot)]
-        if args.fresh:
-            child.append("--fresh")
-        return _launch(layout, child, args.json)
+        answer = control.launch_run(
+            layout,
+            ref.folder,
+            ref.key,
+            from_run=args.from_run,
+            resume=args.resume,
+            snapshot=snapshot,
+            fresh=args.fresh,
+        )
+        return _print_launched(answer, args.json)
 
     def make(warnings: list[str]) -> Execution:
         return open_run(
@@ -236,8 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
     if args.detach and args.handshake_fd is None:
-        control.check_resumable(layout, args.run)
-        return _launch(layout, ["resume", args.run], args.json)
+        return _print_launched(control.launch_resume(layout, args.run), args.json)
 
     def make(warnings: list[str]) -> Execution:
         notify = warnings.append if args.handshake_fd is not None else _err

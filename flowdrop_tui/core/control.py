@@ -211,6 +211,54 @@ def check_resumable(layout: Layout, run_id: str) -> RunInfo:
 # -- detached launch -------------------------------------------------------------
 
 
+class LaunchRefused(FlowdropError):
+    """A refusal the detached run's process met before any run existed."""
+
+    def __init__(self, message: str, code: str, exit_code: int) -> None:
+        super().__init__(message, code)
+        self.exit_code = exit_code  # type: ignore[misc]
+
+
+def _answer(message: dict[str, Any]) -> dict[str, Any]:
+    error = message.get("error")
+    if isinstance(error, dict):
+        raise LaunchRefused(
+            str(error.get("message")), str(error.get("code")), int(message.get("exit", 1))
+        )
+    return message
+
+
+def launch_run(
+    layout: Layout,
+    flow_folder: Path,
+    key: str,
+    *,
+    from_run: str | None = None,
+    resume: str | None = None,
+    snapshot: Path | None = None,
+    fresh: bool = False,
+) -> dict[str, Any]:
+    """``run FLOW --detach``: returns ``{"run", "flow", "warnings"}`` once the run exists,
+    or raises the refusal (exit code and INT-16 code included) it met before that."""
+    layout.check_writable()
+    child = ["run", key if "/" not in key else str(flow_folder)]
+    if from_run:
+        child += ["--from", from_run]
+    if resume:
+        child += ["--resume", resume]
+    if snapshot:
+        child += ["--snapshot", str(snapshot)]
+    if fresh:
+        child.append("--fresh")
+    return _answer(launch(layout, child))
+
+
+def launch_resume(layout: Layout, run_id: str) -> dict[str, Any]:
+    """``resume RUN --detach``: the paused run continues in a background process."""
+    check_resumable(layout, run_id)
+    return _answer(launch(layout, ["resume", run_id]))
+
+
 def launch(layout: Layout, child_args: list[str], *, timeout: float = 120.0) -> dict[str, Any]:
     """Start a run in its own session and process group; wait only for it to be created.
 
