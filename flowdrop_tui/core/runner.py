@@ -40,7 +40,7 @@ from .records import (
     read_events,
     who,
 )
-from .runtime import Frame, PauseRun, RunContext, StopRun, elapsed
+from .runtime import Frame, Loop, PauseRun, RunContext, StopRun, elapsed
 from .start import StartPlan, plan, plan_call
 from .state import StateFile, encode, read_states, write_atomic
 
@@ -411,11 +411,11 @@ class Execution:
         self.inbox = control.Inbox(self.run_dir)
         self.flags = _Flags()
         self.children: set[int] = set()  # session processes, for passing an interrupt on
-        self.node = ""
         self._watchdog: threading.Timer | None = None
         self._watcher_stop = threading.Event()
         self._saved = _Saved()
         self._output: TextIO | None = None
+        self._end_position: dict[str, Any] | None = None
 
     # -- what the flow sees ---------------------------------------------------------
     @property
@@ -423,9 +423,16 @@ class Execution:
         self.poll_requests()
         return self.flags.stop or self.flags.stop_now
 
+    def node(self) -> str:
+        """The key of the flow whose round is in flight (innermost), or "" between rounds."""
+        for frame in reversed(self.frames):
+            if frame.open_round is not None:
+                return frame.key
+        return ""
+
     def position(self) -> dict[str, Any]:
         return {
-            "currentNodeId": self.node,
+            "currentNodeId": self.node(),
             "iterationCount": self.main.finished,
             "iterator": self.main.iterator,
         }
@@ -500,38 +507,64 @@ class Execution:
             raise PauseRun
 
     # -- rounds --------------------------------------------------------------------------
-    def begin_round(self, frame: Frame, index_: int | None) -> int:
+    def begin_round(self, loop: Loop, index_: int | None) -> int:
+        self.reap()
+        frame = loop.frame
         frame.round += 1
-        frame.open_round = frame.round
-        frame.open_index = index_
-        frame.round_began = time.monotonic()
-        self.node = frame.key
+        loop.open_round = frame.round
+        loop.open_index = index_
+        loop.began = time.monotonic()
         if frame is self.main:
             frame.iterator = index_
         self.log.append("round_started", key=frame.key, round=frame.round, index=index_)
         return frame.round
 
-    def end_round(self, frame: Frame, number: int, outcome: str) -> None:
-        if frame.open_round != number:
+    def end_round(self, loop: Loop, outcome: str) -> None:
+        number = loop.open_round
+        if number is None:
             return
-        frame.open_round = None
-        if frame is self.main:
-            if outcome == "ok":
-                frame.finished += 1
-                if frame.open_index is not None:
-                    frame.iterator = frame.open_index + 1
-            self.node = ""
-        else:
-            self.node = self.main.key if self.main.open_round is not None else ""
+        loop.open_round = None
+        frame = loop.frame
+        if frame is self.main and outcome == "ok":
+            frame.finished += 1
+            if loop.open_index is not None:
+                frame.iterator = loop.open_index + 1
         self.log.append(
             "round_ended",
             key=frame.key,
             round=number,
-            index=frame.open_index,
+            index=loop.open_index,
             outcome=outcome,
-            seconds=elapsed(frame.round_began),
+            seconds=elapsed(loop.began),
         )
         self.states.save()  # SPEC §5.2: changes inside values are saved at each round end
+
+    def forget(self, loop: Loop) -> None:
+        if loop in loop.frame.loops:
+            loop.frame.loops.remove(loop)
+
+    def reap(self) -> None:
+        """End the rounds of loops the flow has left (``break``, ``return``) as finished.
+
+        The run holds each loop's generator; once only the run refers to it
+        (two references: the attribute and ``getrefcount``'s argument), the flow
+        has left the loop normally.
+        """
+        for frame in list(self.known_frames.values()):
+            for loop in list(frame.loops):
+                if loop.gen is not None and sys.getrefcount(loop.gen) <= 2:
+                    self.end_round(loop, "ok")
+                    self.forget(loop)
+                    loop.gen = None
+
+    def close_loops(self, frames: list[Frame], outcome: str) -> None:
+        """End every open round of ``frames`` with ``outcome`` and let their loops go."""
+        for frame in reversed(frames):
+            for loop in reversed(list(frame.loops)):
+                self.end_round(loop, outcome)
+            loops, frame.loops = frame.loops, []
+            for loop in loops:
+                loop.gen = None
 
     # -- calls -------------------------------------------------------------------------------
     def call(self, caller: Frame, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -589,11 +622,12 @@ class Execution:
                 first_round=call_plan.first_round,
             )
             self.frames.append(frame)
-            self.node = ref.key
             try:
                 result = loaded.function(RunContext(self, frame), *args, **kwargs)
+                self.reap()
+                self.close_loops([frame], "ok")
             except BaseException as exc:
-                self._close_rounds([frame], "error" if isinstance(exc, Exception) else "stopped")
+                self.close_loops([frame], "error" if isinstance(exc, Exception) else "stopped")
                 self.log.append(
                     "call_ended",
                     key=ref.key,
@@ -603,7 +637,6 @@ class Execution:
                 raise
             finally:
                 self.frames.pop()
-                self.node = caller.key if caller.open_round is not None else ""
                 self.states.save()
             self.log.append("call_ended", key=ref.key, outcome="completed", result=result)
             return result
@@ -654,19 +687,14 @@ class Execution:
             try:
                 result = self.loaded.function(RunContext(self, self.main))
                 status = Status.CANCELLED if self.flags.stop else Status.COMPLETED
-            except PauseRun:
-                status = Status.PAUSED
-            except (StopRun, KeyboardInterrupt):
-                status = Status.CANCELLED
-            except SystemExit as exc:
-                failed = exc.code not in (0, None)
-                status = Status.FAILED if failed else Status.COMPLETED
-                if failed:
-                    error = {"type": "SystemExit", "message": f"the flow exited with {exc.code}"}
+                self.reap()
             except BaseException as exc:
-                status = Status.FAILED
-                error = _error_info(exc, self.loaded.file)
-                traceback.print_exc(file=sys.stderr)
+                status, error = self._classify(exc)
+                self._end_position = self.position()  # where the run was, before closing
+                # Close open rounds now, while the flow's frame (and its rounds()
+                # generator) is still alive: once the exception is dropped, the
+                # generator is closed and would record the round as finished "ok".
+                self.close_loops(list(self.known_frames.values()), _round_outcome(status))
         except KeyboardInterrupt:
             status = Status.CANCELLED
         finally:
@@ -678,22 +706,27 @@ class Execution:
                 output.close()
         return outcome
 
-    def _close_rounds(self, frames: list[Frame], outcome: str) -> None:
-        for frame in reversed(frames):
-            if frame.open_round is not None:
-                self.end_round(frame, frame.open_round, outcome)
+    def _classify(self, exc: BaseException) -> tuple[Status, dict[str, Any] | None]:
+        if isinstance(exc, PauseRun):
+            return Status.PAUSED, None
+        if isinstance(exc, StopRun | KeyboardInterrupt):
+            return Status.CANCELLED, None
+        if isinstance(exc, SystemExit):
+            if exc.code in (0, None):
+                return Status.COMPLETED, None
+            return Status.FAILED, {
+                "type": "SystemExit",
+                "message": f"the flow exited with {exc.code}",
+            }
+        traceback.print_exception(exc, file=sys.stderr)
+        return Status.FAILED, _error_info(exc, self.loaded.file)
 
     def _folded(self) -> Any:
         return fold(self.run_id, self.run_dir, read_events(self.run_dir / CYCLE))
 
     def _finish(self, status: Status, result: Any, error: dict[str, Any] | None) -> Outcome:
-        position = self.position()  # before open rounds are closed: where the run was
-        round_outcome = (
-            "ok"
-            if status == Status.COMPLETED
-            else ("error" if status == Status.FAILED else "stopped")
-        )
-        self._close_rounds(list(self.known_frames.values()), round_outcome)
+        position = self._end_position or self.position()
+        self.close_loops(list(self.known_frames.values()), _round_outcome(status))
         self.states.save()  # SPEC §5.2: the end of the run saves changes inside values
         if status == Status.PAUSED:
             self.log.append("paused", position=position, round=self.main.round)
@@ -727,6 +760,12 @@ class Execution:
             first_round=self.main.first_round,
             last_round=self.main.round if self.main.round >= self.main.first_round else None,
         )
+
+
+def _round_outcome(status: Status) -> str:
+    if status == Status.COMPLETED:
+        return "ok"
+    return "error" if status == Status.FAILED else "stopped"
 
 
 def _error_info(exc: BaseException, file: Path) -> dict[str, Any]:

@@ -26,7 +26,18 @@ class PauseRun(BaseException):
     """Raised between rounds when a pause was asked for: the run saves and exits ``paused``."""
 
 
-@dataclass
+@dataclass(eq=False)
+class Loop:
+    """One ``rounds()`` loop in flight, and the round it has open."""
+
+    frame: Frame
+    gen: Iterator[Any] | None = None
+    open_round: int | None = None
+    open_index: int | None = None
+    began: float = 0.0
+
+
+@dataclass(eq=False)
 class Frame:
     """One key's part of a run: the main flow, or a flow it called."""
 
@@ -36,12 +47,17 @@ class Frame:
     first_round: int
     round: int  # last round started in this key's chain
     restore: dict[str, Any] | None = None  # execution position for the first loop (resume)
-    open_round: int | None = None
-    open_index: int | None = None
-    round_began: float = 0.0
     finished: int = 0  # rounds finished in this run (iterationCount, for the main frame)
     iterator: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    loops: list[Loop] = field(default_factory=list)
+
+    @property
+    def open_round(self) -> int | None:
+        """The innermost round in flight in this frame, if any."""
+        for loop in reversed(self.loops):
+            if loop.open_round is not None:
+                return loop.open_round
+        return None
 
 
 class RunContext:
@@ -87,7 +103,17 @@ class RunContext:
         stop and pause requests are acted on between rounds, never inside one.
         The first loop after a resume continues at the saved position.
         """
-        frame = self._frame
+        self._execution.reap()
+        loop = Loop(self._frame)
+        # The run keeps a strong reference: if the flow's loop body raises, the
+        # generator must not be closed by the unwinding (it would record the
+        # round as finished) before the run has seen the exception.
+        loop.gen = self._iterate(loop, items)
+        self._frame.loops.append(loop)
+        return loop.gen
+
+    def _iterate(self, loop: Loop, items: Iterable[Any] | None) -> Iterator[Any]:
+        frame = loop.frame
         execution = self._execution
         restore, frame.restore = frame.restore, None
         start = 0
@@ -97,33 +123,38 @@ class RunContext:
             itertools.islice(iter(items), start, None) if items is not None else itertools.count()
         )
         index = start
-        if items is not None:
+        if items is not None and frame is execution.main:
             frame.iterator = start
-        for item in source:
-            execution.between_rounds()
-            number = execution.begin_round(frame, index if items is not None else None)
-            try:
-                yield item if items is not None else number
-            except GeneratorExit:
-                # The loop body left with break/return: that round finished its work.
-                execution.end_round(frame, number, "ok")
-                raise
-            execution.end_round(frame, number, "ok")
-            index += 1
+        try:
+            for item in source:
+                execution.between_rounds()
+                number = execution.begin_round(loop, index if items is not None else None)
+                try:
+                    yield item if items is not None else number
+                except GeneratorExit:
+                    execution.end_round(loop, "ok")  # left with break or return
+                    raise
+                execution.end_round(loop, "ok")
+                index += 1
+        finally:
+            execution.forget(loop)
 
     # -- calls, sessions, log ------------------------------------------------------
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Run another flow inside this run under its own key; returns its result."""
+        self._execution.reap()
         return self._execution.call(self._frame, name, args, kwargs)
 
     def session(self, backend: str, prompt_or_argv: Any, **options: Any) -> Any:
         """Open a session with a backend (``command``, ``claude``, ``codex``, …)."""
         from .sessions import open_session
 
+        self._execution.reap()
         return open_session(self._execution, self._frame, backend, prompt_or_argv, **options)
 
     def log(self, message: str, **fields: Any) -> None:
         """Record an event in ``cycle.jsonl``."""
+        self._execution.reap()
         self._execution.log.append("log", key=self._frame.key, message=str(message), fields=fields)
 
     def __repr__(self) -> str:
