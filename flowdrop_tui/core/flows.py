@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from .errors import InvalidNameError, NotFoundError
+from .errors import FlowdropError, InvalidNameError, NotFoundError
 from .paths import FLOW_FILE, FLOWS_DIR, Layout, validate_flow_name, validate_key
 from .state import write_atomic
 
@@ -196,6 +196,7 @@ class DescribeCache:
     """``.flowdrop/cache/flows.json``: answers by flow folder and content hash."""
 
     def __init__(self, layout: Layout) -> None:
+        self.layout = layout
         self.path = layout.cache / "flows.json"
         self.entries: dict[str, Any] = {}
         try:
@@ -218,10 +219,11 @@ class DescribeCache:
 
     def save(self) -> None:
         try:
+            self.layout.ensure()  # .flowdrop/ is created on first use, with its .gitignore
             self.path.parent.mkdir(parents=True, exist_ok=True)
             data = orjson.dumps({"v": CACHE_VERSION, "entries": self.entries})
             write_atomic(self.path, data, durable=False)  # a cache: losing it costs a re-read
-        except OSError:
+        except (OSError, FlowdropError):
             pass  # read-only workspace: describe again next time
 
 
@@ -247,8 +249,7 @@ def describe(layout: Layout, refs: list[FlowRef], *, use_cache: bool = True) -> 
         if cache is not None:
             for ref in missing:
                 cache.put(ref.rel(layout), digests[ref.folder], answers[ref.folder])
-            if layout.root.is_dir():
-                cache.save()
+            cache.save()
     return [_info(layout, ref, answers[ref.folder]) for ref in refs]
 
 

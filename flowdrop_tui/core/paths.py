@@ -34,9 +34,8 @@ _MAX_NAME = 200
 
 def new_run_id(now: float | None = None) -> str:
     """UTC start time with milliseconds, `Z`, `-`, six hex: sorting ids sorts runs by start."""
-    now = time.time() if now is None else now
-    whole = int(now)
-    millis = int((now - whole) * 1000)
+    total_ms = time.time_ns() // 1_000_000 if now is None else round(now * 1000)
+    whole, millis = divmod(total_ms, 1000)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(whole))
     return f"{stamp}.{millis:03d}Z-{secrets.token_hex(3)}"
 
@@ -179,14 +178,22 @@ class Layout:
             ) from exc
 
     def check_writable(self) -> None:
-        """Refuse a run up front when its records could not be written."""
+        """Refuse a run up front when its records could not be written.
+
+        A real write, not ``os.access``: permission bits say nothing to root, and
+        nothing about a full disk or a read-only mount.
+        """
         self.ensure()
-        for folder in (self.root, self.runs, self.keys):
-            if not os.access(folder, os.W_OK | os.X_OK):
+        for folder in (self.runs, self.keys):
+            probe = folder / f".probe-{os.getpid()}"
+            try:
+                probe.write_bytes(b"probe")
+                probe.unlink()
+            except OSError as exc:
                 raise RecordsUnwritableError(
-                    f"cannot write run records: {folder} is not writable; "
-                    "make it writable (chmod u+w) and run again"
-                )
+                    f"cannot write run records in {folder}: {exc.strerror or exc}; "
+                    "make it writable (or free some space) and run again"
+                ) from exc
 
 
 def find_workspace(cwd: Path | None = None, override: str | os.PathLike[str] | None = None) -> Path:

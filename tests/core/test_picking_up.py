@@ -399,7 +399,7 @@ def test_kill_9_mid_round_then_next_run_picks_up_one_past_last_started(
     proc.wait()
     killed = events(workspace, run_id)
     last_started = max(e["round"] for e in killed if e["event"] == "round_started")
-    assert [r for r in runs_json(cli) if r["run"] == run_id][0]["status"] == "interrupted"
+    assert next(r for r in runs_json(cli) if r["run"] == run_id)["status"] == "interrupted"
     saved = state_of(workspace, run_id)["slow"]  # parseable, a state the flow had set
     assert saved["round_seen"] in (last_started, last_started - 1)
     proc2 = cli.start("run", "slow")
