@@ -30,7 +30,8 @@ BROKEN = {
     ),
     "noflow": ("def main(run):\n    return 1\n", "no @flow function", ""),
     "twoflows": (
-        "from flowdrop_tui import flow\n\n@flow()\ndef a(run):\n    pass\n\n@flow()\ndef b(run):\n    pass\n",
+        "from flowdrop_tui import flow\n\n@flow()\ndef a(run):\n    pass\n\n"
+        "@flow()\ndef b(run):\n    pass\n",
         "more than one @flow function (a, b)",
         "",
     ),

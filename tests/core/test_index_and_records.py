@@ -224,7 +224,7 @@ def test_flows_json_in_a_loop_never_errors_while_runs_start_and_end(
             sys.executable,
             "-c",
             "import subprocess, sys, time\n"
-            f"end = time.monotonic() + 4\nbad = 0\n"
+            "end = time.monotonic() + 4\nbad = 0\n"
             "while time.monotonic() < end:\n"
             "    r = subprocess.run([sys.executable, '-m', 'flowdrop_tui', 'flows', '--json'],"
             " capture_output=True)\n"

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.errors import InvalidNameError
-from flowdrop_tui.core.paths import check_run_ref, key_filename, new_run_id, validate_key, RUN_ID_RE
+from flowdrop_tui.core.paths import RUN_ID_RE, check_run_ref, key_filename, new_run_id, validate_key
 from tests.conftest import CLI, write_flow
 
 ESCAPES = [
