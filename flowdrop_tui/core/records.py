@@ -63,7 +63,9 @@ class EventLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self._lock = threading.Lock()
+        # Re-entrant: a signal handler in the run appends from the main thread,
+        # possibly while that thread is inside append() itself.
+        self._lock = threading.RLock()
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event; returns it. Never raises for an unwritable value or a full disk."""

@@ -416,6 +416,7 @@ class Execution:
         self._saved = _Saved()
         self._output: TextIO | None = None
         self._end_position: dict[str, Any] | None = None
+        self._notices: list[str] = []
 
     # -- what the flow sees ---------------------------------------------------------
     @property
@@ -480,6 +481,8 @@ class Execution:
         while not self._watcher_stop.wait(WATCH_INTERVAL):
             try:
                 self.poll_requests()
+                while self._notices:
+                    self.notify(self._notices.pop(0))
             except Exception:  # a bad request file must not end the watcher
                 pass
 
