@@ -227,6 +227,7 @@ def test_a_cli_that_is_not_installed_is_a_clear_error(
     flow_writer(
         "careful",
         f"""
+        import sys
         from flowdrop_tui import flow, FlowdropError
 
         @flow()
@@ -234,6 +235,7 @@ def test_a_cli_that_is_not_installed_is_a_clear_error(
             try:
                 run.session({backend!r}, "hello")
             except FlowdropError as exc:
+                run.session("command", [sys.executable, "-c", "pass"])
                 return [type(exc).__name__, exc.code, str(exc)]
         """,
     )
@@ -242,7 +244,11 @@ def test_a_cli_that_is_not_installed_is_a_clear_error(
     name, code, message = cli.json("show", run_id)["result"]
     assert name == "BackendUnavailableError" and code == "BACKEND_UNAVAILABLE"
     assert f"`{backend}`" in message and product in message and "not installed" in message
-    assert not [e for e in events(workspace, run_id) if e["event"].startswith("session_")]
+    # Nothing was opened for it: the next session is the run's first.
+    opened = [e for e in events(workspace, run_id) if e["event"] == "session_opened"]
+    assert [(e["backend"], e["link"]) for e in opened] == [
+        ("command", "sessions/000001-command.log")
+    ]
 
     flow_writer(
         "careless",

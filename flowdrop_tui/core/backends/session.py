@@ -75,8 +75,7 @@ class Session:
         self._execution = execution
         self._frame = frame
         self.backend = backend
-        self.number = _next_number(execution)
-        self.id = f"{execution.run_id}-{self.number:0{LINK_DIGITS}d}"
+        self._number: int | None = None
         self.workspace = execution.layout.workspace
         self.link_path: Path | None = None
         self.target: Path | None = None
@@ -84,6 +83,18 @@ class Session:
         self.interrupted = False
         self.exit_code: int | None = None  # of the last process waited for
         self._began = 0.0
+
+    @property
+    def number(self) -> int:
+        """This session's place in the run's opening order, taken when first needed
+        (so a session refused before it starts leaves no gap)."""
+        if self._number is None:
+            self._number = _next_number(self._execution)
+        return self._number
+
+    @property
+    def id(self) -> str:
+        return f"{self._execution.run_id}-{self.number:0{LINK_DIGITS}d}"
 
     @property
     def run_id(self) -> str:
