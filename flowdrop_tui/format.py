@@ -121,10 +121,36 @@ def show_text(detail: dict[str, Any]) -> str:
     for session in sessions:
         health = "ok" if session.get("exists") else "missing"
         lines.append(f"  {session.get('link')} -> {session.get('target')} [{health}]")
+        lines.append(f"    {_session_outcome(session, detail.get('status'))}")
     git = detail.get("git")
-    if git:
+    if git is None:
+        lines.append("git             not a git repository")
+    else:
+        lines.append(f"git start       {_git_facts(git.get('start'))}")
+        lines.append(f"git end         {_git_facts(git.get('end'))}")
         commits = git.get("commits") or []
         lines.append(f"commits         {len(commits) or 'none'}")
         for commit in commits:
             lines.append(f"  {str(commit.get('sha'))[:10]} {commit.get('summary')}")
     return "\n".join(lines)
+
+
+def _session_outcome(session: dict[str, Any], run_status: Any) -> str:
+    where = f"{session.get('backend')}, round {session.get('round') or '—'}"
+    if not session.get("closed"):
+        live = run_status in ("running", "pending")
+        return f"{where}: " + ("running" if live else "never closed (its run was killed)")
+    what = f"exit {session.get('exit_code')}, {session.get('seconds')}s"
+    if session.get("interrupted"):
+        what += ", interrupted"
+    if session.get("error"):
+        what += f", error: {str(session['error']).splitlines()[0][:80]}"
+    return f"{where}: {what}"
+
+
+def _git_facts(facts: Any) -> str:
+    if not isinstance(facts, dict):
+        return "—"
+    head = str(facts.get("head") or "no commits")[:10]
+    branch = facts.get("branch") or "detached HEAD"
+    return f"{head} on {branch}" + (", dirty" if facts.get("dirty") else "")

@@ -7,6 +7,7 @@ long-running processes, so nothing here keeps one. Every function answers
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,17 @@ def facts(workspace: Path) -> dict[str, Any] | None:
         return None
 
 
-def commits_between(workspace: Path, start: str | None, end: str | None) -> list[dict[str, Any]]:
-    """Commits reachable from ``end`` but not from ``start``, oldest first."""
+def commits_between(
+    workspace: Path, start: str | None, end: str | None, *, until: str | None = None
+) -> list[dict[str, Any]]:
+    """Commits reachable from ``end`` but not from ``start``, oldest first.
+
+    ``until`` (ISO-8601): leave out commits made after it — for a run that
+    recorded no end, so later commits by others are not counted as its own.
+    """
     if not end:
         return []
+    limit = _parse_time(until)
     try:
         import git
 
@@ -47,11 +55,23 @@ def commits_between(workspace: Path, start: str | None, end: str | None) -> list
                     "time": commit.committed_datetime.isoformat(),
                 }
                 for commit in repo.iter_commits(spec)
+                if limit is None or commit.committed_datetime <= limit
             ]
     except Exception:
         return []
     found.reverse()
     return found
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    # Commit times have whole seconds: count the second the last event fell in.
+    return parsed.replace(microsecond=0) + timedelta(seconds=1)
 
 
 def head(workspace: Path) -> str | None:

@@ -14,7 +14,15 @@ from . import git, index
 from .errors import FlowdropError, InvalidNameError, NotFoundError
 from .flows import FlowInfo, FlowRef, describe, discover, resolve_flow
 from .paths import CYCLE, STATE, Layout, validate_flow_name, validate_key
-from .records import LIVE, TERMINAL, RunInfo, list_run_ids, load_run, read_first_event
+from .records import (
+    LIVE,
+    TERMINAL,
+    RunInfo,
+    list_run_ids,
+    load_run,
+    read_events,
+    read_first_event,
+)
 from .start import snapshot_of
 from .state import read_states
 
@@ -81,19 +89,30 @@ def run_rows(layout: Layout, key: str | None = None) -> list[RunInfo]:
     return found
 
 
+def _link_target(link_path: Path) -> str | None:
+    """Where a link in ``sessions/`` points (read, never followed for writing)."""
+    try:
+        target = os.readlink(link_path)
+    except OSError:
+        return None
+    return target if os.path.isabs(target) else os.path.normpath(link_path.parent / target)
+
+
 def _sessions(info: RunInfo) -> list[dict[str, Any]]:
+    """Each session in opening order, with its transcript's health (SPEC §11 ``show``).
+
+    Agents delete their own transcripts (retention), so a target that is gone
+    is reported as ``exists: false``, never as an error.
+    """
     rows = []
     for opened in info.sessions:
-        link = opened.get("link")
-        target = opened.get("target")
-        exists = bool(target) and os.path.exists(str(target))
-        if isinstance(link, str):
-            link_path = info.path / link
-            if link_path.is_symlink():
-                target = os.readlink(link_path)
-                resolved = target if os.path.isabs(target) else str(link_path.parent / target)
-                exists = os.path.exists(resolved)
         closed = opened.get("closed") or {}
+        link = opened.get("link")
+        target = closed.get("target") or opened.get("target")
+        if isinstance(link, str):
+            on_disk = _link_target(info.path / link)
+            target = on_disk or target
+        exists = isinstance(target, str) and os.path.exists(target)
         rows.append(
             {
                 "link": link,
@@ -103,25 +122,38 @@ def _sessions(info: RunInfo) -> list[dict[str, Any]]:
                 "session": opened.get("session"),
                 "key": opened.get("key"),
                 "round": opened.get("round"),
+                "command": opened.get("command"),
                 "exit_code": closed.get("exit_code"),
+                "seconds": closed.get("seconds"),
                 "closed": bool(closed),
                 "interrupted": bool(closed.get("interrupted")),
+                "error": closed.get("error"),
             }
         )
     return rows
 
 
 def _git(layout: Layout, info: RunInfo) -> dict[str, Any] | None:
+    """The run's git facts and the commits made while it ran; ``None`` outside git.
+
+    A run that ended normally recorded its end facts. A live run is measured to
+    HEAD now. A paused or killed run recorded none, so HEAD now is used but
+    only commits made up to the run's last recorded event count as its own.
+    """
     if not isinstance(info.git_start, dict):
         return None
     start = info.git_start.get("head")
     end = info.git_end.get("head") if isinstance(info.git_end, dict) else None
-    if end is None and info.status in LIVE:
+    until: str | None = None
+    if end is None:
         end = git.head(layout.workspace)
+        if info.status not in LIVE:
+            events = read_events(info.path / CYCLE)
+            until = events[-1].get("t") if events else None
     return {
         "start": info.git_start,
         "end": info.git_end,
-        "commits": git.commits_between(layout.workspace, start, end),
+        "commits": git.commits_between(layout.workspace, start, end, until=until),
     }
 
 
