@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import CLI, events, state_of, wait_for
+
+from tests.conftest import CLI, events, state_of, wait_for
 
 FAKES = Path(__file__).resolve().parent / "fakes" / "bin"
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import CLI, events, state_of
+
+from tests.conftest import CLI, events, state_of
 
 # The README's example backend, as a plugin author would ship it.
 PLUGIN = """

@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import CLI, events, state_of, wait_for
+from tests.conftest import CLI, events, state_of, wait_for
 
 GIT = "git -c user.name=Flow -c user.email=flow@example.com"
 
