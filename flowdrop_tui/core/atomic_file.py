@@ -147,7 +147,8 @@ def _syscalls() -> _Syscalls | None:
 class AtomicFile:
     """One file replaced whole on every ``replace``, by one writer (see the module doc)."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, swap: bool = True) -> None:
+        """``swap=False`` always takes the plain writer."""
         self.path = os.fspath(path)
         folder, name = os.path.split(self.path)
         self._target = os.fsencode(self.path)
@@ -157,7 +158,7 @@ class AtomicFile:
         # our last exchange, not yet known to be committed.
         self._ready = [False, False]
         self._pending = [False, False]
-        self._swapping: bool | None = None  # decided on the first replace
+        self._swapping: bool | None = None if swap else False  # None: decided on first use
 
     @property
     def swapping(self) -> bool:
