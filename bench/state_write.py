@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from flowdrop_tui.core.atomic_file import AtomicFile
@@ -127,14 +127,14 @@ class Theirs:
         self.version = 0
 
     def batch(self, size: int) -> Callable[[], None]:
-        prepared: list[tuple[Checkpoint, dict[str, Any], dict[str, Any]]] = []
+        prepared: list[tuple[Checkpoint, CheckpointMetadata, dict[str, Any]]] = []
         for _ in range(size):
             self.version += 1
             self.values["count"] = self.version
             checkpoint = empty_checkpoint()
             checkpoint["channel_values"] = dict(self.values)
             checkpoint["channel_versions"] = {"count": self.version}
-            metadata = {"source": "loop", "step": self.version}
+            metadata: CheckpointMetadata = {"source": "loop", "step": self.version}
             prepared.append((checkpoint, metadata, {"count": self.version}))
         saver = self.saver
 
