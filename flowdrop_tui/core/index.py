@@ -34,23 +34,31 @@ def _empty() -> Index:
     return {"v": INDEX_VERSION, "keys": {}}
 
 
-def _valid(data: Any) -> bool:
+def _entries(keys: dict[str, Any], key: str | None) -> Iterable[Any]:
+    """Every entry, or only ``key``'s (none when it has no entry)."""
+    return keys.values() if key is None else [keys[key]] if key in keys else []
+
+
+def _valid(data: Any, key: str | None = None) -> bool:
     if not isinstance(data, dict) or data.get("v") != INDEX_VERSION:
         return False
     keys = data.get("keys")
     return isinstance(keys, dict) and all(
         isinstance(entry, dict) and isinstance(entry.get("last_run"), str)
-        for entry in keys.values()
+        for entry in _entries(keys, key)
     )
 
 
-def read(layout: Layout) -> Index | None:
-    """The index as on disk, or ``None`` when missing, unreadable or of another version."""
+def read(layout: Layout, key: str | None = None) -> Index | None:
+    """The index as on disk, or ``None`` when missing, unreadable or of another version.
+
+    With ``key``, only that key's entry is checked: use the answer for that key only.
+    """
     try:
         data = orjson.loads(layout.index.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None
-    return data if _valid(data) else None
+    return data if _valid(data, key) else None
 
 
 def _write(layout: Layout, data: Index) -> None:
@@ -156,8 +164,9 @@ def record_status(layout: Layout, info: RunInfo, keys: Iterable[str]) -> None:
     update(layout, change)
 
 
-def _stale(layout: Layout, data: Index) -> bool:
-    for entry in data["keys"].values():
+def _stale(layout: Layout, data: Index, key: str | None = None) -> bool:
+    """Whether an entry (only ``key``'s, when given) names a run whose record is gone."""
+    for entry in _entries(data["keys"], key):
         for field in ("last_run", "source"):
             run_id = entry.get(field)
             if isinstance(run_id, str) and not (layout.runs / run_id / CYCLE).is_file():
@@ -165,10 +174,16 @@ def _stale(layout: Layout, data: Index) -> bool:
     return False
 
 
-def load(layout: Layout) -> Index:
-    """The index, rebuilt when missing, unreadable or pointing at a run that is gone."""
-    data = read(layout)
-    if data is not None and not _stale(layout, data):
+def load(layout: Layout, key: str | None = None) -> Index:
+    """The index, rebuilt when missing, unreadable or pointing at a run that is gone.
+
+    With ``key``, only that key's entry is checked (use the answer for that key
+    only): a lookup then costs two ``stat`` calls, not two per key in the
+    workspace (bench/resolve.py: checking every entry made picking up grow with
+    the workspace).
+    """
+    data = read(layout, key)
+    if data is not None and not _stale(layout, data, key):
         return data
     if not layout.root.is_dir():
         return _empty()
@@ -176,8 +191,8 @@ def load(layout: Layout) -> Index:
         with locks.exclusive(layout.index_lock):
             # A run being created holds this lock while its entry is ahead of its
             # record; once we have the lock, look again before rebuilding.
-            data = read(layout)
-            if data is not None and not _stale(layout, data):
+            data = read(layout, key)
+            if data is not None and not _stale(layout, data, key):
                 return data
             data = _scan(layout)
             _write(layout, data)
@@ -191,7 +206,7 @@ def lookup(layout: Layout, key: str) -> Entry | None:
 
     The cost depends on the key's own last run, never on how many runs exist.
     """
-    data = load(layout)
+    data = load(layout, key)
     entry = data["keys"].get(key)
     if entry is None:
         return None

@@ -1,9 +1,9 @@
 """The write-through state mapping and the atomic writer (SPEC §5).
 
 Setting or deleting a key writes the run's whole ``state.json`` again before
-the call returns: a temporary file, its bytes synced to disk, then a rename
-over the old file. A reader, a kill or a power cut sees the old file or the new
-one, never a torn one. Nothing about saving may stop a run: a value JSON has no
+the call returns: the new bytes synced to disk, then published in one atomic
+step (``atomic_file.AtomicFile``). A reader, a kill or a power cut sees the old
+file or the new one, never a torn one. Nothing about saving may stop a run: a value JSON has no
 shape for is written as its text, and a save that fails leaves the last save
 standing and reports a warning.
 """
@@ -11,7 +11,6 @@ standing and reports a warning.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,36 +18,12 @@ from typing import Any
 
 import orjson
 
+from .atomic_file import AtomicFile
+from .atomic_file import write_atomic as write_atomic
 from .errors import UnusableStateError
 
 _MISSING: Any = object()
 _OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
-
-
-def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically; ``durable`` syncs the bytes first.
-
-    This is the hot path of every key set, so it is lean: one fixed temporary
-    name per target (a run's state has one writer), ``fdatasync`` rather than
-    ``fsync`` (the new file's size is data, its timestamps are not), and no
-    directory sync — a power cut may lose the rename and keep the save before,
-    which SPEC §5 allows, but can never expose a torn file.
-    """
-    target = os.fspath(path)
-    tmp = target + ".tmp"
-    fd = os.open(tmp, _WRITE_FLAGS, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if durable:
-            _datasync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, target)
 
 
 def _as_text(value: Any) -> Any:
@@ -130,6 +105,7 @@ class StateFile:
 
     def __init__(self, path: Path, on_warning: Callable[[str], None] | None = None) -> None:
         self.path = path
+        self._file = AtomicFile(path)
         self.on_warning: Callable[[str], None] = on_warning or (lambda message: None)
         self._states: dict[str, State] = {}
         self._lock = threading.RLock()
@@ -161,7 +137,7 @@ class StateFile:
         with self._lock:
             try:
                 data = encode(self._states)
-                write_atomic(self.path, data)
+                self._file.replace(data)
             except Exception as exc:  # SPEC §5.3: nothing about keeping state may stop a run
                 message = f"state not saved ({type(exc).__name__}: {exc}); the last save stands"
                 if message != self._failing:

@@ -1,0 +1,45 @@
+"""The benchmarks run: each script, in --quick mode, prints its ratio.
+
+No timing is asserted here (speed goals are read from the bench output, on a
+quiet machine); this only guards against a bench that no longer runs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+RATIO = re.compile(r"ratio \([^)]*\): (\d+\.\d+)")
+
+
+def quick(script: str, tmp_path: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_state_write_prints_a_ratio(tmp_path: Path) -> None:
+    """Guards against bench/state_write.py breaking (it needs the bench extra)."""
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="pip install -e '.[bench]'")
+    out = quick("state_write.py", tmp_path)
+    match = RATIO.search(out)
+    assert match and float(match.group(1)) > 0, out
+    assert "synchronous=2" in out and re.search(r"goal <= 1\.0: (met|NOT met)", out), out
+
+
+def test_resolve_prints_a_ratio(tmp_path: Path) -> None:
+    """Guards against bench/resolve.py breaking, or its workspaces no longer resolving."""
+    out = quick("resolve.py", tmp_path)
+    match = RATIO.search(out)
+    assert match and float(match.group(1)) > 0, out
+    assert re.search(r"goal <= 1\.2: (met|NOT met)", out), out
