@@ -13,9 +13,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import wait_for
 
 from flowdrop_tui.core.atomic_file import AtomicFile
+from tests.conftest import wait_for
 
 
 def version(n: int) -> bytes:

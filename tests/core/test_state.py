@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 import pytest
 
-from flowdrop_tui.core import state as state_module
 from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.state import StateFile, read_states, write_atomic
 
@@ -126,14 +125,13 @@ def test_full_disk_leaves_last_save_standing(
     store, warnings = _file(tmp_path)
     s = store.state("k")
     s["n"] = 1
-    real_write = os.write
-
-    def full(fd: int, data: Any) -> int:
+    def full(*args: Any) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(state_module.os, "write", full)
-    s["n"] = 2
-    monkeypatch.setattr(state_module.os, "write", real_write)
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "pwrite", full)  # the state writer writes with pwrite
+        patched.setattr(os, "write", full)
+        s["n"] = 2
     assert _on_disk(tmp_path) == {"k": {"n": 1}}
     assert any("No space left" in w for w in warnings)
     s["n"] = 3
