@@ -175,6 +175,14 @@ class AtomicFile:
             )
         return self._swapping
 
+    def discard_spares(self) -> None:
+        """Remove the spares (the writer is done): they hold only superseded saves."""
+        for spare in self._spares:
+            with contextlib.suppress(OSError):
+                os.unlink(spare)
+        self._ready = [False, False]
+        self._pending = [False, False]
+
     def replace(self, data: bytes) -> None:
         """Publish ``data`` as the whole file; its bytes are on disk before it is published."""
         calls = _syscalls() if self.swapping else None

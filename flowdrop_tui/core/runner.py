@@ -731,6 +731,7 @@ class Execution:
         position = self._end_position or self.position()
         self.close_loops(list(self.known_frames.values()), _round_outcome(status))
         self.states.save()  # SPEC §5.2: the end of the run saves changes inside values
+        self.states.close()
         if status == Status.PAUSED:
             self.log.append("paused", position=position, round=self.main.round)
         else:

@@ -149,6 +149,11 @@ class StateFile:
                 self.on_warning("state saved again after earlier failures")
             return True
 
+    def close(self) -> None:
+        """The run is done writing: leave only ``state.json`` in its folder."""
+        with self._lock:
+            self._file.discard_spares()
+
 
 class State(dict[str, Any]):
     """A dict that saves its run's ``state.json`` whenever a key is set or deleted.
