@@ -1,0 +1,69 @@
+"""Bad input through the real command: a clear message, the right exit code, nothing
+overwritten (issue 6). The cases already covered elsewhere are listed, with their
+tests, in docs/reliability.md; this file holds the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from flowdrop_tui import ensure_resumable, seed_next_turn
+from tests.conftest import CLI, write_flow
+
+COUNTER = """
+    from flowdrop_tui import flow
+
+    @flow(resumable=True)
+    def main(run):
+        for r in run.rounds(range(2)):
+            run.state["count"] = run.state.get("count", 0) + 1
+        return run.state["count"]
+"""
+
+
+def run_ids(ws: Path) -> list[str]:
+    runs = ws / ".flowdrop" / "runs"
+    return sorted(p.name for p in runs.iterdir() if p.name[0] != ".") if runs.exists() else []
+
+
+def error_of(done: object) -> dict[str, str]:
+    stdout = getattr(done, "stdout", "")
+    stderr = getattr(done, "stderr", "")
+    assert "Traceback" not in stderr, stderr
+    return dict(orjson.loads(stdout)["error"])
+
+
+# -- snapshots ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [b"[]", b'["completed"]', b'{"s": 1}', b"3", b"true"])
+def test_snapshot_whose_status_is_not_a_string_is_refused_naming_the_file(
+    workspace: Path, cli: CLI, tmp_path: Path, status: bytes
+) -> None:
+    """Guards a traceback found by fuzzing: a list status did not hash for the status check."""
+    write_flow(workspace, "counter", COUNTER)
+    path = tmp_path / "snap.json"
+    content = b'{"status": ' + status + b', "data": {}}'
+    path.write_bytes(content)
+    done = cli("run", "counter", "--snapshot", str(path), "--json")
+    assert done.returncode == 3
+    error = error_of(done)
+    assert error["code"] == "UNUSABLE_STATE" and str(path) in error["message"]
+    assert "status" in error["message"]
+    assert path.read_bytes() == content and run_ids(workspace) == []
+
+
+def test_snapshot_that_is_a_folder_is_exit_2(workspace: Path, cli: CLI, tmp_path: Path) -> None:
+    write_flow(workspace, "counter", COUNTER)
+    done = cli("run", "counter", "--snapshot", str(tmp_path), "--json")
+    assert done.returncode == 2 and "folder" in error_of(done)["message"]
+
+
+def test_public_snapshot_rules_take_a_status_of_any_type() -> None:
+    """``seed_next_turn``/``ensure_resumable`` are public: another store's dict must not crash
+    them. A status that is not a string is no outcome: nothing is cleared or refused."""
+    odd = {"status": ["completed"], "data": {"k": 1}, "iterationCount": 3}
+    assert seed_next_turn(odd) == odd and seed_next_turn(odd) is not odd
+    ensure_resumable(odd, "snap")  # not terminal: no refusal
