@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from . import locks
-from .paths import CYCLE, STATE, Layout
+from .paths import CYCLE, RUN_ID_RE, STATE, Layout
 from .records import TERMINAL, RunInfo, Status, fold, list_run_ids, read_events
 from .state import write_atomic
 
@@ -34,14 +34,37 @@ def _empty() -> Index:
     return {"v": INDEX_VERSION, "keys": {}}
 
 
+def _is_run_id(value: Any) -> bool:
+    return isinstance(value, str) and RUN_ID_RE.match(value) is not None
+
+
+def _valid_entry(entry: Any) -> bool:
+    """An entry shaped as this engine writes it.
+
+    The index is read from disk, so it is checked like any input: a forged or
+    damaged one naming ``../../x`` as a run must not make a reader look outside
+    ``.flowdrop/runs``, and a round that is not a number must not crash a listing.
+    """
+    if not isinstance(entry, dict):
+        return False
+    source, status, round_, flow = (entry.get(f) for f in ("source", "status", "round", "flow"))
+    return (
+        _is_run_id(entry.get("last_run"))
+        and (source is None or _is_run_id(source))
+        and (status is None or isinstance(status, str))
+        and isinstance(round_, int)
+        and not isinstance(round_, bool)
+        and round_ >= 0
+        and (flow is None or isinstance(flow, str))
+    )
+
+
 def _valid(data: Any) -> bool:
+    """Anything else than a whole index of this version is unusable: it is rebuilt."""
     if not isinstance(data, dict) or data.get("v") != INDEX_VERSION:
         return False
     keys = data.get("keys")
-    return isinstance(keys, dict) and all(
-        isinstance(entry, dict) and isinstance(entry.get("last_run"), str)
-        for entry in keys.values()
-    )
+    return isinstance(keys, dict) and all(_valid_entry(entry) for entry in keys.values())
 
 
 def read(layout: Layout) -> Index | None:

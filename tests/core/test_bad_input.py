@@ -10,6 +10,8 @@ import orjson
 import pytest
 
 from flowdrop_tui import ensure_resumable, seed_next_turn
+from flowdrop_tui.core import index
+from flowdrop_tui.core.paths import Layout
 from tests.conftest import CLI, write_flow
 
 COUNTER = """
@@ -33,6 +35,11 @@ def error_of(done: object) -> dict[str, str]:
     stderr = getattr(done, "stderr", "")
     assert "Traceback" not in stderr, stderr
     return dict(orjson.loads(stdout)["error"])
+
+
+def index_agrees_with_records(ws: Path) -> None:
+    layout = Layout(ws)
+    assert orjson.loads(layout.index.read_bytes()) == index._scan(layout)
 
 
 # -- snapshots ------------------------------------------------------------------------------
@@ -67,3 +74,41 @@ def test_public_snapshot_rules_take_a_status_of_any_type() -> None:
     odd = {"status": ["completed"], "data": {"k": 1}, "iterationCount": 3}
     assert seed_next_turn(odd) == odd and seed_next_turn(odd) is not odd
     ensure_resumable(odd, "snap")  # not terminal: no refusal
+
+
+# -- the index --------------------------------------------------------------------------------
+
+
+def test_index_naming_a_path_as_a_run_is_rebuilt_not_followed(workspace: Path, cli: CLI) -> None:
+    """Guards the record folder: a forged index naming ``../../x`` (where a record-looking
+    file waits) made ``run`` fail with exit 2; it is now unusable, so it is rebuilt."""
+    write_flow(workspace, "counter", COUNTER)
+    first = cli.json("run", "counter")
+    outside = workspace / "x"
+    outside.mkdir()
+    (outside / "cycle.jsonl").write_bytes(
+        (workspace / ".flowdrop" / "runs" / first["run"] / "cycle.jsonl").read_bytes()
+    )
+    layout = Layout(workspace)
+    forged = orjson.loads(layout.index.read_bytes())
+    forged["keys"]["counter"].update(last_run="../../x", source="../../x", status="running")
+    layout.index.write_bytes(orjson.dumps(forged))
+    second = cli.json("run", "counter")
+    assert second["picked_up_from"] == first["run"] and second["first_round"] == 3
+    index_agrees_with_records(workspace)
+
+
+@pytest.mark.parametrize("round_", ["abc", [1], -1, True, None])
+def test_index_with_a_round_that_is_not_a_count_is_rebuilt(
+    workspace: Path, cli: CLI, round_: object
+) -> None:
+    """Guards a crash found by fuzzing: ``flows --json`` did ``int("abc")`` on a forged round."""
+    write_flow(workspace, "counter", COUNTER)
+    first = cli.json("run", "counter")
+    layout = Layout(workspace)
+    forged = orjson.loads(layout.index.read_bytes())
+    forged["keys"]["counter"]["round"] = round_
+    layout.index.write_bytes(orjson.dumps(forged))
+    rows = cli.json("flows")
+    assert rows[0]["round"] == 2 and rows[0]["last_run"] == first["run"]
+    index_agrees_with_records(workspace)
