@@ -12,7 +12,7 @@ import pytest
 from flowdrop_tui import ensure_resumable, seed_next_turn
 from flowdrop_tui.core import index
 from flowdrop_tui.core.paths import Layout
-from tests.conftest import CLI, write_flow
+from tests.conftest import CLI, events, write_flow
 
 COUNTER = """
     from flowdrop_tui import flow
@@ -111,4 +111,35 @@ def test_index_with_a_round_that_is_not_a_count_is_rebuilt(
     layout.index.write_bytes(orjson.dumps(forged))
     rows = cli.json("flows")
     assert rows[0]["round"] == 2 and rows[0]["last_run"] == first["run"]
+    index_agrees_with_records(workspace)
+
+
+# -- records ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [b"garbage\n", b"", b"\x00\xff\xfe binary", None])
+def test_latest_run_with_an_unreadable_record_is_looked_past_with_a_warning(
+    workspace: Path, cli: CLI, content: bytes | None
+) -> None:
+    """Guards the round counter: through a stale index, a run whose cycle.jsonl was damaged
+    was picked up from as if it were a fresh chain (round 1). It is looked past, as
+    ``reindex`` and docs/decisions.md say, and the new run says so."""
+    write_flow(workspace, "counter", COUNTER)
+    first = cli.json("run", "counter")
+    damaged = cli.json("run", "counter")["run"]
+    cycle = workspace / ".flowdrop" / "runs" / damaged / "cycle.jsonl"
+    if content is None:
+        cycle.unlink()
+    else:
+        cycle.write_bytes(content)
+    state_before = (cycle.parent / "state.json").read_bytes()
+    done = cli("run", "counter", "--json")
+    assert done.returncode == 0, done.stderr
+    third = orjson.loads(done.stdout)
+    assert third["picked_up_from"] == first["run"] and third["first_round"] == 3
+    if content is not None:  # a missing cycle.jsonl is a run that is gone: rebuilt silently
+        assert f"run {damaged} has no readable record" in done.stderr
+        warned = [e for e in events(workspace, third["run"]) if e["event"] == "warning"]
+        assert warned and damaged in warned[0]["message"]
+    assert (cycle.parent / "state.json").read_bytes() == state_before  # nothing overwritten
     index_agrees_with_records(workspace)
