@@ -278,15 +278,16 @@ def _reopen(
         raise AlreadyRunningError(f"run {run_id} is being resumed by another process") from None
     try:
         info = control.check_resumable(layout, run_id)  # again, now that we hold it
-        assert info.key is not None and info.flow is not None
+        assert info.key is not None
+        ref = flow_of_key(layout, info.key)
         if loaded is None:
-            loaded = load_flow(_flow_file(layout, info.flow), layout.workspace)
+            loaded = load_flow(ref.file, layout.workspace)
         states = StateFile(run_dir / STATE)
         states.adopt(read_states(run_dir / STATE))
         main = states.state(info.key)
         frame = Frame(
             key=info.key,
-            flow=info.flow,
+            flow=info.flow or ref.rel(layout),
             state=main,
             first_round=info.first_round,
             round=info.key_rounds.get(info.key, info.first_round - 1),
@@ -304,9 +305,11 @@ def _reopen(
         raise
 
 
-def _flow_file(layout: Layout, flow: str) -> Path:
-    ref = resolve_flow(layout, flow if "/" in flow else f"./{flow}", cwd=layout.workspace)
-    return ref.file
+def flow_of_key(layout: Layout, key: str) -> FlowRef:
+    """The flow a paused run of ``key`` continues with: the one its key names today, as
+    ``run KEY`` would load it — never a path read from the record, so a damaged or
+    forged ``flow`` field cannot make a resume import code from somewhere else."""
+    return resolve_flow(layout, key, cwd=layout.workspace)
 
 
 def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from flowdrop_tui import ensure_resumable, seed_next_turn
 from flowdrop_tui.core import index
 from flowdrop_tui.core.paths import Layout
-from tests.conftest import CLI, events, write_flow
+from tests.conftest import CLI, events, wait_for, write_flow
 
 COUNTER = """
     from flowdrop_tui import flow
@@ -143,3 +143,66 @@ def test_latest_run_with_an_unreadable_record_is_looked_past_with_a_warning(
         assert warned and damaged in warned[0]["message"]
     assert (cycle.parent / "state.json").read_bytes() == state_before  # nothing overwritten
     index_agrees_with_records(workspace)
+
+
+# -- flows that changed under a paused run ----------------------------------------------------
+
+PAUSABLE = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True)
+    def main(run):
+        for r in run.rounds(range(6)):
+            run.state["done"] = r
+            time.sleep(0.15)
+        return "finished"
+"""
+
+
+def paused_run(ws: Path, cli: CLI, name: str = "p") -> str:
+    write_flow(ws, name, PAUSABLE)
+    run_id = str(cli.json("run", name, "--detach")["run"])
+    wait_for(lambda: any(e["event"] == "round_started" for e in events(ws, run_id)))
+    cli("pause", run_id, "--wait", check=0)
+    assert cli.json("show", run_id)["status"] == "paused"
+    return run_id
+
+
+def test_resume_of_a_run_whose_flow_now_hangs_at_import_is_refused(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards resume: it loaded the flow in its own process with no limit and hung with
+    the run held. It is now checked in a child first (5 s), as ``run`` checks it."""
+    run_id = paused_run(workspace, cli)
+    (workspace / "flows" / "p" / "flow.py").write_text("import time\ntime.sleep(120)\n")
+    before = events(workspace, run_id)
+    for command in (["resume", run_id], ["resume", run_id, "--detach"], ["run", "p"]):
+        done = cli(*command, "--json", timeout=60)
+        assert done.returncode == 1, (command, done.stdout, done.stderr)
+        assert "did not answer in 5 s" in error_of(done)["message"]
+    assert events(workspace, run_id) == before  # the paused run is untouched
+    assert cli.json("show", run_id)["status"] == "paused"
+
+
+@pytest.mark.parametrize("forged", ["flows/other", "../outside"])
+def test_resume_loads_the_flow_its_key_names_not_a_path_from_the_record(
+    workspace: Path, cli: CLI, forged: str
+) -> None:
+    """Guards the record folder: a forged ``flow`` field in a paused run's ``created`` event
+    made resume import code from elsewhere (or fail with exit 2)."""
+    marker = workspace.parent / "imported"
+    evil = f"open({str(marker)!r}, 'w').write('x')\nfrom flowdrop_tui import flow\n"
+    evil += "@flow(resumable=True)\ndef main(run):\n    return 'evil'\n"
+    write_flow(workspace, "other", evil)
+    (workspace.parent / "outside").mkdir()
+    (workspace.parent / "outside" / "flow.py").write_text(evil)
+    run_id = paused_run(workspace, cli)
+    cycle = workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
+    evs = [orjson.loads(line) for line in cycle.read_bytes().splitlines()]
+    evs[0]["flow"] = forged
+    cycle.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in evs))
+    done = cli("resume", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["result"] == "finished"
+    assert not marker.exists()
