@@ -29,7 +29,16 @@ from . import control, git, index, locks
 from .declaration import LoadedFlow, load_flow
 from .errors import AlreadyRunningError, FlowdropError, RecordsUnwritableError
 from .flows import FlowRef, resolve_flow
-from .paths import CYCLE, LIVE_LOCK, OUTPUT, REQUESTS, SESSIONS, STATE, Layout, new_run_id
+from .paths import (
+    CYCLE,
+    LIVE_LOCK,
+    OUTPUT,
+    REQUESTS,
+    SESSIONS,
+    STATE,
+    Layout,
+    new_run_id,
+)
 from .records import (
     RECORD_VERSION,
     EventLog,
@@ -92,6 +101,8 @@ def take_key(layout: Layout, key: str, run_id: str) -> Path:
     path = layout.key_lock(key)
     try:
         locks.acquire(path, content=run_id)
+    except OSError as exc:
+        raise _unwritable(path, exc) from exc
     except locks.LockHeld:
         holder = ""
         for _ in range(20):  # the holder writes its run id right after locking
@@ -272,10 +283,13 @@ def _reopen(
     loaded: LoadedFlow | None,
 ) -> Execution:
     run_dir = layout.run_dir(run_id)
+    refuse_links(run_dir)
     try:
         locks.acquire(run_dir / LIVE_LOCK, content=str(os.getpid()))
     except locks.LockHeld:
         raise AlreadyRunningError(f"run {run_id} is being resumed by another process") from None
+    except OSError as exc:
+        raise _unwritable(run_dir / LIVE_LOCK, exc) from exc
     try:
         info = control.check_resumable(layout, run_id)  # again, now that we hold it
         assert info.key is not None
@@ -295,7 +309,10 @@ def _reopen(
             finished=info.position["iterationCount"],
             iterator=info.position["iterator"],
         )
-        log = EventLog(run_dir / CYCLE)
+        try:
+            log = EventLog(run_dir / CYCLE)
+        except OSError as exc:
+            raise _unwritable(run_dir / CYCLE, exc) from exc
         by = {**who(), **(by or {})}
         return Execution(
             layout, run_id, loaded, log, states, frame, [key_lock], notify, resumed_by=by
@@ -303,6 +320,29 @@ def _reopen(
     except BaseException:
         locks.release(run_dir / LIVE_LOCK)
         raise
+
+
+# The files and folders of a record that a paused run's folder is written through again.
+_RECORD_ENTRIES = (CYCLE, STATE, OUTPUT, LIVE_LOCK, SESSIONS, REQUESTS)
+
+
+def refuse_links(run_dir: Path) -> None:
+    """Refuse to write a record again (resume, closing a paused run) through a link.
+
+    Only a paused run's folder is ever written twice, and the engine never follows a
+    link there for writing: a link left in a record could otherwise send its state,
+    events or session links to a file outside ``.flowdrop/``.
+    """
+    for name in _RECORD_ENTRIES:
+        if (run_dir / name).is_symlink():
+            raise RecordsUnwritableError(
+                f"{run_dir / name} is a link, not the record's own file; the engine never "
+                "writes through a link in a record — put the file itself back to continue"
+            )
+
+
+def _unwritable(path: Path, exc: OSError) -> RecordsUnwritableError:
+    return RecordsUnwritableError(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def flow_of_key(layout: Layout, key: str) -> FlowRef:
@@ -318,15 +358,21 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
     Returns False when the run is no longer paused (it was resumed meanwhile).
     """
     run_dir = layout.run_dir(run_id)
+    refuse_links(run_dir)
     try:
         locks.acquire(run_dir / LIVE_LOCK, content=str(os.getpid()))
     except locks.LockHeld:
         return False
+    except OSError as exc:
+        raise _unwritable(run_dir / LIVE_LOCK, exc) from exc
     try:
         info = load_run(layout, run_id)
         if info.status != Status.PAUSED:
             return False
-        log = EventLog(run_dir / CYCLE)
+        try:
+            log = EventLog(run_dir / CYCLE)
+        except OSError as exc:
+            raise _unwritable(run_dir / CYCLE, exc) from exc
         log.append("stop_requested", by=by, now=False)
         end_git = git.facts(layout.workspace)
         log.append(

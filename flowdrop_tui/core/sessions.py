@@ -40,17 +40,37 @@ class SessionResult:
         return self.exit_code == 0
 
 
-def _next_link_name(run_dir: Path, backend: str) -> tuple[int, str]:
-    folder = run_dir / SESSIONS
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+def _claim(execution: Execution, backend: str) -> tuple[int, str, Path, Path, int]:
+    """A session number whose transcript and ``sessions/`` link are both new.
+
+    Both are created exclusively (``O_EXCL``, ``symlink``), so an entry already in
+    ``sessions/`` or ``transcripts/`` — a link left there — is skipped, never written
+    through. Returns the number, session id, transcript, link and the transcript's fd.
+    """
+    folder = execution.run_dir / SESSIONS
     folder.mkdir(exist_ok=True)
-    number = len([p for p in os.listdir(folder) if not p.startswith(".")]) + 1
-    return number, f"{number:03d}-{backend}"
-
-
-def _link(run_dir: Path, name: str, target: Path) -> Path:
-    link = run_dir / SESSIONS / name
-    os.symlink(target, link)  # never followed for writing: we only ever create it
-    return link
+    transcripts = execution.layout.transcripts
+    transcripts.mkdir(parents=True, exist_ok=True)
+    first = len([p for p in os.listdir(folder) if not p.startswith(".")]) + 1
+    for number in range(first, first + 1000):
+        session_id = f"{execution.run_id}-{number:03d}"
+        transcript = transcripts / f"{session_id}.log"
+        link = folder / f"{number:03d}-{backend}.log"
+        try:
+            fd = os.open(transcript, _NEW_FILE, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            os.symlink(transcript, link)
+        except FileExistsError:
+            os.close(fd)
+            os.unlink(transcript)
+            continue
+        return number, session_id, transcript, link, fd
+    raise FlowdropError(f"no free session name in {folder}")
 
 
 def _command(
@@ -69,12 +89,7 @@ def _command(
             raise FlowdropError("session('command', argv) takes a non-empty list of strings")
         command = [os.fspath(a) for a in argv]
         shown = shlex.join(command)
-    number, name = _next_link_name(execution.run_dir, "command")
-    session_id = f"{execution.run_id}-{number:03d}"
-    transcripts = execution.layout.transcripts
-    transcripts.mkdir(parents=True, exist_ok=True)
-    transcript = transcripts / f"{session_id}.log"
-    link = _link(execution.run_dir, f"{name}.log", transcript)
+    _, session_id, transcript, link, fd = _claim(execution, "command")
     execution.log.append(
         "session_opened",
         session=session_id,
@@ -87,7 +102,7 @@ def _command(
     )
     began = time.monotonic()
     interrupted = False
-    with open(transcript, "wb") as out:
+    with os.fdopen(fd, "wb") as out:
         try:
             child = subprocess.Popen(
                 command,

@@ -10,6 +10,7 @@ standing and reports a warning.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import threading
@@ -23,7 +24,7 @@ from .errors import UnusableStateError
 
 _MISSING: Any = object()
 _OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
 _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
@@ -38,7 +39,15 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
     """
     target = os.fspath(path)
     tmp = target + ".tmp"
-    fd = os.open(tmp, _WRITE_FLAGS, 0o644)
+    try:
+        fd = os.open(tmp, _WRITE_FLAGS, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        # A link where our temporary file goes: never write through it. The name is
+        # ours alone, so the link itself is removed and a file of our own written.
+        os.unlink(tmp)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o644)
     try:
         view = memoryview(data)
         while view:
