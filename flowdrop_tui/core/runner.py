@@ -34,6 +34,7 @@ from .paths import (
     LIVE_LOCK,
     OUTPUT,
     REQUESTS,
+    RUN_ID_RE,
     SESSIONS,
     STATE,
     Layout,
@@ -107,9 +108,11 @@ def take_key(layout: Layout, key: str, run_id: str) -> Path:
         holder = ""
         for _ in range(20):  # the holder writes its run id right after locking
             holder = locks.read_content(path)
-            if holder and (layout.runs / holder).is_dir():
+            if RUN_ID_RE.match(holder) and (layout.runs / holder).is_dir():
                 break
             time.sleep(0.05)
+        if not RUN_ID_RE.match(holder):
+            holder = ""  # read from a file: named only when it is a run id, never a path
         named = f"run {holder}" if holder else "another run"
         raise AlreadyRunningError(
             f"{key} is already running ({named}); one live run per flow — "

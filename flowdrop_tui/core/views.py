@@ -13,7 +13,7 @@ from typing import Any
 from . import git, index
 from .errors import FlowdropError, InvalidNameError, NotFoundError
 from .flows import FlowInfo, FlowRef, describe, discover, resolve_flow
-from .paths import CYCLE, STATE, Layout, validate_flow_name, validate_key
+from .paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
 from .records import LIVE, TERMINAL, RunInfo, list_run_ids, load_run, read_first_event
 from .start import snapshot_of
 from .state import read_states
@@ -81,14 +81,23 @@ def run_rows(layout: Layout, key: str | None = None) -> list[RunInfo]:
     return found
 
 
+def _in_sessions(link: Any) -> bool:
+    """A session link as the engine records it, ``sessions/<name>``: a path read from the
+    record is looked at only inside the run's own ``sessions/`` folder."""
+    if not isinstance(link, str) or "\\" in link or "\x00" in link:
+        return False
+    parts = link.split("/")
+    return len(parts) == 2 and parts[0] == SESSIONS and parts[1] not in ("", ".", "..")
+
+
 def _sessions(info: RunInfo) -> list[dict[str, Any]]:
     rows = []
     for opened in info.sessions:
         link = opened.get("link")
         target = opened.get("target")
         exists = bool(target) and os.path.exists(str(target))
-        if isinstance(link, str):
-            link_path = info.path / link
+        if _in_sessions(link):
+            link_path = info.path / str(link)
             if link_path.is_symlink():
                 target = os.readlink(link_path)
                 resolved = target if os.path.isabs(target) else str(link_path.parent / target)

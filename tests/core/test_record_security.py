@@ -6,13 +6,15 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from flowdrop_tui.core import locks, records
+from flowdrop_tui.core import git, locks, records
+from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import EventLog, parse_lines
 from flowdrop_tui.core.state import write_atomic
 from tests.conftest import CLI, events, wait_for, write_flow
@@ -161,6 +163,69 @@ def test_sessions_never_write_through_entries_left_in_sessions_or_transcripts(
         assert not transcript.is_symlink() and transcript.read_text().startswith("round ")
 
 
+def test_session_links_read_from_a_record_are_looked_at_only_inside_sessions(
+    workspace: Path, cli: CLI, tmp_path: Path
+) -> None:
+    """Guards ``show``: a forged ``link`` (``../../x``) is not followed out of the record."""
+    run_id = paused(workspace, cli)
+    secret = tmp_path / "secret-link"
+    secret.symlink_to("/where/the/secret/points")
+    cycle = record(workspace, run_id) / "cycle.jsonl"
+    evs = [orjson.loads(line) for line in cycle.read_bytes().splitlines()]
+    for ev in evs:
+        if ev["event"] == "session_opened":
+            ev["link"] = os.path.relpath(secret, record(workspace, run_id))
+    cycle.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in evs))
+    shown = cli.json("show", run_id)
+    assert shown["sessions"] and all(
+        s["target"] != "/where/the/secret/points" for s in shown["sessions"]
+    )
+
+
+# -- ids, keys and revisions read from files --------------------------------------------
+
+
+def test_a_forged_key_in_a_paused_record_never_becomes_a_path(workspace: Path, cli: CLI) -> None:
+    run_id = paused(workspace, cli)
+    cycle = record(workspace, run_id) / "cycle.jsonl"
+    evs = [orjson.loads(line) for line in cycle.read_bytes().splitlines()]
+    evs[0]["key"] = "../../escaped"
+    cycle.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in evs))
+    done = cli("resume", run_id, "--json")
+    assert done.returncode == 2 and no_traceback(done)["error"]["code"] == "INVALID_NAME"
+    assert not (workspace / ".flowdrop" / "escaped.lock").exists()
+    assert not (workspace / "escaped.lock").exists() and not (workspace.parent / "escaped").exists()
+    assert cli.json("show", run_id)["status"] == "paused"
+
+
+def test_a_key_lock_holder_is_named_only_when_it_is_a_run_id(workspace: Path, cli: CLI) -> None:
+    """Guards the refusal message: the holder's id is read from a file and was stat'ed as
+    ``runs/<holder>`` whatever it said."""
+    write_flow(workspace, "s", SESSIONS_FLOW)
+    layout = Layout(workspace)
+    layout.ensure()
+    lock = layout.key_lock("s")
+    locks.acquire(lock, content="../../../etc")
+    try:
+        done = cli("run", "s", "--json")
+    finally:
+        locks.release(lock)
+    assert done.returncode == 3
+    message = no_traceback(done)["error"]["message"]
+    assert "another run" in message and "etc" not in message
+
+
+def test_git_is_only_given_commit_ids_read_from_a_record(workspace: Path) -> None:
+    """Guards ``show``'s commit list: a revision read from a record (``--all``, an option)
+    is not passed to git."""
+    head = git.head(workspace)
+    assert head is not None
+    assert git.commits_between(workspace, None, head)  # a real id still answers
+    assert git.commits_between(workspace, None, "--all") == []
+    assert git.commits_between(workspace, "--output=/tmp/x", head) == []
+    assert git.commits_between(workspace, "HEAD", head) == []
+
+
 def test_links_are_refused_before_the_lock_is_opened(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,3 +236,55 @@ def test_links_are_refused_before_the_lock_is_opened(
     with pytest.raises(OSError) as caught:
         locks.acquire(tmp_path / "k.lock", content="x")
     assert caught.value.errno == errno.ELOOP and outside.read_bytes() == b"keep me"
+
+
+# -- viewers never import flow code -----------------------------------------------------------
+
+
+def test_listing_and_launching_never_import_flow_code_in_the_viewer(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards the listing/UI process: a flow's import side effects happen only in children
+    (the describing child, the run's own process), never in the process that asked."""
+    marker = workspace.parent / "imported-by"
+    write_flow(
+        workspace,
+        "spy",
+        f"""
+        import os, time
+        from flowdrop_tui import flow
+        with open({str(marker)!r}, "a") as f:
+            f.write(str(os.getpid()) + "\\n")
+
+        @flow(resumable=True)
+        def main(run):
+            for r in run.rounds(range(3)):
+                run.state["r"] = r
+                time.sleep(0.1)
+    """,
+    )
+    askers: list[int] = []
+
+    def ask(*args: str) -> str:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flowdrop_tui", *args],
+            cwd=workspace,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        askers.append(proc.pid)
+        return out
+
+    ask("flows", "--json")
+    run_id = orjson.loads(ask("run", "spy", "--detach", "--json"))["run"]
+    wait_for(lambda: cli.json("show", run_id)["status"] == "completed")
+    for command in (["runs", "--json"], ["show", run_id, "--json"], ["snapshot", run_id]):
+        ask(*command)
+    ask("flows", "--json")
+    importers = {int(pid) for pid in marker.read_text().split()}
+    run_pid = events(workspace, run_id)[0]["pid"]
+    assert run_pid in importers  # the run's own process loads it
+    assert importers.isdisjoint(askers)
