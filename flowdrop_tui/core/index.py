@@ -148,7 +148,14 @@ def update_locked(layout: Layout, change: Callable[[dict[str, Entry]], None]) ->
     if data is None:
         data = _scan(layout)
     change(data["keys"])
-    _write(layout, data)
+    try:
+        _write(layout, data)
+    except OSError:
+        # A cache that cannot be kept exact is better gone than trusted: without it,
+        # the next reader rebuilds from the records (or answers from them, read-only).
+        with contextlib.suppress(OSError):
+            layout.index.unlink()
+        raise
 
 
 def update(layout: Layout, change: Callable[[dict[str, Entry]], None]) -> None:

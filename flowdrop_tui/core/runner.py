@@ -237,7 +237,8 @@ def open_run(
             log = _create_record(layout, run_id, ref.key, created, start_plan.state)
         except OSError as exc:
             raise RecordsUnwritableError(
-                f"could not create the run's record under {layout.runs}: {exc.strerror or exc}"
+                f"could not create the run's record under {layout.runs}: "
+                f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
             ) from exc
         for warning in start_plan.warnings:
             log.append("warning", kind="start", message=warning)
@@ -389,7 +390,8 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
         )
         log.close()
         final = fold(run_id, run_dir, read_events(run_dir / CYCLE))
-        index.record_status(layout, final, [info.key or "", *final.called])
+        with contextlib.suppress(OSError):  # the index was removed: readers rebuild it
+            index.record_status(layout, final, [info.key or "", *final.called])
         return True
     finally:
         locks.release(run_dir / LIVE_LOCK)
@@ -489,6 +491,17 @@ class Execution:
             "iterationCount": self.main.finished,
             "iterator": self.main.iterator,
         }
+
+    def _update_index(self, write: Callable[[], None]) -> None:
+        """The index is a cache: failing to write it never stops a run. A failed write
+        removes it (index.update_locked), so readers rebuild it from the records."""
+        try:
+            write()
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            message = f"the index was not updated: {exc.strerror or exc}{where}; it is rebuilt"
+            self.log.append("warning", kind="index", message=message)
+            self.notify(f"warning: {message}")
 
     def _warn(self, message: str) -> None:
         self.log.append("warning", kind="state", message=message)
@@ -650,7 +663,7 @@ class Execution:
                     "round": call_plan.first_round - 1,
                     "flow": ref.rel(self.layout),
                 }
-                index.set_entries(self.layout, [(ref.key, entry)])
+                self._update_index(lambda: index.set_entries(self.layout, [(ref.key, entry)]))
                 state = self.states.state(ref.key, call_plan.state)
             else:
                 assert known is not None
@@ -736,7 +749,9 @@ class Execution:
             self._install(capture)
             if self.resumed_by is not None:
                 self.log.append("resumed", pid=os.getpid(), pgid=os.getpgrp(), by=self.resumed_by)
-                index.record_status(self.layout, self._folded(), [self.key])
+                self._update_index(
+                    lambda: index.record_status(self.layout, self._folded(), [self.key])
+                )
             else:
                 self.log.append("started", pid=os.getpid(), pgid=os.getpgrp())
             try:

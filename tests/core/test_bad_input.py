@@ -4,6 +4,10 @@ tests, in docs/reliability.md; this file holds the rest."""
 
 from __future__ import annotations
 
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -206,3 +210,115 @@ def test_resume_loads_the_flow_its_key_names_not_a_path_from_the_record(
     assert done.returncode == 0, done.stderr
     assert orjson.loads(done.stdout)["result"] == "finished"
     assert not marker.exists()
+
+
+# -- the records folder becomes unwritable, or the disk fills, while a run runs ---------------
+
+STEADY = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True)
+    def main(run):
+        for r in run.rounds():
+            run.state["r"] = r
+            time.sleep(0.05)
+"""
+
+
+def warnings_of(ws: Path, run_id: str) -> list[str]:
+    return [str(e["message"]) for e in events(ws, run_id) if e["event"] == "warning"]
+
+
+def test_state_unwritable_mid_run_carries_on_with_a_warning_and_saves_again(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards SPEC §5 rule 3 in a real run: a folder where the temporary file goes makes
+    every save fail (root ignores permission bits); the last save stands, a warning is
+    recorded, the run carries on, and saving resumes once it is writable again."""
+    write_flow(workspace, "steady", STEADY)
+    run_id = str(cli.json("run", "steady", "--detach")["run"])
+    folder = workspace / ".flowdrop" / "runs" / run_id
+    wait_for(lambda: sum(e["event"] == "round_ended" for e in events(workspace, run_id)) >= 2)
+    (folder / "state.json.tmp").mkdir()
+    wait_for(lambda: any("state not saved" in w for w in warnings_of(workspace, run_id)))
+    stuck = orjson.loads((folder / "state.json").read_bytes())["steady"]["r"]
+    wait_for(lambda: events(workspace, run_id)[-1].get("round", 0) >= stuck + 3)
+    assert orjson.loads((folder / "state.json").read_bytes())["steady"]["r"] == stuck
+    assert cli.json("show", run_id)["status"] == "running"
+    (folder / "state.json.tmp").rmdir()
+    wait_for(lambda: "state saved again after earlier failures" in warnings_of(workspace, run_id))
+    cli("stop", run_id, "--wait", check=0)
+    shown = cli.json("show", run_id)
+    assert shown["status"] == "cancelled"
+    assert shown["state"]["steady"]["r"] == shown["last_round"] > stuck
+
+
+def test_index_unwritable_never_stops_a_run_and_refuses_a_new_one_naming_it(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards the index as a cache: with index.json unwritable, resuming a paused run
+    crashed with a traceback and closed it cancelled. The run now carries on (warning
+    recorded, index removed so readers rebuild); a new run is refused up front."""
+    run_id = paused_run(workspace, cli)
+    blocker = workspace / ".flowdrop" / "index.json.tmp"
+    blocker.mkdir()
+    done = cli("resume", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert orjson.loads(done.stdout)["result"] == "finished"
+    assert any("index was not updated" in w for w in warnings_of(workspace, run_id))
+    fresh = cli("run", "p", "--fresh", "--json")
+    assert fresh.returncode == 3
+    error = error_of(fresh)
+    assert error["code"] == "RECORDS_UNWRITABLE" and "index.json.tmp" in error["message"]
+    rows = cli.json("flows")  # read-only: answered from the records
+    assert rows[0]["last_run"] == run_id and rows[0]["status"] == "completed"
+    blocker.rmdir()
+    assert cli.json("run", "p")["picked_up_from"] == run_id
+    index_agrees_with_records(workspace)
+
+
+FILLS_THE_DISK = """
+    from flowdrop_tui import flow
+
+    @flow()
+    def main(run):
+        run.state["small"] = 1
+        run.state["big"] = "x" * 300_000   # the file would pass the size limit: not saved
+        run.state["after"] = 2             # still too big: the last save stands
+        saved = open(run.workspace / ".flowdrop" / "runs" / run.run_id / "state.json").read()
+        del run.state["big"]               # fits again: saved
+        return saved
+"""
+
+
+def test_a_full_disk_while_saving_state_keeps_the_last_save_and_the_run_going(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """Guards SPEC §5 rule 3 against a real kernel refusal: the run's process may write no
+    file past 200 kB (RLIMIT_FSIZE: writes fail with EFBIG, as ENOSPC would on a full disk)."""
+    write_flow(workspace, "fills", FILLS_THE_DISK)
+    CLI(workspace).json("flows")  # describe outside the limit
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "flowdrop_tui", "run", "fills", "--json"],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=limit,
+    )
+    assert done.returncode == 0, done.stderr
+    out = orjson.loads(done.stdout)
+    assert orjson.loads(out["result"]) == {"fills": {"small": 1}}  # the last save stood
+    run_id = out["run"]
+    state = orjson.loads((workspace / ".flowdrop" / "runs" / run_id / "state.json").read_bytes())
+    assert state == {"fills": {"small": 1, "after": 2}}
+    messages = warnings_of(workspace, run_id)
+    assert any("File too large" in m for m in messages), messages
+    assert messages[-1] == "state saved again after earlier failures"
