@@ -15,13 +15,15 @@ not know. Readers repair what a kill can leave behind: an entry still saying
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 
 from . import locks
-from .paths import CYCLE, RUN_ID_RE, STATE, Layout
+from .paths import CYCLE, LIVE_LOCK, RUN_ID_RE, STATE, Layout
 from .records import TERMINAL, RunInfo, Status, fold, list_run_ids, read_events
 from .state import write_atomic
 
@@ -133,10 +135,32 @@ def _scan(layout: Layout) -> Index:
     return data
 
 
+def _sweep_half_made(layout: Layout) -> None:
+    """Remove record folders a kill left half-made (``runs/.new-<id>``). Call under the lock.
+
+    A record is built in ``.new-<id>`` by a creator holding the index lock, and renamed
+    into place before it lets go; so one seen by a holder of the lock, whose
+    ``live.lock`` nobody holds, is a creation that was killed — never a record.
+    """
+    try:
+        names = os.listdir(layout.runs)
+    except OSError:
+        return
+    for name in names:
+        folder = layout.runs / name
+        if (
+            name.startswith(".new-")
+            and RUN_ID_RE.match(name[5:])
+            and locks.holder_pid(folder / LIVE_LOCK) is None
+        ):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def rebuild(layout: Layout) -> Index:
     """Rebuild the index from the records (``flowdrop-tui reindex``)."""
     layout.ensure()
     with locks.exclusive(layout.index_lock):
+        _sweep_half_made(layout)
         data = _scan(layout)
         _write(layout, data)
     return data
@@ -209,6 +233,7 @@ def load(layout: Layout) -> Index:
             data = read(layout)
             if data is not None and not _stale(layout, data):
                 return data
+            _sweep_half_made(layout)  # a kill during creation is what leaves the index stale
             data = _scan(layout)
             _write(layout, data)
             return data

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from flowdrop_tui import ensure_resumable, seed_next_turn
-from flowdrop_tui.core import index
+from flowdrop_tui.core import index, locks
 from flowdrop_tui.core.paths import Layout
 from tests.conftest import CLI, events, wait_for, write_flow
 
@@ -322,3 +322,28 @@ def test_a_full_disk_while_saving_state_keeps_the_last_save_and_the_run_going(
     messages = warnings_of(workspace, run_id)
     assert any("File too large" in m for m in messages), messages
     assert messages[-1] == "state saved again after earlier failures"
+
+
+# -- leftovers of kills ------------------------------------------------------------------------
+
+
+def test_half_made_record_folders_are_swept_when_the_index_is_rebuilt(
+    workspace: Path, cli: CLI
+) -> None:
+    """A kill while a record is being made leaves ``runs/.new-<id>``; never a run (not
+    listed), it is removed when the index is next rebuilt — unless its creator is alive."""
+    write_flow(workspace, "counter", COUNTER)
+    kept = cli.json("run", "counter")["run"]
+    runs = workspace / ".flowdrop" / "runs"
+    dead = runs / ".new-20200101T000000.000Z-aaaaaa"
+    (dead / "sessions").mkdir(parents=True)
+    (dead / "state.json").write_bytes(b"{}")
+    alive = runs / ".new-20200101T000000.000Z-bbbbbb"
+    alive.mkdir()
+    locks.acquire(alive / "live.lock", content=str(0))
+    try:
+        assert [r["run"] for r in cli.json("runs")] == [kept]
+        assert cli.json("reindex") == {"runs": 1, "keys": 1}
+        assert not dead.exists() and alive.exists()
+    finally:
+        locks.release(alive / "live.lock")
