@@ -80,6 +80,102 @@ def test_public_snapshot_rules_take_a_status_of_any_type() -> None:
     ensure_resumable(odd, "snap")  # not terminal: no refusal
 
 
+# -- state.json ---------------------------------------------------------------------------------
+
+BAD_STATES = {
+    "array": (b"[1, 2]", "holds list"),
+    "number": (b"7", "holds int"),
+    "empty": (b"", "not valid JSON"),
+    "key-holds-list": (b'{"counter": [1]}', "under 'counter' is list"),
+    "key-holds-text": (b'{"counter": "x"}', "under 'counter' is str"),
+    "missing": (None, "is missing"),
+    "a-folder": ("folder", "cannot be read"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_STATES))
+def test_unusable_state_of_the_pick_up_source_is_refused_and_left_as_is(
+    workspace: Path, cli: CLI, case: str
+) -> None:
+    """Guards INT-15 for every way a state.json can be unusable: ``run`` refuses naming
+    the file (exit 3) and creates nothing; ``show`` still shows the run with the reason;
+    ``snapshot`` refuses; the file is left exactly as it was."""
+    write_flow(workspace, "counter", COUNTER)
+    first = cli.json("run", "counter")["run"]
+    path = workspace / ".flowdrop" / "runs" / first / "state.json"
+    content, fragment = BAD_STATES[case]
+    path.unlink()
+    if content == "folder":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    done = cli("run", "counter", "--json")
+    assert done.returncode == 3
+    error = error_of(done)
+    assert error["code"] == "UNUSABLE_STATE" and str(path) in error["message"]
+    assert fragment in error["message"]
+    assert run_ids(workspace) == [first]
+    shown = cli.json("show", first)
+    assert shown["state"] is None and fragment in shown["state_error"]
+    assert cli("snapshot", first).returncode == 3
+    if content == "folder":
+        assert path.is_dir()
+    elif isinstance(content, bytes):
+        assert path.read_bytes() == content
+    else:
+        assert not path.exists()
+    assert cli.json("run", "counter", "--fresh")["status"] == "completed"
+
+
+def test_resume_of_a_paused_run_with_unusable_state_is_refused_and_stays_paused(
+    workspace: Path, cli: CLI
+) -> None:
+    run_id = paused_run(workspace, cli)
+    path = workspace / ".flowdrop" / "runs" / run_id / "state.json"
+    path.write_bytes(b"{torn")
+    done = cli("resume", run_id, "--json")
+    assert done.returncode == 3 and error_of(done)["code"] == "UNUSABLE_STATE"
+    assert path.read_bytes() == b"{torn"
+    assert cli.json("show", run_id)["status"] == "paused"
+
+
+# -- the workspace and names -----------------------------------------------------------------
+
+
+def test_records_folder_that_is_a_file_refuses_runs_and_still_lists(
+    workspace: Path, cli: CLI
+) -> None:
+    write_flow(workspace, "counter", COUNTER)
+    (workspace / ".flowdrop").write_text("not a folder")
+    for command in (["run", "counter"], ["run", "counter", "--detach"], ["reindex"]):
+        done = cli(*command, "--json")
+        assert done.returncode == 3, command
+        assert error_of(done)["code"] == "RECORDS_UNWRITABLE"
+    assert [r["name"] for r in cli.json("flows")] == ["counter"]
+    assert cli.json("runs") == []
+    assert (workspace / ".flowdrop").read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("name", [".hidden", "a\nb", "a\tb", "..", "../flows/counter"])
+def test_flow_names_that_are_not_a_folder_name_are_exit_2(
+    workspace: Path, cli: CLI, name: str
+) -> None:
+    write_flow(workspace, "counter", COUNTER)
+    done = cli("run", name, "--json")
+    assert done.returncode == 2
+    assert error_of(done)["code"] == "INVALID_NAME"
+    assert run_ids(workspace) == []
+
+
+def test_a_garbage_description_cache_is_described_again(workspace: Path, cli: CLI) -> None:
+    write_flow(workspace, "counter", COUNTER)
+    cache = workspace / ".flowdrop" / "cache" / "flows.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(b"\x00{garbage")
+    assert cli.json("flows")[0]["resumable"] is True
+    assert orjson.loads(cache.read_bytes())["v"] == 1
+
+
 # -- the index --------------------------------------------------------------------------------
 
 
