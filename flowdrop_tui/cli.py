@@ -23,7 +23,7 @@ from .core.errors import FlowdropError, FlowLoadError, UsageError
 from .core.flows import FlowRef, describe_one, resolve_flow
 from .core.paths import OUTPUT, Layout, find_workspace
 from .core.records import ENDED, LIVE, Status, list_run_ids, load_run
-from .core.runner import Execution, open_run, reopen_paused
+from .core.runner import Execution, flow_of_key, open_run, reopen_paused
 from .format import flows_table, runs_table, show_text
 
 
@@ -100,10 +100,10 @@ def _layout(args: argparse.Namespace) -> Layout:
     return Layout(find_workspace(override=getattr(args, "workspace", None)))
 
 
-def _checked_flow(layout: Layout, name: str) -> FlowRef:
+def _checked_flow(layout: Layout, name: str, ref: FlowRef | None = None) -> FlowRef:
     """Resolve FLOW and load it in a child process first: a broken or hanging flow is
     refused (exit 1, naming file and line) before anything else happens."""
-    ref = resolve_flow(layout, name)
+    ref = ref or resolve_flow(layout, name)
     described = describe_one(layout, ref)
     if described.error:
         raise FlowLoadError(f"cannot run {ref.key}: {described.error}")
@@ -224,6 +224,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return _print_launched(control.launch_resume(layout, args.run), args.json)
 
     def make(warnings: list[str]) -> Execution:
+        # The flow is loaded in this process to continue the run: first in a child,
+        # with its 5 s limit, so one that now fails or hangs at import is refused as
+        # `run` refuses it, instead of hanging this process with the run held.
+        info = control.check_resumable(layout, args.run)
+        if info.key is not None:
+            _checked_flow(layout, info.key, flow_of_key(layout, info.key))
         notify = warnings.append if args.handshake_fd is not None else _err
         return reopen_paused(layout, args.run, notify=notify)
 

@@ -60,7 +60,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
 _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 _EXT4 = 0xEF53
@@ -88,7 +88,15 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
     """
     target = os.fspath(path)
     tmp = target + ".tmp"
-    fd = os.open(tmp, _WRITE_FLAGS, 0o644)
+    try:
+        fd = os.open(tmp, _WRITE_FLAGS, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        # A link where our temporary file goes: never write through it. The name is
+        # ours alone, so the link itself is removed and a file of our own written.
+        os.unlink(tmp)
+        fd = os.open(tmp, _WRITE_FLAGS, 0o644)
     try:
         _write_all(fd, data)
         if durable:
@@ -245,9 +253,13 @@ class AtomicFile:
     def _reusable(self, spare: str) -> int | None:
         """The spare opened under a write lease, or ``None`` when it must not be rewritten."""
         try:
-            fd = os.open(spare, os.O_RDWR | os.O_CLOEXEC)
+            fd = os.open(spare, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None  # a link planted as a spare: never written through; replaced
+            raise
         try:
             if os.fstat(fd).st_nlink == 1:  # a second name would see the rewrite
                 fcntl.fcntl(fd, fcntl.F_SETSIG, _LEASE_SIGNAL)  # reset by every unlock

@@ -7,9 +7,12 @@ long-running processes, so nothing here keeps one. Every function answers
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+_SHA = re.compile(r"^[0-9a-f]{7,64}$")
 
 
 def facts(workspace: Path) -> dict[str, Any] | None:
@@ -31,15 +34,21 @@ def facts(workspace: Path) -> dict[str, Any] | None:
         return None
 
 
+def _is_sha(value: object) -> bool:
+    return isinstance(value, str) and _SHA.match(value) is not None
+
+
 def commits_between(
     workspace: Path, start: str | None, end: str | None, *, until: str | None = None
 ) -> list[dict[str, Any]]:
     """Commits reachable from ``end`` but not from ``start``, oldest first.
 
+    ``start`` (and a finished run's ``end``) are read from a record, so only commit
+    ids are passed on to git: a forged ``--output=…`` or ``--all`` is no revision.
     ``until`` (ISO-8601): leave out commits made after it — for a run that
     recorded no end, so later commits by others are not counted as its own.
     """
-    if not end:
+    if not _is_sha(end) or (start is not None and not _is_sha(start)):
         return []
     limit = _parse_time(until)
     try:

@@ -15,13 +15,15 @@ not know. Readers repair what a kill can leave behind: an entry still saying
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 
 from . import locks
-from .paths import CYCLE, STATE, Layout
+from .paths import CYCLE, LIVE_LOCK, RUN_ID_RE, STATE, Layout
 from .records import TERMINAL, RunInfo, Status, fold, list_run_ids, read_events
 from .state import write_atomic
 
@@ -39,26 +41,52 @@ def _entries(keys: dict[str, Any], key: str | None) -> Iterable[Any]:
     return keys.values() if key is None else [keys[key]] if key in keys else []
 
 
-def _valid(data: Any, key: str | None = None) -> bool:
-    if not isinstance(data, dict) or data.get("v") != INDEX_VERSION:
+def _is_run_id(value: Any) -> bool:
+    return isinstance(value, str) and RUN_ID_RE.match(value) is not None
+
+
+def _valid_entry(entry: Any) -> bool:
+    """An entry shaped as this engine writes it.
+
+    The index is read from disk, so it is checked like any input: a forged or
+    damaged one naming ``../../x`` as a run must not make a reader look outside
+    ``.flowdrop/runs``, and a round that is not a number must not crash a listing.
+    """
+    if not isinstance(entry, dict):
         return False
-    keys = data.get("keys")
-    return isinstance(keys, dict) and all(
-        isinstance(entry, dict) and isinstance(entry.get("last_run"), str)
-        for entry in _entries(keys, key)
+    source, status, round_, flow = (entry.get(f) for f in ("source", "status", "round", "flow"))
+    return (
+        _is_run_id(entry.get("last_run"))
+        and (source is None or _is_run_id(source))
+        and (status is None or isinstance(status, str))
+        and isinstance(round_, int)
+        and not isinstance(round_, bool)
+        and round_ >= 0
+        and (flow is None or isinstance(flow, str))
     )
 
 
-def read(layout: Layout, key: str | None = None) -> Index | None:
-    """The index as on disk, or ``None`` when missing, unreadable or of another version.
+def _valid(data: Any) -> bool:
+    """Anything else than a whole index of this version is unusable: it is rebuilt.
 
-    With ``key``, only that key's entry is checked: use the answer for that key only.
+    Every entry's shape is checked, even for a lookup of one key: a damaged entry
+    says the file cannot be trusted (the key asked about may be what was lost),
+    and the check is in memory, a fraction of parsing the file. What a lookup
+    does *not* do is touch the disk for other keys (see ``_stale``).
     """
+    if not isinstance(data, dict) or data.get("v") != INDEX_VERSION:
+        return False
+    keys = data.get("keys")
+    return isinstance(keys, dict) and all(_valid_entry(entry) for entry in keys.values())
+
+
+def read(layout: Layout) -> Index | None:
+    """The index as on disk, or ``None`` when missing, unreadable or of another version."""
     try:
         data = orjson.loads(layout.index.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None
-    return data if _valid(data, key) else None
+    return data if _valid(data) else None
 
 
 def _write(layout: Layout, data: Index) -> None:
@@ -118,10 +146,32 @@ def _scan(layout: Layout) -> Index:
     return data
 
 
+def _sweep_half_made(layout: Layout) -> None:
+    """Remove record folders a kill left half-made (``runs/.new-<id>``). Call under the lock.
+
+    A record is built in ``.new-<id>`` by a creator holding the index lock, and renamed
+    into place before it lets go; so one seen by a holder of the lock, whose
+    ``live.lock`` nobody holds, is a creation that was killed — never a record.
+    """
+    try:
+        names = os.listdir(layout.runs)
+    except OSError:
+        return
+    for name in names:
+        folder = layout.runs / name
+        if (
+            name.startswith(".new-")
+            and RUN_ID_RE.match(name[5:])
+            and locks.holder_pid(folder / LIVE_LOCK) is None
+        ):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def rebuild(layout: Layout) -> Index:
     """Rebuild the index from the records (``flowdrop-tui reindex``)."""
     layout.ensure()
     with locks.exclusive(layout.index_lock):
+        _sweep_half_made(layout)
         data = _scan(layout)
         _write(layout, data)
     return data
@@ -133,7 +183,14 @@ def update_locked(layout: Layout, change: Callable[[dict[str, Entry]], None]) ->
     if data is None:
         data = _scan(layout)
     change(data["keys"])
-    _write(layout, data)
+    try:
+        _write(layout, data)
+    except OSError:
+        # A cache that cannot be kept exact is better gone than trusted: without it,
+        # the next reader rebuilds from the records (or answers from them, read-only).
+        with contextlib.suppress(OSError):
+            layout.index.unlink()
+        raise
 
 
 def update(layout: Layout, change: Callable[[dict[str, Entry]], None]) -> None:
@@ -182,7 +239,7 @@ def load(layout: Layout, key: str | None = None) -> Index:
     workspace (bench/resolve.py: checking every entry made picking up grow with
     the workspace).
     """
-    data = read(layout, key)
+    data = read(layout)
     if data is not None and not _stale(layout, data, key):
         return data
     if not layout.root.is_dir():
@@ -191,9 +248,10 @@ def load(layout: Layout, key: str | None = None) -> Index:
         with locks.exclusive(layout.index_lock):
             # A run being created holds this lock while its entry is ahead of its
             # record; once we have the lock, look again before rebuilding.
-            data = read(layout, key)
+            data = read(layout)
             if data is not None and not _stale(layout, data, key):
                 return data
+            _sweep_half_made(layout)  # a kill during creation is what leaves the index stale
             data = _scan(layout)
             _write(layout, data)
             return data

@@ -49,7 +49,8 @@ def acquire(path: Path, *, content: str | None = None) -> int:
     with _held_guard:
         if key in _held:
             raise LockHeld(key)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # O_NOFOLLOW: the holder writes into the file it locks; never through a link.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -62,10 +62,17 @@ class EventLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # O_NOFOLLOW: a record is appended to as the file it is, never through a link
+        # left in its place (a resumed or closed run's folder already exists).
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        self._fd = os.open(path, flags, 0o644)
         # Re-entrant: a signal handler in the run appends from the main thread,
         # possibly while that thread is inside append() itself.
         self._lock = threading.RLock()
+        # A record appended to again (resume, closing a paused run) may end in a torn
+        # line, left by a kill or a full disk mid-write. The next event starts on a
+        # line of its own, so the torn piece stays one skipped line and swallows nothing.
+        self._torn = _ends_mid_line(self._fd)
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event; returns it. Never raises for an unwritable value or a full disk."""
@@ -76,8 +83,10 @@ class EventLog:
             record = {"t": record["t"], "event": event, "fields": repr(fields)[:2000]}
             line = orjson.dumps(record) + b"\n"
         with self._lock:
+            data = b"\n" + line if self._torn else line
             try:
-                os.write(self._fd, line)  # one write per line: O_APPEND keeps lines whole
+                written = os.write(self._fd, data)  # one write per line: O_APPEND keeps it whole
+                self._torn = written < len(data)  # short only when the disk is full
             except OSError:
                 pass  # full disk or gone: the run carries on (SPEC §5.3)
         return record
@@ -87,6 +96,11 @@ class EventLog:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+
+def _ends_mid_line(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
 
 
 def parse_lines(raw: bytes) -> list[dict[str, Any]]:

@@ -29,7 +29,17 @@ from . import control, git, index, locks
 from .declaration import LoadedFlow, load_flow
 from .errors import AlreadyRunningError, FlowdropError, RecordsUnwritableError
 from .flows import FlowRef, resolve_flow
-from .paths import CYCLE, LIVE_LOCK, OUTPUT, REQUESTS, SESSIONS, STATE, Layout, new_run_id
+from .paths import (
+    CYCLE,
+    LIVE_LOCK,
+    OUTPUT,
+    REQUESTS,
+    RUN_ID_RE,
+    SESSIONS,
+    STATE,
+    Layout,
+    new_run_id,
+)
 from .records import (
     RECORD_VERSION,
     EventLog,
@@ -92,13 +102,17 @@ def take_key(layout: Layout, key: str, run_id: str) -> Path:
     path = layout.key_lock(key)
     try:
         locks.acquire(path, content=run_id)
+    except OSError as exc:
+        raise _unwritable(path, exc) from exc
     except locks.LockHeld:
         holder = ""
         for _ in range(20):  # the holder writes its run id right after locking
             holder = locks.read_content(path)
-            if holder and (layout.runs / holder).is_dir():
+            if RUN_ID_RE.match(holder) and (layout.runs / holder).is_dir():
                 break
             time.sleep(0.05)
+        if not RUN_ID_RE.match(holder):
+            holder = ""  # read from a file: named only when it is a run id, never a path
         named = f"run {holder}" if holder else "another run"
         raise AlreadyRunningError(
             f"{key} is already running ({named}); one live run per flow — "
@@ -223,7 +237,8 @@ def open_run(
             log = _create_record(layout, run_id, ref.key, created, start_plan.state)
         except OSError as exc:
             raise RecordsUnwritableError(
-                f"could not create the run's record under {layout.runs}: {exc.strerror or exc}"
+                f"could not create the run's record under {layout.runs}: "
+                f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
             ) from exc
         for warning in start_plan.warnings:
             log.append("warning", kind="start", message=warning)
@@ -272,21 +287,25 @@ def _reopen(
     loaded: LoadedFlow | None,
 ) -> Execution:
     run_dir = layout.run_dir(run_id)
+    refuse_links(run_dir)
     try:
         locks.acquire(run_dir / LIVE_LOCK, content=str(os.getpid()))
     except locks.LockHeld:
         raise AlreadyRunningError(f"run {run_id} is being resumed by another process") from None
+    except OSError as exc:
+        raise _unwritable(run_dir / LIVE_LOCK, exc) from exc
     try:
         info = control.check_resumable(layout, run_id)  # again, now that we hold it
-        assert info.key is not None and info.flow is not None
+        assert info.key is not None
+        ref = flow_of_key(layout, info.key)
         if loaded is None:
-            loaded = load_flow(_flow_file(layout, info.flow), layout.workspace)
+            loaded = load_flow(ref.file, layout.workspace)
         states = StateFile(run_dir / STATE)
         states.adopt(read_states(run_dir / STATE))
         main = states.state(info.key)
         frame = Frame(
             key=info.key,
-            flow=info.flow,
+            flow=info.flow or ref.rel(layout),
             state=main,
             first_round=info.first_round,
             round=info.key_rounds.get(info.key, info.first_round - 1),
@@ -294,7 +313,10 @@ def _reopen(
             finished=info.position["iterationCount"],
             iterator=info.position["iterator"],
         )
-        log = EventLog(run_dir / CYCLE)
+        try:
+            log = EventLog(run_dir / CYCLE)
+        except OSError as exc:
+            raise _unwritable(run_dir / CYCLE, exc) from exc
         by = {**who(), **(by or {})}
         return Execution(
             layout, run_id, loaded, log, states, frame, [key_lock], notify, resumed_by=by
@@ -304,9 +326,34 @@ def _reopen(
         raise
 
 
-def _flow_file(layout: Layout, flow: str) -> Path:
-    ref = resolve_flow(layout, flow if "/" in flow else f"./{flow}", cwd=layout.workspace)
-    return ref.file
+# The files and folders of a record that a paused run's folder is written through again.
+_RECORD_ENTRIES = (CYCLE, STATE, OUTPUT, LIVE_LOCK, SESSIONS, REQUESTS)
+
+
+def refuse_links(run_dir: Path) -> None:
+    """Refuse to write a record again (resume, closing a paused run) through a link.
+
+    Only a paused run's folder is ever written twice, and the engine never follows a
+    link there for writing: a link left in a record could otherwise send its state,
+    events or session links to a file outside ``.flowdrop/``.
+    """
+    for name in _RECORD_ENTRIES:
+        if (run_dir / name).is_symlink():
+            raise RecordsUnwritableError(
+                f"{run_dir / name} is a link, not the record's own file; the engine never "
+                "writes through a link in a record — put the file itself back to continue"
+            )
+
+
+def _unwritable(path: Path, exc: OSError) -> RecordsUnwritableError:
+    return RecordsUnwritableError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def flow_of_key(layout: Layout, key: str) -> FlowRef:
+    """The flow a paused run of ``key`` continues with: the one its key names today, as
+    ``run KEY`` would load it — never a path read from the record, so a damaged or
+    forged ``flow`` field cannot make a resume import code from somewhere else."""
+    return resolve_flow(layout, key, cwd=layout.workspace)
 
 
 def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
@@ -315,15 +362,21 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
     Returns False when the run is no longer paused (it was resumed meanwhile).
     """
     run_dir = layout.run_dir(run_id)
+    refuse_links(run_dir)
     try:
         locks.acquire(run_dir / LIVE_LOCK, content=str(os.getpid()))
     except locks.LockHeld:
         return False
+    except OSError as exc:
+        raise _unwritable(run_dir / LIVE_LOCK, exc) from exc
     try:
         info = load_run(layout, run_id)
         if info.status != Status.PAUSED:
             return False
-        log = EventLog(run_dir / CYCLE)
+        try:
+            log = EventLog(run_dir / CYCLE)
+        except OSError as exc:
+            raise _unwritable(run_dir / CYCLE, exc) from exc
         log.append("stop_requested", by=by, now=False)
         end_git = git.facts(layout.workspace)
         log.append(
@@ -337,7 +390,8 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
         )
         log.close()
         final = fold(run_id, run_dir, read_events(run_dir / CYCLE))
-        index.record_status(layout, final, [info.key or "", *final.called])
+        with contextlib.suppress(OSError):  # the index was removed: readers rebuild it
+            index.record_status(layout, final, [info.key or "", *final.called])
         return True
     finally:
         locks.release(run_dir / LIVE_LOCK)
@@ -437,6 +491,17 @@ class Execution:
             "iterationCount": self.main.finished,
             "iterator": self.main.iterator,
         }
+
+    def _update_index(self, write: Callable[[], None]) -> None:
+        """The index is a cache: failing to write it never stops a run. A failed write
+        removes it (index.update_locked), so readers rebuild it from the records."""
+        try:
+            write()
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            message = f"the index was not updated: {exc.strerror or exc}{where}; it is rebuilt"
+            self.log.append("warning", kind="index", message=message)
+            self.notify(f"warning: {message}")
 
     def _warn(self, message: str) -> None:
         self.log.append("warning", kind="state", message=message)
@@ -598,7 +663,7 @@ class Execution:
                     "round": call_plan.first_round - 1,
                     "flow": ref.rel(self.layout),
                 }
-                index.set_entries(self.layout, [(ref.key, entry)])
+                self._update_index(lambda: index.set_entries(self.layout, [(ref.key, entry)]))
                 state = self.states.state(ref.key, call_plan.state)
             else:
                 assert known is not None
@@ -684,7 +749,9 @@ class Execution:
             self._install(capture)
             if self.resumed_by is not None:
                 self.log.append("resumed", pid=os.getpid(), pgid=os.getpgrp(), by=self.resumed_by)
-                index.record_status(self.layout, self._folded(), [self.key])
+                self._update_index(
+                    lambda: index.record_status(self.layout, self._folded(), [self.key])
+                )
             else:
                 self.log.append("started", pid=os.getpid(), pgid=os.getpgrp())
             try:

@@ -19,6 +19,13 @@ ENDED_STATUSES = TERMINAL_STATUSES | {"interrupted"}
 KNOWN_STATUSES = ENDED_STATUSES | {"paused", None}
 
 
+def _status_in(snapshot: dict[str, Any], statuses: frozenset[str]) -> bool:
+    # A snapshot comes from a file or another store: a list or object as its
+    # status is no status of ours (and would not even hash for a set lookup).
+    status = snapshot.get("status")
+    return isinstance(status, str) and status in statuses
+
+
 def seed_next_turn(snapshot: dict[str, Any]) -> dict[str, Any]:
     """SG-12: the state that seeds a new turn from ``snapshot``; the input is not modified.
 
@@ -28,7 +35,7 @@ def seed_next_turn(snapshot: dict[str, Any]) -> dict[str, Any]:
     position. Anything else (a paused run) is restored untouched, as a copy.
     """
     seeded = copy.deepcopy(snapshot)
-    if snapshot.get("status") in ENDED_STATUSES:
+    if _status_in(snapshot, ENDED_STATUSES):
         # SG-12 clause 2: the new turn reports its own outcome and starts its loops afresh.
         seeded.update(
             status=None,
@@ -48,7 +55,7 @@ def ensure_resumable(snapshot: dict[str, Any], name: str) -> None:
     The outcome is read from ``status`` only, never derived from ``isComplete``.
     """
     status = snapshot.get("status")
-    if status in TERMINAL_STATUSES:
+    if _status_in(snapshot, TERMINAL_STATUSES):
         raise TerminalSnapshotError(
             f"{name} is {status}: a finished run is not resumed (INT-14); "
             "to carry its state into a new run, pick it up with --from or a plain run"
@@ -65,7 +72,8 @@ def check_shape(snapshot: Any, name: str) -> dict[str, Any]:
         raise refuse(f"it holds {type(snapshot).__name__}, not an object")
     if "status" not in snapshot:
         raise refuse('it has no "status" field')
-    if snapshot["status"] not in KNOWN_STATUSES:
+    status = snapshot["status"]
+    if not (status is None or (isinstance(status, str) and status in KNOWN_STATUSES)):
         raise refuse(
             f'its status {snapshot["status"]!r} is none of null, "paused", "interrupted", '
             '"completed", "failed", "cancelled"'

@@ -21,7 +21,7 @@ from .errors import (
     TerminalSnapshotError,
     UsageError,
 )
-from .paths import RUN_ID_RE, STATE, Layout, check_run_ref
+from .paths import CYCLE, RUN_ID_RE, STATE, Layout, check_run_ref
 from .records import ENDED, LIVE, TERMINAL, RunInfo, Status, load_run
 from .snapshot import ensure_resumable, read_snapshot_file, seed_next_turn
 from .state import read_states
@@ -222,6 +222,21 @@ def _from_run(plan: StartPlan, layout: Layout, ref: str, resumable: bool) -> Sta
     return _pick_up(plan, info, "from")
 
 
+def _unreadable(layout: Layout, info: RunInfo, warnings: list[str]) -> bool:
+    """A run whose record has no readable ``created`` event is never picked up from
+    (docs/decisions.md): its round counter and key are unknown. The index may still
+    name it (the record was damaged after the index was written); rebuilding, as
+    ``reindex`` would, looks past it. Said out loud: the run's state is not used."""
+    if info.has_created:
+        return False
+    warnings.append(
+        f"run {info.run} has no readable record ({info.path / CYCLE}); "
+        "it was looked past — pick it up explicitly with --from if you mean to"
+    )
+    index.rebuild(layout)
+    return True
+
+
 def _from_thread(plan: StartPlan, layout: Layout) -> StartPlan:
     for attempt in range(2):
         entry = index.lookup(layout, plan.key)
@@ -232,6 +247,8 @@ def _from_thread(plan: StartPlan, layout: Layout) -> StartPlan:
             info = load_run(layout, source)
         except NotFoundError:
             index.rebuild(layout)
+            continue
+        if _unreadable(layout, info, plan.warnings):
             continue
         _refuse_live(info)
         if info.status == Status.PAUSED and info.key == plan.key:
@@ -298,6 +315,8 @@ def plan_call(
             info = load_run(layout, source)
         except NotFoundError:
             index.rebuild(layout)
+            continue
+        if _unreadable(layout, info, result.warnings):
             continue
         _refuse_live(info)
         try:

@@ -13,7 +13,7 @@ from typing import Any
 from . import git, index
 from .errors import FlowdropError, InvalidNameError, NotFoundError
 from .flows import FlowInfo, FlowRef, describe, discover, resolve_flow
-from .paths import CYCLE, STATE, Layout, validate_flow_name, validate_key
+from .paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
 from .records import (
     LIVE,
     TERMINAL,
@@ -98,6 +98,15 @@ def _link_target(link_path: Path) -> str | None:
     return target if os.path.isabs(target) else os.path.normpath(link_path.parent / target)
 
 
+def _in_sessions(link: Any) -> bool:
+    """A session link as the engine records it, ``sessions/<name>``: a path read from the
+    record is looked at only inside the run's own ``sessions/`` folder."""
+    if not isinstance(link, str) or "\\" in link or "\x00" in link:
+        return False
+    parts = link.split("/")
+    return len(parts) == 2 and parts[0] == SESSIONS and parts[1] not in ("", ".", "..")
+
+
 def _sessions(info: RunInfo) -> list[dict[str, Any]]:
     """Each session in opening order, with its transcript's health (SPEC §11 ``show``).
 
@@ -109,8 +118,8 @@ def _sessions(info: RunInfo) -> list[dict[str, Any]]:
         closed = opened.get("closed") or {}
         link = opened.get("link")
         target = closed.get("target") or opened.get("target")
-        if isinstance(link, str):
-            on_disk = _link_target(info.path / link)
+        if _in_sessions(link):
+            on_disk = _link_target(info.path / str(link))
             target = on_disk or target
         exists = isinstance(target, str) and os.path.exists(target)
         rows.append(

@@ -38,18 +38,30 @@ SLEEPER = """
             time.sleep(300)
 """
 
+# While the file "hold" exists in the workspace, a round waits before finishing: a
+# test takes its pause or stop while the run is certainly mid-batch, however slow
+# the machine, then lets the round end.
 BATCH = """
-    import time
+    import os, time
     from flowdrop_tui import flow
 
     @flow()
     def main(run):
         done = run.state.setdefault("done", [])
         for item in run.rounds(["a", "b", "c", "d", "e", "f"]):
-            time.sleep(0.3)
+            time.sleep(0.05)
+            while os.path.exists("hold"):
+                time.sleep(0.02)
             run.state["done"] = [*run.state["done"], item]
         return run.state["done"]
 """
+
+
+def hold(ws: Path) -> Path:
+    gate = ws / "hold"
+    gate.write_text("")
+    return gate
+
 
 STUBBORN = """
     import signal, time
@@ -140,10 +152,13 @@ def test_pause_mid_batch_then_resume_at_the_next_item_in_the_same_run(
 ) -> None:
     """Guards SG-12 clause 3: a pause taken mid-loop resumes there, same record."""
     write_flow(workspace, "batch", BATCH)
+    gate = hold(workspace)
     run_id = detach(cli, "batch")
-    started(workspace, run_id, 2)
-    cli("pause", run_id, "--wait", check=0)
-    assert status(cli, run_id) == "paused"
+    started(workspace, run_id)
+    cli("pause", run_id, check=0)
+    wait_for(lambda: any(e["event"] == "pause_requested" for e in events(workspace, run_id)))
+    gate.unlink()
+    wait_for(lambda: status(cli, run_id) == "paused")
     paused = [e for e in events(workspace, run_id) if e["event"] == "paused"][-1]
     done_at_pause = state_of(workspace, run_id)["batch"]["done"]
     assert paused["position"]["iterator"] == len(done_at_pause)
@@ -165,9 +180,12 @@ def test_pause_mid_batch_then_resume_at_the_next_item_in_the_same_run(
 
 def test_plain_run_of_a_paused_thread_resumes_it(workspace: Path, cli: CLI) -> None:
     write_flow(workspace, "batch", BATCH.replace("@flow()", "@flow(resumable=True)"))
+    gate = hold(workspace)
     run_id = detach(cli, "batch")
     started(workspace, run_id)
-    cli("pause", run_id, "--wait", check=0)
+    cli("pause", run_id, check=0)
+    gate.unlink()
+    wait_for(lambda: status(cli, run_id) == "paused")
     out = cli.json("run", "batch")
     assert out["run"] == run_id and out["status"] == "completed"
 
@@ -227,9 +245,12 @@ def test_stop_of_a_paused_run_closes_it_cancelled_without_running_it(
     workspace: Path, cli: CLI
 ) -> None:
     write_flow(workspace, "batch", BATCH)
+    gate = hold(workspace)
     run_id = detach(cli, "batch")
     started(workspace, run_id)
-    cli("pause", run_id, "--wait", check=0)
+    cli("pause", run_id, check=0)
+    gate.unlink()
+    wait_for(lambda: status(cli, run_id) == "paused")
     rounds_before = sum(e["event"] == "round_started" for e in events(workspace, run_id))
     cli("stop", run_id, check=0)
     assert status(cli, run_id) == "cancelled"
