@@ -12,7 +12,7 @@ from typing import Any
 
 from . import git, index
 from .errors import FlowdropError, InvalidNameError, NotFoundError
-from .flows import FlowInfo, FlowRef, describe, discover, resolve_flow
+from .flows import FlowInfo, FlowRef, describe, describe_cached, discover, resolve_flow
 from .paths import CYCLE, STATE, Layout, validate_flow_name, validate_key
 from .records import LIVE, TERMINAL, RunInfo, list_run_ids, load_run, read_first_event
 from .start import snapshot_of
@@ -49,6 +49,32 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
     return rows
 
 
+def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
+    """The flow list as far as it can be told without starting a process or reading runs:
+    names from discovery, declarations from the describe cache (``described`` is False
+    where it has none yet) and the index as it is on disk. What a first paint shows;
+    ``flow_rows`` fills in the rest."""
+    refs = discover(layout)
+    data = index.read(layout) or {"keys": {}}
+    rows = []
+    for ref, info in zip(refs, describe_cached(layout, refs), strict=True):
+        entry = data["keys"].get(ref.name) or {}
+        rows.append(
+            {
+                "name": ref.name,
+                "path": ref.rel(layout),
+                "resumable": info.resumable if info else None,
+                "error": info.error if info else None,
+                "description": info.description if info else "",
+                "round": int(entry.get("round") or 0),
+                "last_run": entry.get("last_run"),
+                "status": entry.get("status"),
+                "described": info is not None,
+            }
+        )
+    return rows
+
+
 def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
     """The key ``FLOW`` names, whether or not the flow still exists on disk."""
     try:
@@ -81,7 +107,8 @@ def run_rows(layout: Layout, key: str | None = None) -> list[RunInfo]:
     return found
 
 
-def _sessions(info: RunInfo) -> list[dict[str, Any]]:
+def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
+    """The run's sessions in opening order, each with whether its link still resolves."""
     rows = []
     for opened in info.sessions:
         link = opened.get("link")
@@ -111,7 +138,8 @@ def _sessions(info: RunInfo) -> list[dict[str, Any]]:
     return rows
 
 
-def _git(layout: Layout, info: RunInfo) -> dict[str, Any] | None:
+def git_of(layout: Layout, info: RunInfo) -> dict[str, Any] | None:
+    """Git facts at the run's start and end and the commits made meanwhile (None outside git)."""
     if not isinstance(info.git_start, dict):
         return None
     start = info.git_start.get("head")
@@ -136,8 +164,8 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     except FlowdropError as exc:
         detail["state"] = None
         detail["state_error"] = exc.message
-    detail["sessions"] = _sessions(info)
-    detail["git"] = _git(layout, info)
+    detail["sessions"] = sessions_of(info)
+    detail["git"] = git_of(layout, info)
     detail["error"] = info.error
     detail["result"] = info.result
     detail["position"] = info.position
@@ -146,6 +174,38 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow
     return detail
+
+
+def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:
+    """The run's ``state.json`` and, for its own key, what changed since the run it was
+    picked up from: ``changes`` is ``{"added", "changed", "removed"}`` (``changed`` maps a
+    key to ``[before, now]``), or ``None`` with ``changes_error`` saying why it cannot be told."""
+    view: dict[str, Any] = {"key": info.key, "source": info.source, "state": None, "error": None}
+    view.update(changes=None, changes_error=None)
+    try:
+        view["state"] = read_states(info.path / STATE)
+    except FlowdropError as exc:
+        view["error"] = exc.message
+        return view
+    if not info.source or info.key is None:
+        view["changes_error"] = "a fresh start: nothing was picked up"
+        return view
+    try:
+        before_all = read_states(layout.run_dir(info.source) / STATE)
+    except FlowdropError as exc:
+        view["changes_error"] = exc.message
+        return view
+    before = before_all.get(info.key)
+    now = view["state"].get(info.key)
+    if not isinstance(before, dict) or not isinstance(now, dict):
+        view["changes_error"] = f"run {info.source} holds no state for {info.key}"
+        return view
+    view["changes"] = {
+        "added": {k: v for k, v in now.items() if k not in before},
+        "changed": {k: [before[k], v] for k, v in now.items() if k in before and before[k] != v},
+        "removed": {k: v for k, v in before.items() if k not in now},
+    }
+    return view
 
 
 def run_snapshot(layout: Layout, run_id: str) -> dict[str, Any]:
