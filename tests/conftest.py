@@ -22,10 +22,17 @@ def workspace(tmp_path: Path) -> Path:
     """An empty git repository with one commit and a flows/ folder."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=ws, check=True, env=env)
-    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "init"], cwd=ws, check=True, env=env)
+    subprocess.run(
+        ["git", "commit", "-q", "--allow-empty", "-m", "init"], cwd=ws, check=True, env=env
+    )
     (ws / "flows").mkdir()
     return ws
 
@@ -49,11 +56,15 @@ class CLI:
     def __init__(self, ws: Path) -> None:
         self.ws = ws
 
-    def __call__(self, *args: str, timeout: float = 60, cwd: Path | None = None,
-                 check: int | None = None) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str, timeout: float = 60, cwd: Path | None = None, check: int | None = None
+    ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [sys.executable, "-m", "flowdrop_tui", *args],
-            cwd=cwd or self.ws, capture_output=True, text=True, timeout=timeout,
+            cwd=cwd or self.ws,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check is not None:
             assert done.returncode == check, (done.returncode, done.stdout, done.stderr)
@@ -65,8 +76,11 @@ class CLI:
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "flowdrop_tui", *args], cwd=self.ws,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "flowdrop_tui", *args],
+            cwd=self.ws,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
 
 
