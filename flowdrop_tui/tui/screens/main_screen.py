@@ -1,0 +1,422 @@
+"""The main screen: flows, the selected flow's runs, the selected run as it happens.
+
+Reads happen in thread workers and arrive as messages; the watch says what
+changed and only that is read again. The first frame is painted from what
+costs nothing — discovery, the describe cache and the index as it is on disk —
+and the rest (describing changed flows, scanning runs, git) fills in after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Static
+from textual.worker import Worker, get_current_worker
+
+from ...core import views
+from ...core.catalog import RunCatalog
+from ...core.errors import FlowdropError
+from ...core.flows import FlowInfo, describe, describe_cached, discover
+from ...core.follow import RunFollower, RunUpdate
+from ...core.git import facts
+from ...core.paths import FLOWS_DIR, Layout
+from ...core.records import LIVE, RunInfo, Status
+from ...core.watch import WorkspaceWatch
+from ..errors import shielded
+from ..messages import (
+    FlowRowsRead,
+    FlowsChanged,
+    IndexChanged,
+    RunActionRefused,
+    RunActionTaken,
+    RunChanged,
+    RunDetailRead,
+    RunLaunched,
+    RunPolled,
+    RunsRead,
+    WorkspaceRead,
+)
+from ..widgets.event_feed import EventFeed
+from ..widgets.filter_bar import FilterBar
+from ..widgets.flow_table import FlowTable
+from ..widgets.no_flows import NoFlows
+from ..widgets.run_detail import RunDetail
+from ..widgets.run_table import RunTable
+from ..widgets.workspace_bar import WorkspaceBar
+from .run_actions import RunActions
+
+RUNS_SHOWN = 500  # the newest runs of a flow in the table; older ones stay on disk
+GIT_EVENTS = frozenset({"round_ended", "paused", "ended"})  # when a run may have committed
+
+
+def ended_text(info: RunInfo) -> tuple[str, str]:
+    """A notification for a run that ended or paused while watched: (text, severity)."""
+    head = f"run {info.run} of {info.key}"
+    if info.status == Status.COMPLETED:
+        result = f": {info.result!r}" if info.result is not None else ""
+        return f"{head} completed after round {info.round}{result}", "information"
+    if info.status == Status.FAILED:
+        error = info.error if isinstance(info.error, dict) else {}
+        where = f" ({error.get('file')}:{error.get('line')})" if error.get("line") else ""
+        return (
+            f"{head} failed: {error.get('type')}: {error.get('message')}{where}",
+            "error",
+        )
+    if info.status == Status.CANCELLED:
+        return f"{head} stopped after round {info.round}; enter picks it up", "information"
+    if info.status == Status.PAUSED:
+        return f"{head} paused after round {info.round}; r resumes it", "information"
+    return f"{head} was interrupted in round {info.round}: its process died", "warning"
+
+
+class MainScreen(RunActions):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            id="filter",
+            key_display="/",
+            tooltip="Filter flows and runs by name, id or status",
+        ),
+    ]
+
+    def __init__(self, layout: Layout, watcher: WorkspaceWatch) -> None:
+        super().__init__(id="main")
+        self.workspace = layout
+        self.watcher = watcher
+        self.catalog = RunCatalog(layout)
+        self.followers: dict[str, RunFollower] = {}
+        self.live: set[str] = set()  # runs seen live (or launched) here: told when they end
+        self.stop_asked: set[str] = set()
+        self.selected_flow: str | None = None
+        self.selected_run: str | None = None
+        self.arriving: str | None = None  # a run launched here: select it when it shows up
+        self.git_of: dict[str, dict[str, Any] | None] = {}
+
+    # -- layout -----------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield WorkspaceBar(self.workspace.workspace.name)
+        with Vertical(id="flows-pane"):
+            yield FlowTable(id="flows")
+            yield NoFlows(FLOWS_DIR)
+        with Vertical(id="runs-pane"):
+            yield Static(id="flow-note", markup=False)
+            yield RunTable(id="runs")
+        with Horizontal(id="run-pane"):
+            yield EventFeed(id="events")
+            yield RunDetail(id="detail")
+        yield FilterBar()
+        yield Footer()
+
+    @property
+    def flows(self) -> FlowTable:
+        return self.query_one(FlowTable)
+
+    @property
+    def runs(self) -> RunTable:
+        return self.query_one(RunTable)
+
+    @property
+    def feed(self) -> EventFeed:
+        return self.query_one(EventFeed)
+
+    @property
+    def detail(self) -> RunDetail:
+        return self.query_one(RunDetail)
+
+    def on_mount(self) -> None:
+        self.query_one("#flows-pane").border_title = "Flows"
+        self.query_one("#runs-pane").border_title = "Runs"
+        self.feed.border_title = "Events"
+        self.detail.border_title = "Run"
+        try:
+            rows = views.quick_flow_rows(self.workspace)  # no process, no scan: paint now
+        except (OSError, FlowdropError):
+            rows = []
+        self._show_flows(rows)
+        self.flows.focus()
+        self.call_after_refresh(self._after_first_paint)
+        self.set_interval(1.0, self.runs.tick)
+
+    def _after_first_paint(self) -> None:
+        self.read_flows()
+        self.read_workspace()
+        self._refollow()
+
+    # -- what RunActions acts on ------------------------------------------------------------------
+
+    # Keys are answered from where the cursors are now: a key can arrive before the
+    # highlight messages of the cursor moves that preceded it have been handled.
+
+    def selected_flow_name(self) -> str | None:
+        return self.flows.selected_name if self.flows.display else None
+
+    def selected_run_info(self) -> RunInfo | None:
+        info = self.runs.selected_run
+        return info if info is not None and info.key == self.selected_flow_name() else None
+
+    def runs_of_selected_flow(self) -> list[RunInfo]:
+        name = self.selected_flow_name()
+        runs = [info for info in self.runs.runs.values() if info.key == name]
+        return sorted(runs, key=lambda info: info.run, reverse=True)
+
+    # -- the flow list ----------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="flows", exit_on_error=False)
+    def read_flows(self) -> None:
+        """Declarations from the cache first, then describe what changed (child processes)."""
+        refs = discover(self.workspace)
+        cached = describe_cached(self.workspace, refs)
+        known = [
+            info or FlowInfo(ref.name, ref.rel(self.workspace), None, "", None)
+            for ref, info in zip(refs, cached, strict=True)
+        ]
+        missing = [ref for ref, info in zip(refs, cached, strict=True) if info is None]
+        rows = views.flow_rows(self.workspace, known)
+        for row, info in zip(rows, cached, strict=True):
+            row["described"] = info is not None
+        self.post_message(FlowRowsRead(rows, described=not missing))
+        if missing and not get_current_worker().is_cancelled:
+            infos = describe(self.workspace, refs)
+            self.post_message(FlowRowsRead(views.flow_rows(self.workspace, infos), described=True))
+
+    @shielded
+    def on_flow_rows_read(self, message: FlowRowsRead) -> None:
+        self._show_flows(message.rows)
+
+    def _show_flows(self, rows: list[dict[str, object]]) -> None:
+        has_flows = bool(rows)
+        self.flows.display = has_flows
+        self.query_one(NoFlows).display = not has_flows
+        self.flows.show_rows([dict(row) for row in rows])
+        for row in rows:
+            if row.get("status") in {str(s) for s in LIVE} and isinstance(row["last_run"], str):
+                self.live.add(row["last_run"])
+        self._select_flow(self.flows.selected_name)
+        self._refollow()
+
+    def on_flows_changed(self, _: FlowsChanged) -> None:
+        self.read_flows()
+
+    def on_index_changed(self, _: IndexChanged) -> None:
+        self.read_flows()
+
+    @work(thread=True, exclusive=True, group="workspace", exit_on_error=False)
+    def read_workspace(self) -> None:
+        self.post_message(WorkspaceRead(facts(self.workspace.workspace)))
+
+    @shielded
+    def on_workspace_read(self, message: WorkspaceRead) -> None:
+        self.query_one(WorkspaceBar).show_git(message.git)
+
+    # -- selection --------------------------------------------------------------------------------
+
+    # A highlight message may arrive after the table was rebuilt and its cursor moved
+    # again: follow where the cursor is now, not where the message says it was.
+    @on(DataTable.RowHighlighted, "#flows")
+    @shielded
+    def _flow_highlighted(self, _: DataTable.RowHighlighted) -> None:
+        self._select_flow(self.flows.selected_name)
+
+    @on(DataTable.RowHighlighted, "#runs")
+    @shielded
+    def _run_highlighted(self, _: DataTable.RowHighlighted) -> None:
+        current = self.runs.selected_run
+        self._select_run(current.run if current else None)
+
+    def _select_flow(self, name: str | None) -> None:
+        if name == self.selected_flow:
+            return
+        self.selected_flow = name
+        row = self.flows.rows_by_name.get(name or "")
+        pane = self.query_one("#runs-pane")
+        pane.border_title = f"Runs of {name}" if name else "Runs"
+        pane.border_subtitle = ""
+        note = self.query_one("#flow-note", Static)
+        error = row.get("error") if row else None
+        note.update(f"cannot be loaded: {error}" if error else "")
+        note.display = bool(error)
+        self.runs.show_runs(name or "", [])
+        self._select_run(None)
+        if name is not None:
+            self.read_runs(name)
+        else:
+            self.detail.show_empty("no flow selected")
+
+    @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
+    def read_runs(self, key: str) -> None:
+        self.catalog.refresh()
+        runs = self.catalog.runs_of(key, RUNS_SHOWN)
+        self.post_message(RunsRead(key, runs, self.catalog.count(key)))
+
+    @shielded
+    def on_runs_read(self, message: RunsRead) -> None:
+        if message.key != self.selected_flow:
+            return
+        self.runs.show_runs(message.key, message.runs)
+        for info in message.runs:
+            if info.status in LIVE:
+                self.live.add(info.run)
+        shown = len(message.runs)
+        pane = self.query_one("#runs-pane")
+        pane.border_subtitle = f"newest {shown} of {message.total}" if message.total > shown else ""
+        current = self.runs.selected_run
+        self._select_run(current.run if current else None)
+        if current is None:
+            self.detail.show_empty(f"no runs of {message.key} yet — enter runs it")
+        self._refollow()
+
+    def _select_run(self, run_id: str | None) -> None:
+        if run_id == self.selected_run:
+            return
+        self.selected_run = run_id
+        self.feed.show_history(run_id, [], 0)
+        self.feed.border_title = f"Events of {run_id}" if run_id else "Events"
+        self.detail.show_run(self.runs.runs.get(run_id) if run_id else None)
+        self._refollow()
+        if run_id is not None:
+            self.poll_run(run_id, history=True)
+
+    # -- following runs ---------------------------------------------------------------------------
+
+    def _refollow(self) -> None:
+        """Watch the folders of the selected run and of every run seen live."""
+        wanted = set(self.live)
+        if self.selected_run:
+            wanted.add(self.selected_run)
+        self.watcher.follow(wanted)
+        for run_id in set(self.followers) - wanted:
+            del self.followers[run_id]
+
+    def on_run_changed(self, message: RunChanged) -> None:
+        self.poll_run(message.run_id)
+
+    def _follower(self, run_id: str) -> RunFollower:
+        follower = self.followers.get(run_id)
+        if follower is None:
+            follower = self.followers[run_id] = RunFollower(self.workspace, run_id)
+        return follower
+
+    @work(thread=True, group="poll", exit_on_error=False)
+    def poll_run(self, run_id: str, history: bool = False) -> None:
+        """Read what the run appended; post it in order (the follower's lock is held)."""
+        follower = self.app.call_from_thread(self._follower, run_id)
+        with follower.lock:
+            update = follower.poll(history=history)
+            changed = update.events or update.restarted or update.previous != update.info.status
+            if history or changed:
+                self.post_message(RunPolled(update, history=history))
+        if run_id == self.selected_run and (history or changed):
+            with_git = history or any(ev.get("event") in GIT_EVENTS for ev in update.events)
+            self.read_detail(update.info, with_git)
+
+    def read_detail(self, info: RunInfo, with_git: bool) -> None:
+        """State, sessions and (when it may have moved) git: after the events are on screen."""
+        state = views.state_view(self.workspace, info)
+        sessions = views.sessions_of(info)
+        git = views.git_of(self.workspace, info) if with_git else self.git_of.get(info.run)
+        self.post_message(RunDetailRead(info.run, state, sessions, git))
+
+    @shielded
+    def on_run_polled(self, message: RunPolled) -> None:
+        update = message.update
+        info = update.info
+        self._update_flow_rows(info)
+        if info.key is not None and info.key == self.selected_flow:
+            new = self.runs.upsert(info)
+            if new and self.arriving == info.run:
+                self.arriving = None
+                self.runs.move_cursor(row=self.runs.get_row_index(info.run))
+        if info.run == self.selected_run:
+            if message.history or update.restarted:
+                self.feed.show_history(info.run, update.events, update.dropped)
+            else:
+                self.feed.append(update.events)
+            self.detail.show_run(info)
+        self._track(update)
+
+    @shielded
+    def on_run_detail_read(self, message: RunDetailRead) -> None:
+        self.git_of[message.run_id] = message.git
+        extra = {"state": message.state, "sessions": message.sessions, "git": message.git}
+        self.detail.show_extra(message.run_id, extra)
+
+    def _update_flow_rows(self, info: RunInfo) -> None:
+        for key, round_ in info.key_rounds.items():
+            row = self.flows.rows_by_name.get(key)
+            if row is None:
+                continue
+            last = row.get("last_run")
+            newer = key == info.key and (not isinstance(last, str) or info.run > last)
+            if newer or last == info.run:
+                self.flows.update_row(key, last_run=info.run, status=str(info.status), round=round_)
+
+    def _track(self, update: RunUpdate) -> None:
+        """Tell the user when a run they watched ends or pauses, with the reason."""
+        info = update.info
+        if info.status in LIVE:
+            if info.run not in self.live:
+                self.live.add(info.run)
+                self._refollow()
+            return
+        if info.run in self.live:
+            self.live.discard(info.run)
+            self.stop_asked.discard(info.run)
+            text, severity = ended_text(info)
+            self.notify(text, severity=severity, markup=False, timeout=8)  # type: ignore[arg-type]
+            self._refollow()
+
+    # -- what the actions answered ----------------------------------------------------------------
+
+    @shielded
+    def on_run_launched(self, message: RunLaunched) -> None:
+        self.live.add(message.run_id)
+        self.arriving = message.run_id
+        self.notify(f"run {message.run_id} of {message.key}: {message.what}", markup=False)
+        self._refollow()
+        self.poll_run(message.run_id)
+
+    def on_run_action_taken(self, message: RunActionTaken) -> None:
+        self.notify(message.text, markup=False)
+
+    def on_run_action_refused(self, message: RunActionRefused) -> None:
+        self.notify(
+            message.text,
+            title=f"refused ({message.code})",
+            severity="warning",
+            markup=False,
+            timeout=10,
+        )
+
+    # -- / ----------------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        bar.display = True
+        bar.focus()
+
+    @shielded
+    def on_input_changed(self, event: FilterBar.Changed) -> None:
+        self.flows.set_filter(event.value)
+        self.runs.set_filter(event.value)
+        self._select_flow(self.flows.selected_name)
+
+    def on_filter_bar_closed(self, event: FilterBar.Closed) -> None:
+        bar = self.query_one(FilterBar)
+        bar.display = False
+        value = bar.value.strip()
+        self.query_one("#flows-pane").border_title = (
+            f"Flows · filter: {value}" if value else "Flows"
+        )
+        self.flows.focus()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        report = getattr(self.app, "report_worker", None)
+        if report is not None:
+            report(event)
