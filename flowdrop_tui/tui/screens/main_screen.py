@@ -74,6 +74,7 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
 
 
 class MainScreen(RunActions):
+    AUTO_FOCUS = "#flows"  # the app opens with the flow list focused on its first flow
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
             "slash",
@@ -101,16 +102,31 @@ class MainScreen(RunActions):
     # -- layout -----------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        # The first frame is painted from what costs nothing: no process, no scan of runs.
+        try:
+            rows = views.quick_flow_rows(self.workspace)
+        except (OSError, FlowdropError):
+            rows = []
         yield WorkspaceBar(self.workspace.workspace.name)
-        with Vertical(id="flows-pane"):
-            yield FlowTable(id="flows")
-            yield NoFlows(FLOWS_DIR)
-        with Vertical(id="runs-pane"):
+        with Vertical(id="flows-pane") as flows_pane:
+            flows_pane.border_title = "Flows"
+            table = FlowTable(rows, id="flows")
+            table.display = bool(rows)
+            yield table
+            how_to = NoFlows(FLOWS_DIR)
+            how_to.display = not rows
+            yield how_to
+        with Vertical(id="runs-pane") as runs_pane:
+            runs_pane.border_title = "Runs"
             yield Static(id="flow-note", markup=False)
             yield RunTable(id="runs")
         with Horizontal(id="run-pane"):
-            yield EventFeed(id="events")
-            yield RunDetail(id="detail")
+            feed = EventFeed(id="events")
+            feed.border_title = "Events"
+            yield feed
+            detail = RunDetail(id="detail")
+            detail.border_title = "Run"
+            yield detail
         yield FilterBar()
         yield Footer()
 
@@ -131,23 +147,15 @@ class MainScreen(RunActions):
         return self.query_one(RunDetail)
 
     def on_mount(self) -> None:
-        self.query_one("#flows-pane").border_title = "Flows"
-        self.query_one("#runs-pane").border_title = "Runs"
-        self.feed.border_title = "Events"
-        self.detail.border_title = "Run"
-        try:
-            rows = views.quick_flow_rows(self.workspace)  # no process, no scan: paint now
-        except (OSError, FlowdropError):
-            rows = []
-        self._show_flows(rows)
-        self.flows.focus()
+        # Nothing here touches the panes' children: nested containers mount theirs after
+        # this screen's Mount. What needs them waits for the first frame.
         self.call_after_refresh(self._after_first_paint)
-        self.set_interval(1.0, self.runs.tick)
 
     def _after_first_paint(self) -> None:
+        self._show_flows(list(self.flows.rows_by_name.values()))
         self.read_flows()
         self.read_workspace()
-        self._refollow()
+        self.set_interval(1.0, self.runs.tick)
 
     # -- what RunActions acts on ------------------------------------------------------------------
 

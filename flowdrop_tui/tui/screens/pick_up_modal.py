@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import orjson
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -23,7 +24,7 @@ def describe_plan(key: str, plan: StartPlan) -> Text:
     text.append(f"  next round   {plan.first_round}\n")
     text.append(f"  state keys   {', '.join(keys) if keys else '(empty: the flow cleared it)'}\n")
     for name, value in sorted(plan.state.items()):
-        shown = repr(value)
+        shown = orjson.dumps(value, default=str).decode()
         text.append(f"    {name} = {shown if len(shown) <= 50 else shown[:49] + '…'}\n")
     for warning in plan.warnings:
         text.append(f"\n  warning: {warning}\n")

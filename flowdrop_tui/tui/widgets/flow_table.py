@@ -12,6 +12,7 @@ from ...format import round_label
 from ..labels import short_error
 from .status import STATUS_CLASSES, status_text
 
+MAX_WIDTH = 80  # a long description or error is cut here; the runs pane shows it whole
 COLUMNS = (
     ("flow", "FLOW"),
     ("status", "STATUS"),
@@ -41,15 +42,15 @@ class FlowTable(DataTable[Text]):
         "flow--error",
     }
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, rows: list[dict[str, Any]], **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
-        self.rows_by_name: dict[str, dict[str, Any]] = {}
+        self.rows_by_name: dict[str, dict[str, Any]] = {str(row["name"]): row for row in rows}
         self.filter_text = ""
         self._theme: str | None = None
+        self._widths: list[int] = []
 
     def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        self._redraw()  # the rows it was made with are in the first frame
 
     @property
     def selected_name(self) -> str | None:
@@ -89,9 +90,7 @@ class FlowTable(DataTable[Text]):
         if row is None:
             return
         row.update(changes)
-        if name in self.rows:
-            for (column, _), cell in zip(COLUMNS, self._cells(row), strict=True):
-                self.update_cell(name, column, cell, update_width=True)
+        self._redraw()
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text.strip().lower()
@@ -102,24 +101,35 @@ class FlowTable(DataTable[Text]):
         return [row for name, row in self.rows_by_name.items() if needle in name.lower()]
 
     def _redraw(self) -> None:
-        visible = self._visible()
-        names = [str(row["name"]) for row in visible]
+        """Show the visible rows, in place when only their cells changed.
+
+        Column widths are worked out here from the cells and set explicitly: the
+        table's own auto-width settles on a later idle, which would make what is on
+        screen depend on timing."""
+        cells = {str(row["name"]): self._cells(row) for row in self._visible()}
+        widths = [
+            min(MAX_WIDTH, max([len(label), *(row[n].cell_len for row in cells.values())]))
+            for n, (_, label) in enumerate(COLUMNS)
+        ]
         current = [str(row.key.value) for row in self.ordered_rows]
-        if names == current:
-            for row in visible:
-                for (column, _), cell in zip(COLUMNS, self._cells(row), strict=True):
-                    self.update_cell(str(row["name"]), column, cell, update_width=True)
+        if list(cells) == current and widths == self._widths:
+            for name, row_cells in cells.items():
+                for (column, _), cell in zip(COLUMNS, row_cells, strict=True):
+                    self.update_cell(name, column, cell)
             return
         selected = self.selected_name
-        self.clear()
-        for row in visible:
-            self.add_row(*self._cells(row), key=str(row["name"]))
-        if selected in names:
-            self.move_cursor(row=names.index(selected))
+        self.clear(columns=True)
+        self._widths = widths
+        for (key, label), width in zip(COLUMNS, widths, strict=True):
+            self.add_column(label, width=width, key=key)
+        for name, row_cells in cells.items():
+            self.add_row(*row_cells, key=name)
+        if selected in cells:
+            self.move_cursor(row=list(cells).index(selected))
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         theme = self.app.theme if self.is_attached else None
-        if theme != self._theme and self.rows_by_name:
+        if theme != self._theme and self.columns:
             self._theme = theme
             self._redraw()  # a theme change recolours the statuses

@@ -17,10 +17,6 @@ from ..labels import rounds_label, stamp
 from .status import STATUS_CLASSES, status_text
 
 
-def _json(value: Any) -> str:
-    return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
-
-
 def _short(value: Any, width: int = 40) -> str:
     text = orjson.dumps(value, default=str).decode()
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -87,6 +83,7 @@ class RunDetail(VerticalScroll):
         self.query_one("#detail-text", Static).update(text)
 
     def _heading(self, text: Text, title: str) -> None:
+        text.rstrip()
         text.append(f"\n\n{title}\n", style=self._style("heading"))
 
     def _about(self, text: Text, info: RunInfo) -> None:
@@ -102,10 +99,9 @@ class RunDetail(VerticalScroll):
         else:
             text.append("\nfresh start")
         text.append(f"\nrounds {rounds_label(info)} ({info.rounds} in this run)")
-        text.append(f"\nstarted {stamp(info.started)}")
+        text.append(f"\nstarted {stamp(info.started)} · {duration(info.started, info.ended)}")
         if info.ended:
-            text.append(f" · ended {stamp(info.ended)}")
-        text.append(f" · {duration(info.started, info.ended)}")
+            text.append(f"\nended   {stamp(info.ended)}")
         if info.stop_pending:
             text.append("\nstop asked: " + ("now" if info.stop_now else "after its round"))
         if info.pause_pending:
@@ -120,31 +116,43 @@ class RunDetail(VerticalScroll):
             text.append(f"\nwarning {warning}", style=self._style("bad"))
 
     def _state(self, text: Text, view: dict[str, Any]) -> None:
-        self._heading(text, "state")
+        """Each key's state one value a line; the run's own key marks what changed since
+        the run it was picked up from (+ added, ~ changed, - removed)."""
         if view.get("error"):
+            self._heading(text, "state")
             text.append(f"unreadable: {view['error']}", style=self._style("bad"))
             return
-        text.append(_json(view.get("state")))
-        changes = view.get("changes")
-        source = view.get("source")
-        if changes is None:
-            if source:
-                text.append(
-                    f"\nchanges since {source}: {view.get('changes_error')}",
-                    style=self._style("muted"),
+        states: dict[str, Any] = view.get("state") or {}
+        own = view.get("key")
+        changes = view.get("changes") or {"added": {}, "changed": {}, "removed": {}}
+        if not states:
+            self._heading(text, "state")
+            text.append("empty", style=self._style("muted"))
+        for key in sorted(states, key=lambda k: (k != own, k)):
+            self._heading(text, f"state · {key}")
+            values = states[key] if isinstance(states[key], dict) else {}
+            if key == own and view.get("source"):
+                since = (
+                    f"since {view['source']}"
+                    if view.get("changes") is not None
+                    else f"changes since {view['source']}: {view.get('changes_error')}"
                 )
-            return
-        text.append(f"\nsince {source}:", style=self._style("muted"))
-        if not any(changes.values()):
-            text.append(" nothing changed", style=self._style("muted"))
-        for key, value in changes["added"].items():
-            text.append(f"\n  + {key} = {_short(value)}", style=self._style("added"))
-        for key, (before, now) in changes["changed"].items():
-            text.append(
-                f"\n  ~ {key}: {_short(before, 20)} → {_short(now)}", style=self._style("changed")
-            )
-        for key, value in changes["removed"].items():
-            text.append(f"\n  - {key} (was {_short(value)})", style=self._style("removed"))
+                text.append(f"{since}\n", style=self._style("muted"))
+            if not values:
+                text.append("  (empty)\n", style=self._style("muted"))
+            for name, value in values.items():
+                if key == own and name in changes["added"]:
+                    text.append(f"+ {name} = {_short(value, 200)}\n", style=self._style("added"))
+                elif key == own and name in changes["changed"]:
+                    before = changes["changed"][name][0]
+                    text.append(f"~ {name} = {_short(value, 200)}", style=self._style("changed"))
+                    text.append(f"  (was {_short(before)})\n", style=self._style("muted"))
+                else:
+                    text.append(f"  {name} = {_short(value, 200)}\n")
+            if key == own:
+                for name, value in changes["removed"].items():
+                    text.append(f"- {name}  (was {_short(value)})\n", style=self._style("removed"))
+        text.rstrip()
 
     def _sessions(self, text: Text, sessions: list[dict[str, Any]]) -> None:
         self._heading(text, f"sessions ({len(sessions)})" if sessions else "sessions")

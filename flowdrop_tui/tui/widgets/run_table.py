@@ -14,13 +14,15 @@ from ...format import duration
 from ..labels import rounds_label, stamp
 from .status import STATUS_CLASSES, status_text
 
+# Fixed widths (ids have one length): what is on screen never waits for the table's
+# own auto-width, which settles on a later idle.
 COLUMNS = (
-    ("run", "RUN"),
-    ("status", "STATUS"),
-    ("rounds", "ROUNDS"),
-    ("started", "STARTED (UTC)"),
-    ("duration", "DURATION"),
-    ("source", "PICKED UP FROM"),
+    ("run", "RUN", 27),
+    ("status", "STATUS", 11),
+    ("rounds", "ROUNDS", 11),
+    ("started", "STARTED (UTC)", 19),
+    ("duration", "DURATION", 8),
+    ("source", "PICKED UP FROM", 27),
 )
 
 
@@ -50,8 +52,8 @@ class RunTable(DataTable[Text]):
         self.filter_text = ""
 
     def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        for key, label, width in COLUMNS:
+            self.add_column(label, width=width, key=key)
 
     @property
     def selected_run(self) -> RunInfo | None:
@@ -94,8 +96,8 @@ class RunTable(DataTable[Text]):
         if not self._matches(info):
             return new
         if info.run in self.rows:
-            for (column, _), cell in zip(COLUMNS, self._cells(info), strict=True):
-                self.update_cell(info.run, column, cell, update_width=True)
+            for (column, _, _), cell in zip(COLUMNS, self._cells(info), strict=True):
+                self.update_cell(info.run, column, cell)
             return new
         selected = self.selected_run
         self.add_row(*self._cells(info), key=info.run)
