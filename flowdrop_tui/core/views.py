@@ -138,19 +138,23 @@ def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
     return rows
 
 
-def git_of(layout: Layout, info: RunInfo) -> dict[str, Any] | None:
-    """Git facts at the run's start and end and the commits made meanwhile (None outside git)."""
+def git_of(layout: Layout, info: RunInfo, *, isolated: bool = False) -> dict[str, Any] | None:
+    """Git facts at the run's start and end and the commits made meanwhile (None outside git).
+
+    ``isolated``: read in a child process (``git.isolated``), for long-running callers."""
     if not isinstance(info.git_start, dict):
         return None
     start = info.git_start.get("head")
     end = info.git_end.get("head") if isinstance(info.git_end, dict) else None
-    if end is None and info.status in LIVE:
-        end = git.head(layout.workspace)
-    return {
-        "start": info.git_start,
-        "end": info.git_end,
-        "commits": git.commits_between(layout.workspace, start, end),
-    }
+    if isolated:
+        if end is None and info.status in LIVE:
+            end = "HEAD"  # still running: up to where the repository is now
+        commits = git.isolated(layout.workspace, "commits", start or "", end or "") or []
+    else:
+        if end is None and info.status in LIVE:
+            end = git.head(layout.workspace)
+        commits = git.commits_between(layout.workspace, start, end)
+    return {"start": info.git_start, "end": info.git_end, "commits": commits}
 
 
 def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:

@@ -22,8 +22,6 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from watchfiles import awatch
-
 from .errors import FlowdropError
 from .paths import CYCLE, FLOWS_DIR, RECORDS_DIR, RUN_ID_RE, SESSIONS, STATE, Layout
 
@@ -106,6 +104,8 @@ class WorkspaceWatch:
     # -- the watchers -------------------------------------------------------------------
 
     def _start(self, paths: list[str], *, recursive: bool) -> _Watcher:
+        from watchfiles import awatch  # here: the watch starts after the UI's first frame
+
         assert self._queue is not None
         queue = self._queue
         stop = asyncio.Event()

@@ -7,7 +7,6 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
-from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -16,8 +15,6 @@ from textual.worker import Worker, WorkerState
 from ..core import watch
 from ..core.paths import Layout
 from .errors import report
-from .messages import FlowsChanged, IndexChanged, RunChanged
-from .screens.help_screen import HelpScreen
 from .screens.main_screen import MainScreen
 from .widgets.flow_table import FlowTable
 from .widgets.run_table import RunTable
@@ -48,27 +45,11 @@ class FlowdropApp(App[int]):
     def get_default_screen(self) -> Screen[None]:
         return MainScreen(self.workspace, self.watcher)
 
-    def on_mount(self) -> None:
-        self.call_after_refresh(self.watch_workspace)  # after the first frame is up
-
     def _main(self) -> MainScreen:
         for screen in self.screen_stack:
             if isinstance(screen, MainScreen):
                 return screen
         raise LookupError("the main screen is not open")
-
-    @work(exclusive=True, group="watch", exit_on_error=False)
-    async def watch_workspace(self) -> None:
-        """One watch for the whole app; each domain event becomes a coalescing message."""
-        main = self._main()
-        async for batch in self.watcher.events():
-            for event in batch:
-                if isinstance(event, watch.RunChanged):
-                    main.post_message(RunChanged(event.run_id))
-                elif isinstance(event, watch.FlowsChanged):
-                    main.post_message(FlowsChanged())
-                else:
-                    main.post_message(IndexChanged())
 
     # -- keys everywhere: help and the command palette list the same bindings -------------------
 
@@ -84,6 +65,8 @@ class FlowdropApp(App[int]):
         return found
 
     def action_help(self) -> None:
+        from .screens.help_screen import HelpScreen  # loaded when first asked, not at start
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.key_help()))
 

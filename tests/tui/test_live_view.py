@@ -102,7 +102,8 @@ async def test_slash_filters_flows_and_escape_clears_it(
     app = RecordingApp(Layout(workspace))
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
-        await until(pilot, lambda: main.flows.row_count == 3, what="the flows")
+        await until(pilot, lambda: settled(app), what="the first reads")
+        assert main.flows.row_count == 3
         await pilot.press("slash", "b", "e")
         await until(pilot, lambda: main.flows.row_count == 1, what="the filter")
         assert main.flows.selected_name == "beta"

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from textual.css.query import NoMatches
 from textual.pilot import Pilot
 from textual.worker import WorkerState
 
@@ -61,10 +60,9 @@ def busy(app: FlowdropApp) -> bool:
 def settled(app: RecordingApp) -> bool:
     """Everything the screen reads at start is on it, and no read is in flight."""
     main = app.main_screen
-    try:
-        rows = main.flows.rows_by_name
-    except NoMatches:
+    if not main.ready:
         return False  # the panes are still mounting their children
+    rows = main.flows.rows_by_name
     if not rows or any(row.get("described") is False for row in rows.values()):
         return False
     if main.runs.key != main.selected_flow:

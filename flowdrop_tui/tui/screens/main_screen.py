@@ -8,6 +8,7 @@ and the rest (describing changed flows, scanning runs, git) fills in after it.
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 from textual import on, work
@@ -17,12 +18,12 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, get_current_worker
 
-from ...core import views
+from ...core import views, watch
 from ...core.catalog import RunCatalog
 from ...core.errors import FlowdropError
 from ...core.flows import FlowInfo, describe, describe_cached, discover
 from ...core.follow import RunFollower, RunUpdate
-from ...core.git import facts
+from ...core.git import isolated
 from ...core.paths import FLOWS_DIR, Layout
 from ...core.records import LIVE, RunInfo, Status
 from ...core.watch import WorkspaceWatch
@@ -51,6 +52,10 @@ from .run_actions import RunActions
 
 RUNS_SHOWN = 500  # the newest runs of a flow in the table; older ones stay on disk
 GIT_EVENTS = frozenset({"round_ended", "paused", "ended"})  # when a run may have committed
+# A git read is a child process (core.git.isolated); a loop ending rounds many times a
+# second must not start one per round. Its commits are read again at most this often
+# (and always when it pauses or ends).
+GIT_EVERY = 5.0
 
 
 def ended_text(info: RunInfo) -> tuple[str, str]:
@@ -98,11 +103,15 @@ class MainScreen(RunActions):
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
         self.git_of: dict[str, dict[str, Any] | None] = {}
+        self.git_read_at: dict[str, float] = {}
+        self.ready = False  # the lower panes are mounted (just after the first frame)
 
     # -- layout -----------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        # The first frame is painted from what costs nothing: no process, no scan of runs.
+        # The first frame is the flow list, painted from what costs nothing: discovery,
+        # the describe cache and the index — no process, no scan of runs. The panes
+        # below are empty frames until just after it (see ``_after_first_paint``).
         try:
             rows = views.quick_flow_rows(self.workspace)
         except (OSError, FlowdropError):
@@ -118,16 +127,7 @@ class MainScreen(RunActions):
             yield how_to
         with Vertical(id="runs-pane") as runs_pane:
             runs_pane.border_title = "Runs"
-            yield Static(id="flow-note", markup=False)
-            yield RunTable(id="runs")
-        with Horizontal(id="run-pane"):
-            feed = EventFeed(id="events")
-            feed.border_title = "Events"
-            yield feed
-            detail = RunDetail(id="detail")
-            detail.border_title = "Run"
-            yield detail
-        yield FilterBar()
+        yield Horizontal(id="run-pane")
         yield Footer()
 
     @property
@@ -151,11 +151,36 @@ class MainScreen(RunActions):
         # this screen's Mount. What needs them waits for the first frame.
         self.call_after_refresh(self._after_first_paint)
 
-    def _after_first_paint(self) -> None:
+    async def _after_first_paint(self) -> None:
+        """Measured (bench/ui_bench.py): mounting the lower panes with the flow list
+        delays its first frame by about a fifth; mounted now, they cost it nothing."""
+        feed = EventFeed(id="events")
+        feed.border_title = "Events"
+        detail = RunDetail(id="detail")
+        detail.border_title = "Run"
+        await self.query_one("#runs-pane").mount_all(
+            [Static(id="flow-note", markup=False), RunTable(id="runs")]
+        )
+        await self.query_one("#run-pane").mount_all([feed, detail])
+        await self.mount(FilterBar(), before=self.query_one(Footer))
+        self.ready = True
         self._show_flows(list(self.flows.rows_by_name.values()))
         self.read_flows()
         self.read_workspace()
+        self.watch_workspace()
         self.set_interval(1.0, self.runs.tick)
+
+    @work(exclusive=True, group="watch", exit_on_error=False)
+    async def watch_workspace(self) -> None:
+        """The one watch: each domain event becomes a message that coalesces with its like."""
+        async for batch in self.watcher.events():
+            for event in batch:
+                if isinstance(event, watch.RunChanged):
+                    self.post_message(RunChanged(event.run_id))
+                elif isinstance(event, watch.FlowsChanged):
+                    self.post_message(FlowsChanged())
+                else:
+                    self.post_message(IndexChanged())
 
     # -- what RunActions acts on ------------------------------------------------------------------
 
@@ -166,10 +191,14 @@ class MainScreen(RunActions):
         return self.flows.selected_name if self.flows.display else None
 
     def selected_run_info(self) -> RunInfo | None:
+        if not self.ready:
+            return None
         info = self.runs.selected_run
         return info if info is not None and info.key == self.selected_flow_name() else None
 
     def runs_of_selected_flow(self) -> list[RunInfo]:
+        if not self.ready:
+            return []
         name = self.selected_flow_name()
         runs = [info for info in self.runs.runs.values() if info.key == name]
         return sorted(runs, key=lambda info: info.run, reverse=True)
@@ -217,7 +246,7 @@ class MainScreen(RunActions):
 
     @work(thread=True, exclusive=True, group="workspace", exit_on_error=False)
     def read_workspace(self) -> None:
-        self.post_message(WorkspaceRead(facts(self.workspace.workspace)))
+        self.post_message(WorkspaceRead(isolated(self.workspace.workspace, "facts")))
 
     @shielded
     def on_workspace_read(self, message: WorkspaceRead) -> None:
@@ -230,7 +259,8 @@ class MainScreen(RunActions):
     @on(DataTable.RowHighlighted, "#flows")
     @shielded
     def _flow_highlighted(self, _: DataTable.RowHighlighted) -> None:
-        self._select_flow(self.flows.selected_name)
+        if self.ready:
+            self._select_flow(self.flows.selected_name)
 
     @on(DataTable.RowHighlighted, "#runs")
     @shielded
@@ -321,14 +351,23 @@ class MainScreen(RunActions):
             if history or changed:
                 self.post_message(RunPolled(update, history=history))
         if run_id == self.selected_run and (history or changed):
-            with_git = history or any(ev.get("event") in GIT_EVENTS for ev in update.events)
+            kinds = {ev.get("event") for ev in update.events}
+            due = time.monotonic() - self.git_read_at.get(run_id, 0.0) > GIT_EVERY
+            with_git = (
+                history or bool(kinds & {"paused", "ended"}) or (due and bool(kinds & GIT_EVENTS))
+            )
+            if with_git:
+                self.git_read_at[run_id] = time.monotonic()
             self.read_detail(update.info, with_git)
 
     def read_detail(self, info: RunInfo, with_git: bool) -> None:
         """State, sessions and (when it may have moved) git: after the events are on screen."""
         state = views.state_view(self.workspace, info)
         sessions = views.sessions_of(info)
-        git = views.git_of(self.workspace, info) if with_git else self.git_of.get(info.run)
+        if with_git:
+            git = views.git_of(self.workspace, info, isolated=True)  # no gitpython in here
+        else:
+            git = self.git_of.get(info.run)
         self.post_message(RunDetailRead(info.run, state, sessions, git))
 
     @shielded
@@ -336,6 +375,8 @@ class MainScreen(RunActions):
         update = message.update
         info = update.info
         self._update_flow_rows(info)
+        if not self.ready:
+            return  # the runs pane is read in full once it is mounted
         if info.key is not None and info.key == self.selected_flow:
             new = self.runs.upsert(info)
             if new and self.arriving == info.run:
@@ -405,6 +446,8 @@ class MainScreen(RunActions):
     # -- / ----------------------------------------------------------------------------------------
 
     def action_filter(self) -> None:
+        if not self.ready:
+            return
         bar = self.query_one(FilterBar)
         bar.display = True
         bar.focus()

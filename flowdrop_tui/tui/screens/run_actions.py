@@ -27,8 +27,6 @@ from ..messages import (
     RunActionTaken,
     RunLaunched,
 )
-from .fresh_run_modal import FreshRunModal
-from .pick_up_modal import PickUpModal
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
@@ -132,6 +130,8 @@ class RunActions(Screen[None]):
             self.app.call_from_thread(self._launch_fresh, ref.key, False)
 
     def on_pick_up_planned(self, message: PickUpPlanned) -> None:
+        from .pick_up_modal import PickUpModal  # loaded when first asked, not at start
+
         def answered(yes: bool | None) -> None:
             if yes:
                 what = f"picked up from {message.plan.source}, round {message.plan.first_round}"
@@ -183,6 +183,8 @@ class RunActions(Screen[None]):
         self.launch(key, from_run=None, fresh=fresh, what="fresh, round 1")
 
     def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
+        from .fresh_run_modal import FreshRunModal  # loaded when first asked, not at start
+
         def answered(yes: bool | None) -> None:
             if yes:
                 self._launch_fresh(message.key, True)

@@ -90,7 +90,14 @@ class FlowTable(DataTable[Text]):
         if row is None:
             return
         row.update(changes)
-        self._redraw()
+        if name not in self.rows:
+            return  # filtered out
+        cells = self._cells(row)
+        if any(cell.cell_len > width for cell, width in zip(cells, self._widths, strict=True)):
+            self._redraw()  # a column must widen
+            return
+        for (column, _), cell in zip(COLUMNS, cells, strict=True):
+            self.update_cell(name, column, cell)  # one row, as a live run moves on
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text.strip().lower()
