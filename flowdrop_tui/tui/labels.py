@@ -51,7 +51,7 @@ def rounds_label(info: RunInfo) -> str:
 def _by(value: Any) -> str:
     if not isinstance(value, dict):
         return ""
-    via = value.get("via") or value.get("signal") or "?"
+    via = value.get("via") or value.get("signal") or value.get("user") or "?"
     pid = value.get("pid")
     return f"by {via}" + (f" (pid {pid})" if pid else "")
 

@@ -65,6 +65,11 @@ async def test_the_feed_follows_at_the_bottom_and_holds_still_when_scrolled_up(
         await until(pilot, lambda: feed.shown == 82 + 10, what="more events")
         await until(pilot, lambda: feed.is_vertical_scroll_end, what="following again")
         assert feed.lines[-1].endswith("tick 9")
+        await pilot.resize_terminal(100, 26)  # a smaller window must not stop following
+        append(workspace, RUN, 5, start=10)
+        await until(pilot, lambda: feed.shown == 82 + 15, what="events after the resize")
+        await until(pilot, lambda: feed.is_vertical_scroll_end, what="still following")
+        assert feed.following
 
 
 async def test_a_burst_of_appends_coalesces_into_few_reads(

@@ -127,7 +127,10 @@ class MainScreen(RunActions):
             yield how_to
         with Vertical(id="runs-pane") as runs_pane:
             runs_pane.border_title = "Runs"
-        yield Horizontal(id="run-pane")
+            runs_pane.display = bool(rows)
+        run_pane = Horizontal(id="run-pane")
+        run_pane.display = bool(rows)
+        yield run_pane
         yield Footer()
 
     @property
@@ -231,6 +234,8 @@ class MainScreen(RunActions):
         has_flows = bool(rows)
         self.flows.display = has_flows
         self.query_one(NoFlows).display = not has_flows
+        for pane in ("#runs-pane", "#run-pane"):  # without flows, the how-to gets the room
+            self.query_one(pane).display = has_flows
         self.flows.show_rows([dict(row) for row in rows])
         for row in rows:
             if row.get("status") in {str(s) for s in LIVE} and isinstance(row["last_run"], str):
