@@ -18,15 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import locks
 from .errors import FlowdropError
-from .paths import CYCLE, FLOWS_DIR, RECORDS_DIR, RUN_ID_RE, SESSIONS, STATE, Layout
+from .paths import CYCLE, FLOWS_DIR, LIVE_LOCK, RECORDS_DIR, RUN_ID_RE, SESSIONS, STATE, Layout
 
 STEP_MS = 50  # watchfiles' default: a change is reported after this long without another
 DEBOUNCE_MS = 400  # a run appending without pause is still reported this often
+# A process that dies changes no file (the kernel just drops its lock), so the
+# followed runs' liveness is also asked (F_GETLK, no file is touched) this often.
+LIVENESS_EVERY = 1.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,8 @@ class WorkspaceWatch:
         self._queue: asyncio.Queue[object] | None = None
         self._records_stale = False
         self._flows_stale = False
+        self._holders: dict[str, int | None] = {}
+        self._checked = 0.0
 
     # -- what to watch ----------------------------------------------------------------
 
@@ -153,7 +160,11 @@ class WorkspaceWatch:
                     new = self._start(paths, recursive=False)
                     await self._replace(records, new)
                     records = new
-                    resync.extend(RunChanged(r) for r in sorted(watching - self._watching))
+                    for run_id in sorted(watching - self._watching):
+                        # Read once now (whatever happened before it was watched), and note
+                        # who holds it, so that a death from here on is seen as a change.
+                        self._holders[run_id] = locks.holder_pid(self.runs / run_id / LIVE_LOCK)
+                        resync.append(RunChanged(run_id))
                     self._watching = watching
                 if self._flows_stale:
                     self._flows_stale = False
@@ -164,7 +175,13 @@ class WorkspaceWatch:
                     flows = new_flows
                 if resync:
                     yield resync
-                item = await self._queue.get()
+                try:
+                    item = await asyncio.wait_for(self._queue.get(), LIVENESS_EVERY)
+                except TimeoutError:
+                    item = _RESTART  # quiet for a while: only the liveness check below
+                died = self._liveness_changes()
+                if died:
+                    yield died
                 if item is _RESTART:
                     continue
                 if isinstance(item, Exception):
@@ -182,6 +199,21 @@ class WorkspaceWatch:
                         await watcher.task
             self._queue = None
             self._watching = frozenset()
+
+    def _liveness_changes(self) -> list[WorkspaceEvent]:
+        """RunChanged for each followed run whose holder changed (died, or was resumed)."""
+        now = time.monotonic()
+        if now - self._checked < LIVENESS_EVERY:
+            return []
+        self._checked = now
+        changed: list[WorkspaceEvent] = []
+        holders: dict[str, int | None] = {}
+        for run_id in sorted(self._watching):
+            holders[run_id] = locks.holder_pid(self.runs / run_id / LIVE_LOCK)
+            if run_id in self._holders and self._holders[run_id] != holders[run_id]:
+                changed.append(RunChanged(run_id))
+        self._holders = holders
+        return changed
 
     # -- paths to events ------------------------------------------------------------------
 

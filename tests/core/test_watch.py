@@ -115,3 +115,44 @@ async def test_a_new_run_folder_is_reported(workspace: Path) -> None:
 
     found = await collect(watch, [new_run])
     assert found[0] == [RunChanged(RUN)]
+
+
+async def test_a_followed_run_whose_process_dies_is_reported(workspace: Path) -> None:
+    """Guards kill -9: it changes no file, yet the UI must learn the run is interrupted."""
+    import signal
+    import subprocess
+    import sys
+
+    folder = workspace / ".flowdrop" / "runs" / RUN
+    folder.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(folder / 'live.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.lockf(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(120)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    watch = WorkspaceWatch(Layout(workspace))
+
+    def follow() -> None:
+        watch.follow([RUN])
+
+    async def kill() -> None:
+        await asyncio.sleep(1.5)  # a liveness check has seen it alive
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        await asyncio.sleep(1.5)  # … and the next one sees it dead
+
+    try:
+        found = await collect(watch, [follow, kill])
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    assert found[0] == [RunChanged(RUN)]  # newly followed
+    assert found[1] == [RunChanged(RUN)]  # died: no file changed, liveness said so

@@ -294,3 +294,33 @@ async def test_quitting_stops_nothing(
 
     wait_for(lambda: load_run(layout, run_id).round > before + 1)  # it keeps counting
     assert status(layout, run_id) == Status.RUNNING
+
+
+async def test_a_run_killed_while_watched_shows_as_interrupted(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards kill -9: no file changes, yet the screen says the run was interrupted."""
+    import os
+    import signal
+
+    flow_writer("slow", SLOW)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "slow", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
+        pid = load_run(layout, run_id).live_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        await until(
+            pilot,
+            lambda: app.heard(f"run {run_id} of slow was interrupted"),
+            what="the death announced",
+        )
+        await until(
+            pilot,
+            lambda: str(main.flows.get_cell("slow", "status")) == "interrupted",
+            what="the row",
+        )

@@ -55,8 +55,11 @@ class EventFeed(Log):
         self._show_follow()
 
     def on_resize(self) -> None:
-        if self.follow:
-            self.call_after_refresh(self.scroll_end, animate=False, x_axis=False)
+        self.call_after_refresh(self._keep_following)  # once the new size is laid out
+
+    def _keep_following(self) -> None:
+        if self.follow:  # as it is now: the user may have scrolled up meanwhile
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def _show_follow(self) -> None:
         if self.run_id is None:
