@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..core.records import RunInfo
+from ..core.records import RunInfo, Status
 
 _WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)
 
@@ -118,3 +118,23 @@ def event_detail(ev: dict[str, Any]) -> str:
 def event_line(ev: dict[str, Any]) -> str:
     """One event as one line of the event feed."""
     return f"{clock(ev.get('t'))}  {ev.get('event')!s:<15} {event_detail(ev)}"
+
+
+def ended_text(info: RunInfo) -> tuple[str, str]:
+    """A notification for a run that ended or paused while watched: (text, severity)."""
+    head = f"run {info.run} of {info.key}"
+    if info.status == Status.COMPLETED:
+        result = f": {info.result!r}" if info.result is not None else ""
+        return f"{head} completed after round {info.round}{result}", "information"
+    if info.status == Status.FAILED:
+        error = info.error if isinstance(info.error, dict) else {}
+        where = f" ({error.get('file')}:{error.get('line')})" if error.get("line") else ""
+        return (
+            f"{head} failed: {error.get('type')}: {error.get('message')}{where}",
+            "error",
+        )
+    if info.status == Status.CANCELLED:
+        return f"{head} stopped after round {info.round}; enter picks it up", "information"
+    if info.status == Status.PAUSED:
+        return f"{head} paused after round {info.round}; r resumes it", "information"
+    return f"{head} was interrupted in round {info.round}: its process died", "warning"

@@ -82,7 +82,9 @@ def status(layout: Layout, run_id: str) -> Status:
 
 async def launched(pilot: object, app: RecordingApp) -> str:
     main = app.main_screen
-    await until(pilot, lambda: main.arriving or main.selected_run in main.live, what="a launch")  # type: ignore[arg-type]
+    await until(
+        pilot, lambda: main.arriving or main.selected_run in main.tracker.live, what="a launch"
+    )  # type: ignore[arg-type]
     return str(main.arriving or main.selected_run)
 
 
@@ -98,7 +100,7 @@ async def test_enter_runs_the_flow_and_its_events_arrive_then_escape_stops_it(
         await until(pilot, lambda: main.flows.selected_name == "tick", what="the flow")
         await pilot.press("enter")
         await until(pilot, lambda: app.heard("fresh, round 1"), what="the launch")
-        run_id = next(iter(main.live))
+        run_id = next(iter(main.tracker.live))
         await until(pilot, lambda: main.selected_run == run_id, what="the new run selected")
         await until(pilot, lambda: main.feed.shown >= 6, what="events on screen")
         assert any("round_started" in line for line in main.feed.lines)

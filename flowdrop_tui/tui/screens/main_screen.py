@@ -1,31 +1,30 @@
 """The main screen: flows, the selected flow's runs, the selected run as it happens.
 
-Reads happen in thread workers and arrive as messages; the watch says what
-changed and only that is read again. The first frame is painted from what
-costs nothing — discovery, the describe cache and the index as it is on disk —
-and the rest (describing changed flows, scanning runs, git) fills in after it.
+This module lays the screen out and shows what arrives; the reads are in
+``workspace_reads.py`` (workers that post messages), the keys that act on runs
+in ``run_actions.py``. The watch says what changed and only that is read again.
+The first frame is painted from what costs nothing — discovery, the describe
+cache and the index as it is on disk — and the rest (describing changed flows,
+listing runs, git) fills in after it.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
-from textual.worker import Worker, get_current_worker
+from textual.worker import Worker
 
-from ...core import views, watch
+from ...core import views
 from ...core.catalog import RunCatalog
 from ...core.errors import FlowdropError
-from ...core.flows import FlowInfo, describe, describe_cached, discover
-from ...core.follow import RunFollower, RunUpdate
-from ...core.git import isolated
+from ...core.follow import RunUpdate
 from ...core.paths import FLOWS_DIR, Layout
-from ...core.records import LIVE, RunInfo, Status
+from ...core.records import LIVE, RunInfo
 from ...core.watch import WorkspaceWatch
 from ..errors import shielded
 from ..messages import (
@@ -41,6 +40,7 @@ from ..messages import (
     RunsRead,
     WorkspaceRead,
 )
+from ..run_tracker import RunTracker
 from ..widgets.event_feed import EventFeed
 from ..widgets.filter_bar import FilterBar
 from ..widgets.flow_table import FlowTable
@@ -49,36 +49,10 @@ from ..widgets.run_detail import RunDetail
 from ..widgets.run_table import RunTable
 from ..widgets.workspace_bar import WorkspaceBar
 from .run_actions import RunActions
-
-RUNS_SHOWN = 500  # the newest runs of a flow in the table; older ones stay on disk
-GIT_EVENTS = frozenset({"round_ended", "paused", "ended"})  # when a run may have committed
-# A git read is a child process (core.git.isolated); a loop ending rounds many times a
-# second must not start one per round. Its commits are read again at most this often
-# (and always when it pauses or ends).
-GIT_EVERY = 5.0
+from .workspace_reads import WorkspaceReads
 
 
-def ended_text(info: RunInfo) -> tuple[str, str]:
-    """A notification for a run that ended or paused while watched: (text, severity)."""
-    head = f"run {info.run} of {info.key}"
-    if info.status == Status.COMPLETED:
-        result = f": {info.result!r}" if info.result is not None else ""
-        return f"{head} completed after round {info.round}{result}", "information"
-    if info.status == Status.FAILED:
-        error = info.error if isinstance(info.error, dict) else {}
-        where = f" ({error.get('file')}:{error.get('line')})" if error.get("line") else ""
-        return (
-            f"{head} failed: {error.get('type')}: {error.get('message')}{where}",
-            "error",
-        )
-    if info.status == Status.CANCELLED:
-        return f"{head} stopped after round {info.round}; enter picks it up", "information"
-    if info.status == Status.PAUSED:
-        return f"{head} paused after round {info.round}; r resumes it", "information"
-    return f"{head} was interrupted in round {info.round}: its process died", "warning"
-
-
-class MainScreen(RunActions):
+class MainScreen(RunActions, WorkspaceReads):
     AUTO_FOCUS = "#flows"  # the app opens with the flow list focused on its first flow
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -96,14 +70,10 @@ class MainScreen(RunActions):
         self.workspace = layout
         self.watcher = watcher
         self.catalog = RunCatalog(layout)
-        self.followers: dict[str, RunFollower] = {}
-        self.live: set[str] = set()  # runs seen live (or launched) here: told when they end
-        self.stop_asked: set[str] = set()
+        self.tracker = RunTracker(layout)
         self.selected_flow: str | None = None
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
-        self.git_of: dict[str, dict[str, Any] | None] = {}
-        self.git_read_at: dict[str, float] = {}
         self.ready = False  # the lower panes are mounted (just after the first frame)
 
     # -- layout -----------------------------------------------------------------------------------
@@ -173,18 +143,6 @@ class MainScreen(RunActions):
         self.watch_workspace()
         self.set_interval(1.0, self.runs.tick)
 
-    @work(exclusive=True, group="watch", exit_on_error=False)
-    async def watch_workspace(self) -> None:
-        """The one watch: each domain event becomes a message that coalesces with its like."""
-        async for batch in self.watcher.events():
-            for event in batch:
-                if isinstance(event, watch.RunChanged):
-                    self.post_message(RunChanged(event.run_id))
-                elif isinstance(event, watch.FlowsChanged):
-                    self.post_message(FlowsChanged())
-                else:
-                    self.post_message(IndexChanged())
-
     # -- what RunActions acts on ------------------------------------------------------------------
 
     # Keys are answered from where the cursors are now: a key can arrive before the
@@ -208,24 +166,6 @@ class MainScreen(RunActions):
 
     # -- the flow list ----------------------------------------------------------------------------
 
-    @work(thread=True, exclusive=True, group="flows", exit_on_error=False)
-    def read_flows(self) -> None:
-        """Declarations from the cache first, then describe what changed (child processes)."""
-        refs = discover(self.workspace)
-        cached = describe_cached(self.workspace, refs)
-        known = [
-            info or FlowInfo(ref.name, ref.rel(self.workspace), None, "", None)
-            for ref, info in zip(refs, cached, strict=True)
-        ]
-        missing = [ref for ref, info in zip(refs, cached, strict=True) if info is None]
-        rows = views.flow_rows(self.workspace, known)
-        for row, info in zip(rows, cached, strict=True):
-            row["described"] = info is not None
-        self.post_message(FlowRowsRead(rows, described=not missing))
-        if missing and not get_current_worker().is_cancelled:
-            infos = describe(self.workspace, refs)
-            self.post_message(FlowRowsRead(views.flow_rows(self.workspace, infos), described=True))
-
     @shielded
     def on_flow_rows_read(self, message: FlowRowsRead) -> None:
         self._show_flows(message.rows)
@@ -237,9 +177,11 @@ class MainScreen(RunActions):
         for pane in ("#runs-pane", "#run-pane"):  # without flows, the how-to gets the room
             self.query_one(pane).display = has_flows
         self.flows.show_rows([dict(row) for row in rows])
-        for row in rows:
-            if row.get("status") in {str(s) for s in LIVE} and isinstance(row["last_run"], str):
-                self.live.add(row["last_run"])
+        self.tracker.saw_live(
+            str(row["last_run"])
+            for row in rows
+            if row.get("status") in {str(s) for s in LIVE} and isinstance(row["last_run"], str)
+        )
         self._select_flow(self.flows.selected_name)
         self._refollow()
 
@@ -248,10 +190,6 @@ class MainScreen(RunActions):
 
     def on_index_changed(self, _: IndexChanged) -> None:
         self.read_flows()
-
-    @work(thread=True, exclusive=True, group="workspace", exit_on_error=False)
-    def read_workspace(self) -> None:
-        self.post_message(WorkspaceRead(isolated(self.workspace.workspace, "facts")))
 
     @shielded
     def on_workspace_read(self, message: WorkspaceRead) -> None:
@@ -292,20 +230,12 @@ class MainScreen(RunActions):
         else:
             self.detail.show_empty("no flow selected")
 
-    @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
-    def read_runs(self, key: str) -> None:
-        self.catalog.refresh()
-        runs = self.catalog.runs_of(key, RUNS_SHOWN)
-        self.post_message(RunsRead(key, runs, self.catalog.count(key)))
-
     @shielded
     def on_runs_read(self, message: RunsRead) -> None:
         if message.key != self.selected_flow:
             return
         self.runs.show_runs(message.key, message.runs)
-        for info in message.runs:
-            if info.status in LIVE:
-                self.live.add(info.run)
+        self.tracker.saw_live(info.run for info in message.runs if info.status in LIVE)
         shown = len(message.runs)
         pane = self.query_one("#runs-pane")
         pane.border_subtitle = f"newest {shown} of {message.total}" if message.total > shown else ""
@@ -330,56 +260,16 @@ class MainScreen(RunActions):
 
     def _refollow(self) -> None:
         """Watch the folders of the selected run and of every run seen live."""
-        wanted = set(self.live)
-        if self.selected_run:
-            wanted.add(self.selected_run)
-        self.watcher.follow(wanted)
-        for run_id in set(self.followers) - wanted:
-            del self.followers[run_id]
+        self.watcher.follow(self.tracker.wanted(self.selected_run))
 
     def on_run_changed(self, message: RunChanged) -> None:
         self.poll_run(message.run_id)
-
-    def _follower(self, run_id: str) -> RunFollower:
-        follower = self.followers.get(run_id)
-        if follower is None:
-            follower = self.followers[run_id] = RunFollower(self.workspace, run_id)
-        return follower
-
-    @work(thread=True, group="poll", exit_on_error=False)
-    def poll_run(self, run_id: str, history: bool = False) -> None:
-        """Read what the run appended; post it in order (the follower's lock is held)."""
-        follower = self.app.call_from_thread(self._follower, run_id)
-        with follower.lock:
-            update = follower.poll(history=history)
-            changed = update.events or update.restarted or update.previous != update.info.status
-            if history or changed:
-                self.post_message(RunPolled(update, history=history))
-        if run_id == self.selected_run and (history or changed):
-            kinds = {ev.get("event") for ev in update.events}
-            due = time.monotonic() - self.git_read_at.get(run_id, 0.0) > GIT_EVERY
-            with_git = (
-                history or bool(kinds & {"paused", "ended"}) or (due and bool(kinds & GIT_EVENTS))
-            )
-            if with_git:
-                self.git_read_at[run_id] = time.monotonic()
-            self.read_detail(update.info, with_git)
-
-    def read_detail(self, info: RunInfo, with_git: bool) -> None:
-        """State, sessions and (when it may have moved) git: after the events are on screen."""
-        state = views.state_view(self.workspace, info)
-        sessions = views.sessions_of(info)
-        if with_git:
-            git = views.git_of(self.workspace, info, isolated=True)  # no gitpython in here
-        else:
-            git = self.git_of.get(info.run)
-        self.post_message(RunDetailRead(info.run, state, sessions, git))
 
     @shielded
     def on_run_polled(self, message: RunPolled) -> None:
         update = message.update
         info = update.info
-        self._update_flow_rows(info)
+        self.flows.apply_run(info)
         if not self.ready:
             return  # the runs pane is read in full once it is mounted
         if info.key is not None and info.key == self.selected_flow:
@@ -397,40 +287,24 @@ class MainScreen(RunActions):
 
     @shielded
     def on_run_detail_read(self, message: RunDetailRead) -> None:
-        self.git_of[message.run_id] = message.git
+        self.tracker.git[message.run_id] = message.git
         extra = {"state": message.state, "sessions": message.sessions, "git": message.git}
         self.detail.show_extra(message.run_id, extra)
 
-    def _update_flow_rows(self, info: RunInfo) -> None:
-        for key, round_ in info.key_rounds.items():
-            row = self.flows.rows_by_name.get(key)
-            if row is None:
-                continue
-            last = row.get("last_run")
-            newer = key == info.key and (not isinstance(last, str) or info.run > last)
-            if newer or last == info.run:
-                self.flows.update_row(key, last_run=info.run, status=str(info.status), round=round_)
-
     def _track(self, update: RunUpdate) -> None:
         """Tell the user when a run they watched ends or pauses, with the reason."""
-        info = update.info
-        if info.status in LIVE:
-            if info.run not in self.live:
-                self.live.add(info.run)
-                self._refollow()
-            return
-        if info.run in self.live:
-            self.live.discard(info.run)
-            self.stop_asked.discard(info.run)
-            text, severity = ended_text(info)
+        refollow, notice = self.tracker.seen(update.info)
+        if notice is not None:
+            text, severity = notice
             self.notify(text, severity=severity, markup=False, timeout=8)  # type: ignore[arg-type]
+        if refollow:
             self._refollow()
 
     # -- what the actions answered ----------------------------------------------------------------
 
     @shielded
     def on_run_launched(self, message: RunLaunched) -> None:
-        self.live.add(message.run_id)
+        self.tracker.saw_live([message.run_id])
         self.arriving = message.run_id
         self.notify(f"run {message.run_id} of {message.key}: {message.what}", markup=False)
         self._refollow()

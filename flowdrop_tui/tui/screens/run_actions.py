@@ -27,6 +27,7 @@ from ..messages import (
     RunActionTaken,
     RunLaunched,
 )
+from ..run_tracker import RunTracker
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
@@ -60,8 +61,7 @@ class RunActions(Screen[None]):
     ]
 
     workspace: Layout
-    live: set[str]
-    stop_asked: set[str]
+    tracker: RunTracker
 
     # -- what the keys act on (provided by MainScreen) --------------------------------------
 
@@ -201,8 +201,8 @@ class RunActions(Screen[None]):
         if info is None:
             self.notify(f"{name} has no run to stop", markup=False)
             return
-        now = info.run in self.stop_asked and info.status in LIVE
-        self.stop_asked.add(info.run)
+        now = info.run in self.tracker.stop_asked and info.status in LIVE
+        self.tracker.stop_asked.add(info.run)
         self.stop(info.run, now)
 
     @work(thread=True, group="control", exit_on_error=False)

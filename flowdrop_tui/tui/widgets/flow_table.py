@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
+from ...core.records import RunInfo
 from ...format import round_label
 from ..labels import short_error
 from .status import STATUS_CLASSES, status_text
@@ -98,6 +99,18 @@ class FlowTable(DataTable[Text]):
             return
         for (column, _), cell in zip(COLUMNS, cells, strict=True):
             self.update_cell(name, column, cell)  # one row, as a live run moves on
+
+    def apply_run(self, info: RunInfo) -> None:
+        """A run moved on: update the rows of the flows it is the last run of (its own
+        key, and the keys it called), without re-reading the index."""
+        for key, round_ in info.key_rounds.items():
+            row = self.rows_by_name.get(key)
+            if row is None:
+                continue
+            last = row.get("last_run")
+            newer = key == info.key and (not isinstance(last, str) or info.run > last)
+            if newer or last == info.run:
+                self.update_row(key, last_run=info.run, status=str(info.status), round=round_)
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text.strip().lower()
