@@ -326,3 +326,23 @@ async def test_a_run_killed_while_watched_shows_as_interrupted(
             lambda: str(main.flows.get_cell("slow", "status")) == "interrupted",
             what="the row",
         )
+
+
+async def test_escape_on_a_paused_run_closes_it_cancelled(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards escape = stop for a paused run: closed cancelled, its state kept for a pick-up."""
+    flow_writer("batch", BATCH)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "batch", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
+        await pilot.press("p")
+        await until(pilot, lambda: status(layout, run_id) == Status.PAUSED, what="paused")
+        await until(pilot, lambda: main.runs.runs[run_id].status == Status.PAUSED, what="shown")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.heard("it is now closed cancelled"), what="the close")
+        assert status(layout, run_id) == Status.CANCELLED

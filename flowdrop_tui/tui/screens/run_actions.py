@@ -197,7 +197,8 @@ class RunActions(Screen[None]):
         name = self._need_flow()
         if name is None:
             return
-        info = self._current_run(*LIVE, Status.PAUSED)
+        # Its live run first (one per flow); a paused one is closed only when none is live.
+        info = self._current_run(*LIVE) or self._current_run(Status.PAUSED)
         if info is None:
             self.notify(f"{name} has no run to stop", markup=False)
             return
