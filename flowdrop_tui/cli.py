@@ -318,16 +318,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     layout = _layout(args)
-    try:
-        import importlib
+    from .tui.app import run_app  # here, not at the top: the commands never load Textual
 
-        run_app = importlib.import_module("flowdrop_tui.tui.app").run_app
-    except ImportError:
-        rows = views.flow_rows(layout)
-        print(flows_table(rows) if rows else f"no flows in {layout.flows} yet")
-        print("\n(the terminal UI is not installed in this build; the commands above work)")
-        return 0
-    return int(run_app(layout))
+    return run_app(layout)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -253,6 +253,17 @@ def describe(layout: Layout, refs: list[FlowRef], *, use_cache: bool = True) -> 
     return [_info(layout, ref, answers[ref.folder]) for ref in refs]
 
 
+def describe_cached(layout: Layout, refs: list[FlowRef]) -> list[FlowInfo | None]:
+    """What the describe cache already knows about ``refs``, starting no process:
+    ``None`` for a flow that is new or changed since it was last described."""
+    cache = DescribeCache(layout)
+    known: list[FlowInfo | None] = []
+    for ref in refs:
+        answer = cache.get(ref.rel(layout), content_hash(ref.folder))
+        known.append(None if answer is None else _info(layout, ref, answer))
+    return known
+
+
 def describe_one(layout: Layout, ref: FlowRef) -> FlowInfo:
     return describe(layout, [ref])[0]
 

@@ -3,14 +3,23 @@
 gitpython's own documentation warns that a long-lived ``Repo`` leaks in
 long-running processes, so nothing here keeps one. Every function answers
 ``None`` outside a git repository rather than raising.
+
+A long-running caller (the UI) goes one step further with ``isolated``: the read
+runs in a short-lived child process, so gitpython is never imported into it —
+importing it costs about 10 MiB resident (measured by ``bench/ui_bench.py``), and
+whatever it would leak goes away with the child.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
 
@@ -91,3 +100,36 @@ def head(workspace: Path) -> str | None:
             return str(repo.head.commit.hexsha)
     except Exception:
         return None
+
+
+def isolated(workspace: Path, read: str, *args: str) -> Any:
+    """``facts`` (no args) or ``commits`` (START END [UNTIL], ``""`` for none; END may be
+    ``HEAD``) in a child process; the same answer the in-process read gives, ``None`` on
+    failure."""
+    command = [sys.executable, "-m", "flowdrop_tui.core.git", read, str(workspace), *args]
+    try:
+        done = subprocess.run(
+            command, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False
+        )
+        return orjson.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, orjson.JSONDecodeError):
+        return None
+
+
+def _main(argv: list[str]) -> int:
+    read, workspace, *args = argv
+    where = Path(workspace)
+    answer: Any = None
+    if read == "facts":
+        answer = facts(where)
+    elif read == "commits":
+        start, end, until = (*args, "", "", "")[:3]
+        if end == "HEAD":
+            end = head(where) or ""
+        answer = commits_between(where, start or None, end or None, until=until or None)
+    sys.stdout.buffer.write(orjson.dumps(answer, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -212,11 +212,26 @@ class RunInfo:
         }
 
 
-def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:
-    """The run as its events describe it (its *recorded* status; see ``load_run``)."""
-    info = RunInfo(run=run_id, path=path, events=len(events))
-    in_round_main = False
-    for ev in events:
+class RunFold:
+    """``fold`` that can be fed more events later: a live run's new lines are folded
+    onto what was read before, so following a week-long run never re-reads its record."""
+
+    def __init__(self, run_id: str, path: Path) -> None:
+        self.info = RunInfo(run=run_id, path=path)
+        self._in_round_main = False
+
+    def feed(self, events: list[dict[str, Any]]) -> RunInfo:
+        """Fold ``events`` (the next lines of the record, in order); returns the run so far."""
+        info = self.info
+        info.events += len(events)
+        for ev in events:
+            self._apply(info, ev)
+        if info.key is not None and info.key not in info.key_rounds:
+            info.key_rounds[info.key] = info.first_round - 1
+        info.status = info.recorded
+        return info
+
+    def _apply(self, info: RunInfo, ev: dict[str, Any]) -> None:
         name = ev["event"]
         if name == "created":
             info.has_created = True
@@ -246,7 +261,7 @@ def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:
                 if key == info.key:
                     info.rounds += 1
                     info.last_round = max(number, info.last_round or 0)
-                    in_round_main = True
+                    self._in_round_main = True
                     info.position["currentNodeId"] = key
                     if isinstance(ev.get("index"), int):
                         info.position["iterator"] = ev["index"]
@@ -255,14 +270,14 @@ def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:
         elif name == "round_ended":
             key = ev.get("key")
             if key == info.key:
-                in_round_main = False
+                self._in_round_main = False
                 if ev.get("outcome") == "ok":
                     info.position["iterationCount"] += 1
                     if isinstance(ev.get("index"), int):
                         info.position["iterator"] = ev["index"] + 1
                 info.position["currentNodeId"] = ""
             else:
-                info.position["currentNodeId"] = info.key if in_round_main else ""
+                info.position["currentNodeId"] = info.key if self._in_round_main else ""
         elif name == "call_started":
             key = ev.get("key")
             if isinstance(key, str):
@@ -273,7 +288,7 @@ def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:
                 if isinstance(first, int) and key not in info.key_rounds:
                     info.key_rounds[key] = first - 1
         elif name == "call_ended":
-            info.position["currentNodeId"] = (info.key or "") if in_round_main else ""
+            info.position["currentNodeId"] = (info.key or "") if self._in_round_main else ""
         elif name == "warning":
             info.warnings.append(str(ev.get("message", "")))
         elif name == "stop_requested":
@@ -306,10 +321,11 @@ def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:
                 if session.get("session") == ev.get("session"):
                     session["closed"] = dict(ev)
                     break
-    if info.key is not None and info.key not in info.key_rounds:
-        info.key_rounds[info.key] = info.first_round - 1
-    info.status = info.recorded
-    return info
+
+
+def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:
+    """The run as its events describe it (its *recorded* status; see ``load_run``)."""
+    return RunFold(run_id, path).feed(events)
 
 
 def derive_status(info: RunInfo) -> RunInfo:

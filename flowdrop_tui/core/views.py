@@ -12,7 +12,7 @@ from typing import Any
 
 from . import git, index
 from .errors import FlowdropError, InvalidNameError, NotFoundError
-from .flows import FlowInfo, FlowRef, describe, discover, resolve_flow
+from .flows import FlowInfo, FlowRef, describe, describe_cached, discover, resolve_flow
 from .paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
 from .records import (
     LIVE,
@@ -54,6 +54,32 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
             except FlowdropError:
                 row["status"] = None
         rows.append(row)
+    return rows
+
+
+def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
+    """The flow list as far as it can be told without starting a process or reading runs:
+    names from discovery, declarations from the describe cache (``described`` is False
+    where it has none yet) and the index as it is on disk. What a first paint shows;
+    ``flow_rows`` fills in the rest."""
+    refs = discover(layout)
+    data = index.read(layout) or {"keys": {}}
+    rows = []
+    for ref, info in zip(refs, describe_cached(layout, refs), strict=True):
+        entry = data["keys"].get(ref.name) or {}
+        rows.append(
+            {
+                "name": ref.name,
+                "path": ref.rel(layout),
+                "resumable": info.resumable if info else None,
+                "error": info.error if info else None,
+                "description": info.description if info else "",
+                "round": int(entry.get("round") or 0),
+                "last_run": entry.get("last_run"),
+                "status": entry.get("status"),
+                "described": info is not None,
+            }
+        )
     return rows
 
 
@@ -107,7 +133,7 @@ def _in_sessions(link: Any) -> bool:
     return len(parts) == 2 and parts[0] == SESSIONS and parts[1] not in ("", ".", "..")
 
 
-def _sessions(info: RunInfo) -> list[dict[str, Any]]:
+def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
     """Each session in opening order, with its transcript's health (SPEC §11 ``show``).
 
     Agents delete their own transcripts (retention), so a target that is gone
@@ -142,28 +168,31 @@ def _sessions(info: RunInfo) -> list[dict[str, Any]]:
     return rows
 
 
-def _git(layout: Layout, info: RunInfo) -> dict[str, Any] | None:
+def git_of(layout: Layout, info: RunInfo, *, isolated: bool = False) -> dict[str, Any] | None:
     """The run's git facts and the commits made while it ran; ``None`` outside git.
 
     A run that ended normally recorded its end facts. A live run is measured to
     HEAD now. A paused or killed run recorded none, so HEAD now is used but
     only commits made up to the run's last recorded event count as its own.
+    ``isolated``: read in a child process (``git.isolated``), for long-running callers.
     """
     if not isinstance(info.git_start, dict):
         return None
     start = info.git_start.get("head")
     end = info.git_end.get("head") if isinstance(info.git_end, dict) else None
     until: str | None = None
-    if end is None:
-        end = git.head(layout.workspace)
-        if info.status not in LIVE:
-            events = read_events(info.path / CYCLE)
-            until = events[-1].get("t") if events else None
-    return {
-        "start": info.git_start,
-        "end": info.git_end,
-        "commits": git.commits_between(layout.workspace, start, end, until=until),
-    }
+    if end is None and info.status not in LIVE:
+        events = read_events(info.path / CYCLE)
+        last = events[-1].get("t") if events else None
+        until = last if isinstance(last, str) else None
+    if isolated:
+        found = git.isolated(layout.workspace, "commits", start or "", end or "HEAD", until or "")
+        commits = found if isinstance(found, list) else []
+    else:
+        if end is None:
+            end = git.head(layout.workspace)
+        commits = git.commits_between(layout.workspace, start, end, until=until)
+    return {"start": info.git_start, "end": info.git_end, "commits": commits}
 
 
 def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
@@ -177,8 +206,8 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     except FlowdropError as exc:
         detail["state"] = None
         detail["state_error"] = exc.message
-    detail["sessions"] = _sessions(info)
-    detail["git"] = _git(layout, info)
+    detail["sessions"] = sessions_of(info)
+    detail["git"] = git_of(layout, info)
     detail["error"] = info.error
     detail["result"] = info.result
     detail["position"] = info.position
@@ -187,6 +216,38 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow
     return detail
+
+
+def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:
+    """The run's ``state.json`` and, for its own key, what changed since the run it was
+    picked up from: ``changes`` is ``{"added", "changed", "removed"}`` (``changed`` maps a
+    key to ``[before, now]``), or ``None`` with ``changes_error`` saying why it cannot be told."""
+    view: dict[str, Any] = {"key": info.key, "source": info.source, "state": None, "error": None}
+    view.update(changes=None, changes_error=None)
+    try:
+        view["state"] = read_states(info.path / STATE)
+    except FlowdropError as exc:
+        view["error"] = exc.message
+        return view
+    if not info.source or info.key is None:
+        view["changes_error"] = "a fresh start: nothing was picked up"
+        return view
+    try:
+        before_all = read_states(layout.run_dir(info.source) / STATE)
+    except FlowdropError as exc:
+        view["changes_error"] = exc.message
+        return view
+    before = before_all.get(info.key)
+    now = view["state"].get(info.key)
+    if not isinstance(before, dict) or not isinstance(now, dict):
+        view["changes_error"] = f"run {info.source} holds no state for {info.key}"
+        return view
+    view["changes"] = {
+        "added": {k: v for k, v in now.items() if k not in before},
+        "changed": {k: [before[k], v] for k, v in now.items() if k in before and before[k] != v},
+        "removed": {k: v for k, v in before.items() if k not in now},
+    }
+    return view
 
 
 def run_snapshot(layout: Layout, run_id: str) -> dict[str, Any]:

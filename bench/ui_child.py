@@ -1,0 +1,216 @@
+"""One measured app, in its own process and terminal (run by ``ui_bench.py``, not by hand).
+
+Modes:
+
+``paint-ours WORKSPACE OUT``  the real ``flowdrop-tui`` entry point on WORKSPACE
+``paint-bare OUT``            a bare Textual app painting a 50-row DataTable
+    Both write ``{"painted": wall time of the first frame holding 50 table rows,
+    "maxrss_kb": peak resident memory once the app has settled}``.
+
+``latency-ours WORKSPACE OUT N``  flowdrop-tui following the live ``flow_00`` run
+``latency-raw RUN_DIR OUT N``     bare ``watchfiles.awatch`` on that run's folder
+    Both write ``{"latencies": [...]}``: seconds from a ``tick`` event's own timestamp
+    (taken just before its append) to the row painted on screen / to awatch reporting it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+SETTLE_LIMIT = 15.0  # seconds after the first paint to wait for start-up reads to finish
+
+
+def _write(out: str, data: dict[str, Any]) -> None:
+    Path(out).write_bytes(orjson.dumps(data))
+
+
+def _maxrss_kb() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def _spy_on_first_table_paint(on_paint: Any) -> None:
+    """Call ``on_paint(table)`` when a DataTable with 50+ rows first renders a row line."""
+    from textual.widgets import DataTable
+
+    original = DataTable.render_line
+    seen = False
+
+    def render_line(self: Any, y: int) -> Any:
+        nonlocal seen
+        strip = original(self, y)
+        if not seen and y >= 1 and self.row_count >= 50:
+            seen = True
+            on_paint(self)
+        return strip
+
+    DataTable.render_line = render_line  # type: ignore[method-assign]
+
+
+def paint_ours(workspace: str, out: str) -> None:
+    from textual.worker import WorkerState
+
+    from flowdrop_tui import cli
+    from flowdrop_tui.tui.app import FlowdropApp
+
+    painted: list[float] = []
+
+    def settled(app: FlowdropApp) -> bool:
+        main = app._main()
+        if not main.ready:
+            return False
+        rows = main.flows.rows_by_name.values()
+        if any(row.get("described") is False for row in rows):
+            return False
+        if main.runs.key != main.selected_flow or main.selected_run is None:
+            return False
+        return not any(
+            w.group != "watch" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+            for w in app.workers
+        )
+
+    def on_paint(table: Any) -> None:
+        painted.append(time.time())
+        app = table.app
+        deadline = time.monotonic() + SETTLE_LIMIT
+
+        def check() -> None:
+            if settled(app) or time.monotonic() > deadline:
+                _write(
+                    out, {"painted": painted[0], "maxrss_kb": _maxrss_kb(), "settled": settled(app)}
+                )
+                app.exit()
+            else:
+                app.set_timer(0.05, check)
+
+        app.call_later(check)
+
+    _spy_on_first_table_paint(on_paint)
+    cli.main(["--workspace", workspace])
+
+
+def paint_bare(out: str) -> None:
+    from textual.app import App, ComposeResult
+    from textual.widgets import DataTable, Footer
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield DataTable(cursor_type="row")
+            yield Footer()
+
+        def on_mount(self) -> None:
+            table = self.query_one(DataTable)
+            for label in ("FLOW", "STATUS", "ROUND", "RESUMABLE", "LAST RUN", "ABOUT"):
+                table.add_column(label)
+            for n in range(50):
+                table.add_row(
+                    f"flow_{n:02d}",
+                    "cancelled",
+                    f"round {600 - n}",
+                    "yes",
+                    f"20260101T2206{n:02d}.000Z-0026{n:02x}",
+                    f"Benchmark flow {n}",
+                )
+            table.focus()
+
+    def on_paint(table: Any) -> None:
+        painted = time.time()
+        app = table.app
+
+        def done() -> None:
+            _write(out, {"painted": painted, "maxrss_kb": _maxrss_kb(), "settled": True})
+            app.exit()
+
+        app.call_later(done)
+
+    _spy_on_first_table_paint(on_paint)
+    Bare().run()
+
+
+def latency_ours(workspace: str, out: str, samples: int) -> None:
+    """The clock stops when the compositor renders the tick's line into a frame (the
+    frame goes to the terminal in the same call): the row is on screen."""
+    from flowdrop_tui import cli
+    from flowdrop_tui.tui.widgets.event_feed import EventFeed
+
+    found: list[float] = []
+    waiting: dict[int, float] = {}  # line index in the feed -> the tick's own timestamp
+    in_history = False
+    original_append = EventFeed.append
+    original_history = EventFeed.show_history
+    original_render = EventFeed.render_line
+
+    def show_history(self: EventFeed, *args: Any) -> None:
+        nonlocal in_history
+        in_history = True  # the run's past, shown on selection: not an append to time
+        try:
+            original_history(self, *args)
+        finally:
+            in_history = False
+
+    def append(self: EventFeed, events: list[dict[str, Any]]) -> None:
+        first = len(self.lines)
+        original_append(self, events)
+        if in_history:
+            return
+        for offset, ev in enumerate(events):
+            if ev.get("message") == "tick":
+                waiting[first + offset] = float(ev["fields"]["sent"])
+
+    def render_line(self: EventFeed, y: int) -> Any:
+        strip = original_render(self, y)
+        sent = waiting.pop(int(self.scroll_offset.y) + y, None)
+        if sent is not None:
+            found.append(time.time() - sent)
+            if len(found) == samples:
+                _write(out, {"latencies": found})
+                self.app.call_later(self.app.exit)
+        return strip
+
+    EventFeed.append = append  # type: ignore[method-assign]
+    EventFeed.show_history = show_history  # type: ignore[method-assign]
+    EventFeed.render_line = render_line  # type: ignore[method-assign]
+    cli.main(["--workspace", workspace])
+
+
+def latency_raw(run_dir: str, out: str, samples: int) -> None:
+    from watchfiles import awatch
+
+    from flowdrop_tui.core.event_tail import EventTail
+
+    async def main() -> None:
+        tail = EventTail(Path(run_dir) / "cycle.jsonl")
+        tail.read()  # skip what is already there
+        found: list[float] = []
+        async for _changes in awatch(run_dir):
+            reported = time.time()  # awatch has reported the append: stop the clock
+            sent = [
+                ev["fields"]["sent"] for ev in tail.read().events if ev.get("message") == "tick"
+            ]
+            if sent:
+                found.append(reported - sent[-1])
+            if len(found) >= samples:
+                break
+        _write(out, {"latencies": found})
+
+    asyncio.run(main())
+
+
+if __name__ == "__main__":
+    mode, *args = sys.argv[1:]
+    if mode == "paint-ours":
+        paint_ours(args[0], args[1])
+    elif mode == "paint-bare":
+        paint_bare(args[0])
+    elif mode == "latency-ours":
+        latency_ours(args[0], args[1], int(args[2]))
+    elif mode == "latency-raw":
+        latency_raw(args[0], args[1], int(args[2]))
+    else:
+        raise SystemExit(f"unknown mode {mode}")

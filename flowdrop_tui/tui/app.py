@@ -1,0 +1,107 @@
+"""The app: wiring, app-wide keys, the workspace watch, and the one error handler."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from ..core import watch
+from ..core.paths import Layout
+from .errors import report
+from .screens.main_screen import MainScreen
+from .widgets.flow_table import FlowTable
+from .widgets.run_table import RunTable
+
+
+class FlowdropApp(App[int]):
+    """``flowdrop-tui`` in a workspace: every flow in it, from the keyboard."""
+
+    CSS_PATH = Path(__file__).with_name("flowdrop.tcss")  # absolute: subclasses live elsewhere
+    TITLE = "flowdrop-tui"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "question_mark",
+            "help",
+            "Help",
+            id="help",
+            key_display="?",
+            tooltip="Every key, and what pick up and resume mean",
+        ),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep going in the background"),
+    ]
+
+    def __init__(self, layout: Layout) -> None:
+        super().__init__()
+        self.workspace = layout
+        self.watcher = watch.WorkspaceWatch(layout)
+
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen(self.workspace, self.watcher)
+
+    def _main(self) -> MainScreen:
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen
+        raise LookupError("the main screen is not open")
+
+    # -- keys everywhere: help and the command palette list the same bindings -------------------
+
+    def key_help(self) -> list[tuple[str, str, str]]:
+        """(key, description, tooltip) for every key the main screen answers."""
+        found: list[tuple[str, str, str]] = []
+        for owner in (FlowTable, RunTable, MainScreen, FlowdropApp):
+            for binding in owner._merge_bindings().key_to_bindings.values():
+                for one in binding:
+                    if one.show and one.description:
+                        found.append((self.get_key_display(one), one.description, one.tooltip))
+        found.append(("ctrl+p", "Commands", "Search every command"))
+        return found
+
+    def action_help(self) -> None:
+        from .screens.help_screen import HelpScreen  # loaded when first asked, not at start
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.key_help()))
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if not isinstance(screen, MainScreen):
+            return
+        for owner, prefix in ((FlowTable, ""), (RunTable, ""), (MainScreen, "screen.")):
+            for bindings in owner._merge_bindings().key_to_bindings.values():
+                for one in bindings:
+                    if one.show and one.description:
+                        action = (
+                            one.action
+                            if one.action.startswith("screen.")
+                            else (prefix + one.action)
+                        )
+                        yield SystemCommand(
+                            f"{one.description} ({self.get_key_display(one)})",
+                            one.tooltip or one.description,
+                            partial(self.run_action, action),
+                        )
+
+    # -- the one error handler ------------------------------------------------------------------
+
+    def report_worker(self, event: Worker.StateChanged) -> None:
+        """A worker failed: say so where the user looks; the app carries on."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            report(self, event.worker.error, event.worker.name or event.worker.group)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.report_worker(event)
+
+
+def run_app(layout: Layout) -> int:
+    """Open the terminal UI on ``layout``'s workspace; returns the exit status."""
+    app = FlowdropApp(layout)
+    app.run()
+    return int(app.return_code or 0)

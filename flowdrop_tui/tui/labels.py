@@ -1,0 +1,140 @@
+"""How records read on screen: plain functions from record data to short text.
+
+Times are shown in UTC, as the records hold them, so what the screen says can
+be matched against ``cycle.jsonl`` and the CLI without converting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..core.records import RunInfo, Status
+
+_WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)
+
+
+def short_error(error: str) -> str:
+    """A flow's load error in a table cell: ``SyntaxError, line 3``."""
+    text = error.strip().splitlines()[0] if error.strip() else "cannot be loaded"
+    if "did not answer" in text:
+        return "no answer in 5 s"
+    match = _WHERE.match(text)
+    if match:
+        kind = match["message"].split(":", 1)[0]
+        return f"{kind}, line {match['line']}"
+    if "no @flow function" in text:
+        return "no @flow function"
+    if "more than one @flow" in text:
+        return "two @flow functions"
+    return text.rsplit(": ", 1)[-1][:40]
+
+
+def stamp(value: Any) -> str:
+    """``2026-08-17 01:44:55`` from an ISO time; empty when there is none."""
+    return str(value)[:19].replace("T", " ") if isinstance(value, str) else ""
+
+
+def clock(value: Any) -> str:
+    """``01:44:55.212`` from an ISO time: an event's time of day."""
+    return str(value)[11:23] if isinstance(value, str) and len(value) >= 23 else "??:??:??.???"
+
+
+def rounds_label(info: RunInfo) -> str:
+    if info.last_round is None:
+        return "—"
+    if info.last_round == info.first_round:
+        return str(info.first_round)
+    return f"{info.first_round}–{info.last_round}"
+
+
+def _by(value: Any) -> str:
+    if not isinstance(value, dict):
+        return ""
+    via = value.get("via") or value.get("signal") or value.get("user") or "?"
+    pid = value.get("pid")
+    return f"by {via}" + (f" (pid {pid})" if pid else "")
+
+
+def _fields(fields: Any) -> str:
+    if not isinstance(fields, dict):
+        return ""
+    return " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in fields.items())
+
+
+def event_detail(ev: dict[str, Any]) -> str:
+    """What an event says, in a few words."""
+    name = ev.get("event")
+    if name == "created":
+        how = {
+            "thread": f"picked up from {ev.get('source')}",
+            "from": f"picked up from {ev.get('source')}",
+            "snapshot": f"from snapshot {ev.get('snapshot')}",
+        }.get(str(ev.get("start")), "fresh")
+        return f"{ev.get('key')} · {how} · first round {ev.get('first_round')}"
+    if name in ("started", "resumed"):
+        by = _by(ev.get("by"))
+        return f"pid {ev.get('pid')}" + (f" · {by}" if by else "")
+    if name == "round_started":
+        index = ev.get("index")
+        return f"{ev.get('key')} round {ev.get('round')}" + (
+            f" · item {index}" if index is not None else ""
+        )
+    if name == "round_ended":
+        seconds = ev.get("seconds")
+        took = f" · {seconds:.1f}s" if isinstance(seconds, int | float) else ""
+        return f"{ev.get('key')} round {ev.get('round')} · {ev.get('outcome')}{took}"
+    if name == "log":
+        extra = _fields(ev.get("fields"))
+        return f"{ev.get('message')}" + (f" · {extra}" if extra else "")
+    if name == "session_opened":
+        return f"{ev.get('backend')} session {ev.get('session')} → {ev.get('target')}"
+    if name == "session_closed":
+        return f"session {ev.get('session')} · exit {ev.get('exit_code')}"
+    if name == "call_started":
+        return f"calls {ev.get('key')} (first round {ev.get('first_round')})"
+    if name == "call_ended":
+        return f"{ev.get('key')} {ev.get('outcome')}"
+    if name == "stop_requested":
+        return ("now · " if ev.get("now") else "after the round · ") + _by(ev.get("by"))
+    if name == "pause_requested":
+        return _by(ev.get("by"))
+    if name == "paused":
+        return f"after round {ev.get('round')}"
+    if name == "ended":
+        error = ev.get("error")
+        if isinstance(error, dict):
+            return f"{ev.get('outcome')} · {error.get('type')}: {error.get('message')}"
+        result = ev.get("result")
+        return f"{ev.get('outcome')}" + (f" · {result!r}" if result is not None else "")
+    if name == "warning":
+        return str(ev.get("message", ""))
+    if name == "killing":
+        return f"{ev.get('signal')} · {ev.get('reason')}"
+    rest = {k: v for k, v in ev.items() if k not in ("t", "event")}
+    return _fields(rest)
+
+
+def event_line(ev: dict[str, Any]) -> str:
+    """One event as one line of the event feed."""
+    return f"{clock(ev.get('t'))}  {ev.get('event')!s:<15} {event_detail(ev)}"
+
+
+def ended_text(info: RunInfo) -> tuple[str, str]:
+    """A notification for a run that ended or paused while watched: (text, severity)."""
+    head = f"run {info.run} of {info.key}"
+    if info.status == Status.COMPLETED:
+        result = f": {info.result!r}" if info.result is not None else ""
+        return f"{head} completed after round {info.round}{result}", "information"
+    if info.status == Status.FAILED:
+        error = info.error if isinstance(info.error, dict) else {}
+        where = f" ({error.get('file')}:{error.get('line')})" if error.get("line") else ""
+        return (
+            f"{head} failed: {error.get('type')}: {error.get('message')}{where}",
+            "error",
+        )
+    if info.status == Status.CANCELLED:
+        return f"{head} stopped after round {info.round}; enter picks it up", "information"
+    if info.status == Status.PAUSED:
+        return f"{head} paused after round {info.round}; r resumes it", "information"
+    return f"{head} was interrupted in round {info.round}: its process died", "warning"

@@ -1,0 +1,50 @@
+"""``?``: every key, from the bindings themselves, and what pick up and resume mean."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+WORDS = """\
+Pick up   start a new run that carries a stopped run's state forward; its rounds go on
+          counting (a loop stopped in round 40 says round 41). Shown before it starts.
+Resume    continue a paused run in its own record, from where it paused.
+Stop      escape once: the run stops after the round in flight and saves its state;
+          escape again: the round in flight is interrupted at once.
+Fresh     n starts over: round 1, empty state. The old runs can still be picked up.
+
+Runs are started in the background: quitting this screen stops none of them."""
+
+
+class HelpScreen(Screen[None]):
+    """The keys, listed from the bindings that are in force, so it cannot drift."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,q", "app.pop_screen", "Close help", id="close-help"),
+    ]
+
+    def __init__(self, keys: list[tuple[str, str, str]]) -> None:
+        super().__init__(id="help")
+        self.keys = keys
+
+    def compose(self) -> ComposeResult:
+        table = Text()
+        table.append("Keys\n\n", style="bold")
+        width = max((len(key) for key, _, _ in self.keys), default=5)
+        for key, description, tooltip in self.keys:
+            table.append(f"  {key:<{width}}  ", style="bold")
+            table.append(description)
+            if tooltip:
+                table.append(f" — {tooltip}")
+            table.append("\n")
+        table.append("\nWhat the words mean\n\n", style="bold")
+        table.append(WORDS)
+        with VerticalScroll(id="help-body"):
+            yield Static(table, markup=False)
+        yield Footer()

@@ -1,0 +1,265 @@
+"""The keys that act on runs — enter, escape, p, r, n — and the workers behind them.
+
+Every action calls the core from a thread worker (process starts and record
+reads block) and answers with a message: ``RunLaunched``, ``RunActionTaken``,
+``RunActionRefused`` or, before carrying state into a new run, ``PickUpPlanned``
+/ ``FreshRunPlanned``, which ask the user first. Runs are always started
+detached (``core.control``): they outlive this screen.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual import work
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from ...core import control, start
+from ...core.errors import FlowdropError, FlowLoadError
+from ...core.flows import FlowRef, describe_one, resolve_flow
+from ...core.paths import Layout
+from ...core.records import LIVE, RunInfo, Status, load_run
+from ..messages import (
+    FreshRunPlanned,
+    PickUpPlanned,
+    RunActionRefused,
+    RunActionTaken,
+    RunLaunched,
+)
+from ..run_tracker import RunTracker
+
+UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
+
+
+class RunActions(Screen[None]):
+    """Mixed into ``MainScreen``, which provides the selection and the known runs."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "escape",
+            "stop_run",
+            "Stop",
+            id="stop",
+            tooltip="Stop the selected flow's run after its round; press again to stop it now",
+        ),
+        Binding(
+            "p",
+            "pause_run",
+            "Pause",
+            id="pause",
+            tooltip="Pause the selected flow's run after its round",
+        ),
+        Binding("r", "resume_run", "Resume", id="resume", tooltip="Resume the selected paused run"),
+        Binding(
+            "n",
+            "fresh_run",
+            "Fresh",
+            id="fresh",
+            tooltip="Start the selected flow fresh: round 1, empty state",
+        ),
+    ]
+
+    workspace: Layout
+    tracker: RunTracker
+
+    # -- what the keys act on (provided by MainScreen) --------------------------------------
+
+    def selected_flow_name(self) -> str | None:
+        raise NotImplementedError
+
+    def selected_run_info(self) -> RunInfo | None:
+        raise NotImplementedError
+
+    def runs_of_selected_flow(self) -> list[RunInfo]:
+        raise NotImplementedError
+
+    def _current_run(self, *statuses: Status) -> RunInfo | None:
+        """The selected flow's newest run in one of ``statuses`` (the selected run first)."""
+        selected = self.selected_run_info()
+        if selected is not None and selected.status in statuses:
+            return selected
+        for info in self.runs_of_selected_flow():
+            if info.status in statuses:
+                return info
+        return None
+
+    def _need_flow(self) -> str | None:
+        name = self.selected_flow_name()
+        if name is None:
+            self.notify("no flow selected", severity="warning")
+        return name
+
+    # -- enter ----------------------------------------------------------------------------
+
+    def action_run_flow(self) -> None:
+        name = self._need_flow()
+        if name is not None:
+            self.plan_run(name, None)
+
+    def action_pick_up_run(self) -> None:
+        info = self.selected_run_info()
+        if info is None or info.key is None:
+            self.notify("no run selected", severity="warning")
+        elif info.status == Status.PAUSED:
+            self.resume(info.run, info.key)
+        else:
+            self.plan_run(info.key, info.run)
+
+    def _checked_ref(self, key: str) -> tuple[FlowRef, bool]:
+        ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
+        described = describe_one(self.workspace, ref)
+        if described.error:
+            raise FlowLoadError(f"{key} cannot be loaded, so it cannot run: {described.error}")
+        return ref, bool(described.resumable)
+
+    @work(thread=True, group="control", exit_on_error=False)
+    def plan_run(self, key: str, from_run: str | None) -> None:
+        """Work out where the run would start; ask first when it carries state forward."""
+        try:
+            ref, resumable = self._checked_ref(key)
+            plan = start.plan(self.workspace, ref.key, resumable=resumable, from_run=from_run)
+        except FlowdropError as exc:
+            self.post_message(RunActionRefused(exc.message, exc.code))
+            return
+        if plan.resume is not None:  # SG-12: a paused run continues in its own record
+            self.app.call_from_thread(self.resume, plan.resume, ref.key)
+        elif plan.source is not None:
+            self.post_message(PickUpPlanned(ref.key, plan, from_run))
+        else:
+            self.app.call_from_thread(self._launch_fresh, ref.key, False)
+
+    def on_pick_up_planned(self, message: PickUpPlanned) -> None:
+        from .pick_up_modal import PickUpModal  # loaded when first asked, not at start
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                what = f"picked up from {message.plan.source}, round {message.plan.first_round}"
+                self.launch(message.key, from_run=message.from_run, fresh=False, what=what)
+
+        self.app.push_screen(PickUpModal(message.key, message.plan), answered)
+
+    @work(thread=True, group="control", exit_on_error=False)
+    def launch(self, key: str, *, from_run: str | None, fresh: bool, what: str) -> None:
+        try:
+            ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
+            answer = control.launch_run(
+                self.workspace, ref.folder, ref.key, from_run=from_run, fresh=fresh
+            )
+        except FlowdropError as exc:
+            self.post_message(RunActionRefused(exc.message, exc.code))
+            return
+        for warning in answer.get("warnings") or []:
+            self.post_message(RunActionTaken(str(answer.get("run")), f"warning: {warning}"))
+        self.post_message(RunLaunched(str(answer["run"]), key, what))
+
+    # -- n --------------------------------------------------------------------------------
+
+    def action_fresh_run(self) -> None:
+        name = self._need_flow()
+        if name is not None:
+            self.plan_fresh(name)
+
+    @work(thread=True, group="control", exit_on_error=False)
+    def plan_fresh(self, key: str) -> None:
+        """A fresh run drops nothing when there is nothing to pick up: ask only then."""
+        try:
+            ref, resumable = self._checked_ref(key)
+        except FlowdropError as exc:
+            self.post_message(RunActionRefused(exc.message, exc.code))
+            return
+        plan: start.StartPlan | None = None
+        if resumable:
+            try:
+                plan = start.plan(self.workspace, ref.key, resumable=True)
+            except FlowdropError:
+                plan = None  # nothing usable to drop; the launch reports any refusal
+        if plan is not None and (plan.resume is not None or plan.source is not None):
+            self.post_message(FreshRunPlanned(ref.key, plan))
+        else:
+            self.app.call_from_thread(self._launch_fresh, ref.key, True)
+
+    def _launch_fresh(self, key: str, fresh: bool) -> None:
+        self.launch(key, from_run=None, fresh=fresh, what="fresh, round 1")
+
+    def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
+        from .fresh_run_modal import FreshRunModal  # loaded when first asked, not at start
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._launch_fresh(message.key, True)
+
+        self.app.push_screen(FreshRunModal(message.key, message.plan), answered)
+
+    # -- escape, p, r ---------------------------------------------------------------------------
+
+    def action_stop_run(self) -> None:
+        name = self._need_flow()
+        if name is None:
+            return
+        # Its live run first (one per flow); a paused one is closed only when none is live.
+        info = self._current_run(*LIVE) or self._current_run(Status.PAUSED)
+        if info is None:
+            self.notify(f"{name} has no run to stop", markup=False)
+            return
+        now = info.run in self.tracker.stop_asked and info.status in LIVE
+        self.tracker.stop_asked.add(info.run)
+        self.stop(info.run, now)
+
+    @work(thread=True, group="control", exit_on_error=False)
+    def stop(self, run_id: str, now: bool) -> None:
+        try:
+            info = load_run(self.workspace, run_id)
+            said = control.stop(self.workspace, run_id, now=now, by=UI)
+        except FlowdropError as exc:
+            self.post_message(RunActionRefused(exc.message, exc.code))
+            return
+        if info.status == Status.PAUSED:
+            text = said  # a paused run is closed cancelled at once
+        elif now:
+            text = f"stopping run {run_id} now: round {info.round} is interrupted"
+        else:
+            text = f"stopping after round {info.round} — escape again to stop now"
+        self.post_message(RunActionTaken(run_id, text))
+
+    def action_pause_run(self) -> None:
+        name = self._need_flow()
+        if name is None:
+            return
+        info = self._current_run(*LIVE)
+        if info is None:
+            self.notify(f"{name} has no live run to pause", markup=False)
+        else:
+            self.pause(info.run)
+
+    @work(thread=True, group="control", exit_on_error=False)
+    def pause(self, run_id: str) -> None:
+        try:
+            info = load_run(self.workspace, run_id)
+            control.pause(self.workspace, run_id, by=UI)
+        except FlowdropError as exc:
+            self.post_message(RunActionRefused(exc.message, exc.code))
+            return
+        text = f"pausing after round {info.round} — r resumes it"
+        self.post_message(RunActionTaken(run_id, text))
+
+    def action_resume_run(self) -> None:
+        name = self._need_flow()
+        if name is None:
+            return
+        info = self._current_run(Status.PAUSED)
+        if info is None or info.key is None:
+            self.notify(f"{name} has no paused run to resume", markup=False)
+        else:
+            self.resume(info.run, info.key)
+
+    @work(thread=True, group="control", exit_on_error=False)
+    def resume(self, run_id: str, key: str) -> None:
+        try:
+            info = load_run(self.workspace, run_id)
+            answer: dict[str, Any] = control.launch_resume(self.workspace, run_id)
+        except FlowdropError as exc:
+            self.post_message(RunActionRefused(exc.message, exc.code))
+            return
+        what = f"resumed at round {info.round + 1}"
+        self.post_message(RunLaunched(str(answer.get("run") or run_id), key, what))

@@ -1,0 +1,105 @@
+"""The main screen's reads: every one a worker that calls the core and posts a message.
+
+Thread workers for what blocks (records, child processes); one async worker for
+the watch. None touches a widget: what they read arrives as a message, which
+the screen shows (STYLE habits 2 and 3).
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.screen import Screen
+from textual.worker import get_current_worker
+
+from ...core import views, watch
+from ...core.catalog import RunCatalog
+from ...core.flows import FlowInfo, describe, describe_cached, discover
+from ...core.git import isolated
+from ...core.paths import Layout
+from ...core.records import RunInfo
+from ...core.watch import WorkspaceWatch
+from ..messages import (
+    FlowRowsRead,
+    FlowsChanged,
+    IndexChanged,
+    RunChanged,
+    RunDetailRead,
+    RunPolled,
+    RunsRead,
+    WorkspaceRead,
+)
+from ..run_tracker import RunTracker
+
+RUNS_SHOWN = 500  # the newest runs of a flow in the table; older ones stay on disk
+
+
+class WorkspaceReads(Screen[None]):
+    """Mixed into ``MainScreen``, which provides what these attributes name."""
+
+    workspace: Layout
+    watcher: WorkspaceWatch
+    catalog: RunCatalog
+    tracker: RunTracker
+    selected_run: str | None
+
+    @work(exclusive=True, group="watch", exit_on_error=False)
+    async def watch_workspace(self) -> None:
+        """The one watch: each domain event becomes a message that coalesces with its like."""
+        async for batch in self.watcher.events():
+            for event in batch:
+                if isinstance(event, watch.RunChanged):
+                    self.post_message(RunChanged(event.run_id))
+                elif isinstance(event, watch.FlowsChanged):
+                    self.post_message(FlowsChanged())
+                else:
+                    self.post_message(IndexChanged())
+
+    @work(thread=True, exclusive=True, group="flows", exit_on_error=False)
+    def read_flows(self) -> None:
+        """Declarations from the cache first, then describe what changed (child processes)."""
+        refs = discover(self.workspace)
+        cached = describe_cached(self.workspace, refs)
+        known = [
+            info or FlowInfo(ref.name, ref.rel(self.workspace), None, "", None)
+            for ref, info in zip(refs, cached, strict=True)
+        ]
+        missing = [ref for ref, info in zip(refs, cached, strict=True) if info is None]
+        rows = views.flow_rows(self.workspace, known)
+        for row, info in zip(rows, cached, strict=True):
+            row["described"] = info is not None
+        self.post_message(FlowRowsRead(rows, described=not missing))
+        if missing and not get_current_worker().is_cancelled:
+            infos = describe(self.workspace, refs)
+            self.post_message(FlowRowsRead(views.flow_rows(self.workspace, infos), described=True))
+
+    @work(thread=True, exclusive=True, group="workspace", exit_on_error=False)
+    def read_workspace(self) -> None:
+        self.post_message(WorkspaceRead(isolated(self.workspace.workspace, "facts")))
+
+    @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
+    def read_runs(self, key: str) -> None:
+        self.catalog.refresh()
+        runs = self.catalog.runs_of(key, RUNS_SHOWN)
+        self.post_message(RunsRead(key, runs, self.catalog.count(key)))
+
+    @work(thread=True, group="poll", exit_on_error=False)
+    def poll_run(self, run_id: str, history: bool = False) -> None:
+        """Read what the run appended; post it in order (the follower's lock is held)."""
+        follower = self.tracker.follower(run_id)
+        with follower.lock:
+            update = follower.poll(history=history)
+            changed = update.events or update.restarted or update.previous != update.info.status
+            if history or changed:
+                self.post_message(RunPolled(update, history=history))
+        if run_id == self.selected_run and (history or changed):
+            self.read_detail(update.info, self.tracker.git_due(run_id, update.events, history))
+
+    def read_detail(self, info: RunInfo, with_git: bool) -> None:
+        """State, sessions and (when it may have moved) git: after the events are on screen."""
+        state = views.state_view(self.workspace, info)
+        sessions = views.sessions_of(info)
+        if with_git:
+            git = views.git_of(self.workspace, info, isolated=True)  # no gitpython in here
+        else:
+            git = self.tracker.git.get(info.run)
+        self.post_message(RunDetailRead(info.run, state, sessions, git))

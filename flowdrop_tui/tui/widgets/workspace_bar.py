@@ -1,0 +1,31 @@
+"""The top line: which workspace this is, and whether it is a git repository."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+
+class WorkspaceBar(Static):
+    """``flowdrop-tui · ws · git main`` — the folder name, not its path, to keep it short."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(id="workspace-bar", markup=False)
+        self.workspace_name = name
+        self.git_text = "reading git…"
+
+    def on_mount(self) -> None:
+        self._redraw()
+
+    def show_git(self, git: dict[str, Any] | None) -> None:
+        if git is None:
+            self.git_text = "not a git repository: runs record no commits"
+        else:
+            branch = git.get("branch") or "detached HEAD"
+            self.git_text = f"git {branch}" + (" (uncommitted changes)" if git.get("dirty") else "")
+        self._redraw()
+
+    def _redraw(self) -> None:
+        self.update(Text(f"flowdrop-tui · {self.workspace_name} · {self.git_text}"))

@@ -1,0 +1,348 @@
+"""The keys that act on runs, with real detached runs in real workspaces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from textual.widgets import Button
+
+from flowdrop_tui.core import control
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
+from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
+from tests.conftest import CLI, events
+from tests.tui.tui_helpers import RecordingApp, until
+
+SIZE = (120, 36)
+
+TICKING = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="a round every 0.2 s")
+    def main(run):
+        for round in run.rounds():
+            run.state["n"] = round
+            time.sleep(0.2)
+"""
+
+SLOW = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="one long round")
+    def main(run):
+        for round in run.rounds():
+            run.state["n"] = round
+            time.sleep(120)
+"""
+
+THREE = """
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="three rounds a run")
+    def main(run):
+        for round in run.rounds():
+            run.state["n"] = round
+            if round % 3 == 0:
+                return round
+"""
+
+BATCH = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="six items")
+    def main(run):
+        done = run.state.setdefault("done", [])
+        for item in run.rounds(list("abcdef")):
+            time.sleep(0.3)
+            run.state["done"] = [*done, item]
+            done = run.state["done"]
+        return len(done)
+"""
+
+
+@pytest.fixture
+def layout(workspace: Path) -> Iterator[Layout]:
+    """The workspace's layout; any run a test left live is stopped now at the end."""
+    layout = Layout(workspace)
+    yield layout
+    for run_id in list_run_ids(layout):
+        if load_run(layout, run_id).status in LIVE:
+            control.stop(layout, run_id, now=True)
+
+
+def status(layout: Layout, run_id: str) -> Status:
+    return load_run(layout, run_id).status
+
+
+async def launched(pilot: object, app: RecordingApp) -> str:
+    main = app.main_screen
+    await until(
+        pilot, lambda: main.arriving or main.selected_run in main.tracker.live, what="a launch"
+    )  # type: ignore[arg-type]
+    return str(main.arriving or main.selected_run)
+
+
+async def test_enter_runs_the_flow_and_its_events_arrive_then_escape_stops_it(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards the loop of the issue: enter launches, events stream in, escape stops after
+    the round with the promised words, and the end is announced."""
+    flow_writer("tick", TICKING)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "tick", what="the flow")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.heard("fresh, round 1"), what="the launch")
+        run_id = next(iter(main.tracker.live))
+        await until(pilot, lambda: main.selected_run == run_id, what="the new run selected")
+        await until(pilot, lambda: main.feed.shown >= 6, what="events on screen")
+        assert any("round_started" in line for line in main.feed.lines)
+        await until(
+            pilot,
+            lambda: str(main.flows.get_cell("tick", "round")) not in ("no rounds yet", "round 1"),
+            what="the round counter moving",
+        )
+        await pilot.press("escape")
+        await until(pilot, lambda: app.heard("— escape again to stop now"), what="the stop")
+        assert any(text.startswith("stopping after round ") for text in app.said)
+        await until(
+            pilot,
+            lambda: app.heard(f"run {run_id} of tick stopped after round"),
+            what="the end announced",
+        )
+        assert status(layout, run_id) == Status.CANCELLED
+        assert str(main.flows.get_cell("tick", "status")) == "cancelled"
+        stops = [ev for ev in events(layout.workspace, run_id) if ev["event"] == "stop_requested"]
+        assert stops[0]["now"] is False and stops[0]["by"]["via"] == "ui"
+
+
+async def test_escape_twice_stops_the_round_in_flight(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards the second escape: it interrupts a round that would otherwise last minutes."""
+    flow_writer("slow", SLOW)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "slow", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(
+            pilot,
+            lambda: any("round_started" in line for line in main.feed.lines),
+            what="the round in flight",
+        )
+        await pilot.press("escape")
+        await until(pilot, lambda: load_run(layout, run_id).stop_pending, what="stop recorded")
+        assert status(layout, run_id) == Status.RUNNING  # the round goes on
+        await pilot.press("escape")
+        await until(pilot, lambda: app.heard(f"stopping run {run_id} now"), what="stop now")
+        await until(pilot, lambda: status(layout, run_id) in ENDED, what="the run ended")
+        assert status(layout, run_id) == Status.CANCELLED
+        nows = [
+            ev["now"] for ev in events(layout.workspace, run_id) if ev["event"] == "stop_requested"
+        ]
+        assert nows == [False, True]
+
+
+async def test_enter_shows_the_pick_up_and_the_rounds_go_on(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    """Guards the pick-up preview (source, next round, state keys) and its promise."""
+    flow_writer("three", THREE)
+    cli("run", "three", check=0)
+    first = list_run_ids(layout)[0]
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == first, what="the run listed")
+        await pilot.press("enter")
+        modal = await until(
+            pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
+        )
+        assert modal.plan.source == first
+        assert modal.plan.first_round == 4
+        assert sorted(modal.plan.state) == ["n"]
+        assert app.focused is modal.query_one("#confirm", Button)
+        await pilot.press("y")
+        await until(pilot, lambda: len(list_run_ids(layout)) == 2, what="the new run")
+        second = list_run_ids(layout)[1]
+        await until(pilot, lambda: status(layout, second) == Status.COMPLETED, what="its end")
+        await until(
+            pilot,
+            lambda: (
+                main.runs.runs.get(second) is not None
+                and main.runs.runs[second].status == Status.COMPLETED
+            ),
+            what="shown ended",
+        )
+        assert str(main.runs.get_cell(second, "rounds")) == "4–6"
+        assert str(main.runs.get_cell(second, "source")) == first
+        assert str(main.flows.get_cell("three", "round")) == "round 6"
+
+
+async def test_enter_on_an_older_run_picks_up_from_that_run(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    """Guards ``--from``: the preview and the new run name the run the cursor is on."""
+    flow_writer("three", THREE)
+    cli("run", "three", check=0)
+    cli("run", "three", check=0)
+    older, newer = list_run_ids(layout)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == newer, what="the runs listed")
+        main.runs.focus()
+        await pilot.press("down")
+        await until(pilot, lambda: main.selected_run == older, what="the older run selected")
+        await pilot.press("enter")
+        modal = await until(
+            pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
+        )
+        assert modal.plan.source == older and modal.plan.first_round == 4
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, PickUpModal), what="cancelled")
+        assert len(list_run_ids(layout)) == 2  # cancelling started nothing
+
+
+async def test_p_pauses_a_batch_and_r_resumes_it_in_the_same_run(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards pause and resume from the keyboard, each announced with what happens next."""
+    flow_writer("batch", BATCH)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "batch", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
+        await pilot.press("p")
+        await until(pilot, lambda: app.heard("r resumes it"), what="the pause asked")
+        await until(
+            pilot,
+            lambda: app.heard(f"run {run_id} of batch paused after round"),
+            what="the pause announced",
+        )
+        assert status(layout, run_id) == Status.PAUSED
+        await pilot.press("r")
+        await until(pilot, lambda: app.heard("resumed at round"), what="the resume")
+        await until(pilot, lambda: app.heard(f"run {run_id} of batch completed"), what="the end")
+        assert list_run_ids(layout) == [run_id]  # resuming continued the same run
+        assert status(layout, run_id) == Status.COMPLETED
+
+
+async def test_n_asks_before_dropping_a_state_that_could_be_picked_up(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    """Guards the fresh run: asked first, then round 1 with an empty state."""
+    flow_writer("three", THREE)
+    cli("run", "three", check=0)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run is not None, what="the run listed")
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, FreshRunModal), what="the question")
+        assert app.focused is app.screen.query_one("#cancel", Button)  # the safe answer first
+        await pilot.press("y")
+        await until(pilot, lambda: len(list_run_ids(layout)) == 2, what="the fresh run")
+        fresh = load_run(layout, list_run_ids(layout)[1])
+        assert fresh.start == "fresh" and fresh.first_round == 1 and fresh.source is None
+
+
+async def test_a_refusal_is_a_notification_in_plain_words(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards refusals: enter on a flow that is already running says so and crashes nothing."""
+    flow_writer("slow", SLOW)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "slow", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.heard("is still running"), what="the refusal")
+        assert app.is_running
+        assert list_run_ids(layout) == [run_id]
+
+
+async def test_quitting_stops_nothing(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards the promise that runs outlive the UI."""
+    flow_writer("tick", TICKING)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "tick", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
+        await pilot.press("q")
+    assert not app.is_running
+    before = load_run(layout, run_id).round
+    from tests.conftest import wait_for
+
+    wait_for(lambda: load_run(layout, run_id).round > before + 1)  # it keeps counting
+    assert status(layout, run_id) == Status.RUNNING
+
+
+async def test_a_run_killed_while_watched_shows_as_interrupted(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards kill -9: no file changes, yet the screen says the run was interrupted."""
+    import os
+    import signal
+
+    flow_writer("slow", SLOW)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "slow", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
+        pid = load_run(layout, run_id).live_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        await until(
+            pilot,
+            lambda: app.heard(f"run {run_id} of slow was interrupted"),
+            what="the death announced",
+        )
+        await until(
+            pilot,
+            lambda: str(main.flows.get_cell("slow", "status")) == "interrupted",
+            what="the row",
+        )
+
+
+async def test_escape_on_a_paused_run_closes_it_cancelled(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards escape = stop for a paused run: closed cancelled, its state kept for a pick-up."""
+    flow_writer("batch", BATCH)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "batch", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
+        await pilot.press("p")
+        await until(pilot, lambda: status(layout, run_id) == Status.PAUSED, what="paused")
+        await until(pilot, lambda: main.runs.runs[run_id].status == Status.PAUSED, what="shown")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.heard("it is now closed cancelled"), what="the close")
+        assert status(layout, run_id) == Status.CANCELLED

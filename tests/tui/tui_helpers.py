@@ -1,0 +1,72 @@
+"""Driving the UI in tests: wait on what it shows (never sleep-and-hope), hear what it
+says, and seed run records with fixed ids and times so screens are reproducible."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.worker import WorkerState
+
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.tui.app import FlowdropApp
+from flowdrop_tui.tui.screens.main_screen import MainScreen
+
+
+class RecordingApp(FlowdropApp):
+    """The real app, remembering every notification it showed (toasts expire)."""
+
+    def __init__(self, layout: Layout) -> None:
+        super().__init__(layout)
+        self.said: list[str] = []
+
+    def notify(self, message: str, **kwargs: Any) -> None:  # type: ignore[override]
+        self.said.append(message)
+        super().notify(message, **kwargs)
+
+    @property
+    def main_screen(self) -> MainScreen:
+        return self._main()
+
+    def heard(self, fragment: str) -> bool:
+        return any(fragment in text for text in self.said)
+
+
+async def until(
+    pilot: Pilot[Any], predicate: Callable[[], Any], timeout: float = 40.0, what: str = ""
+) -> Any:
+    """Let the app run until ``predicate()`` holds; fail naming what was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            app = pilot.app
+            said = getattr(app, "said", [])
+            raise AssertionError(f"timed out waiting for {what or predicate}; app said {said}")
+        await pilot.pause(0.05)
+
+
+def busy(app: FlowdropApp) -> bool:
+    return any(
+        worker.group != "watch" and worker.state in (WorkerState.PENDING, WorkerState.RUNNING)
+        for worker in app.workers
+    )
+
+
+def settled(app: RecordingApp) -> bool:
+    """Everything the screen reads at start is on it, and no read is in flight."""
+    main = app.main_screen
+    if not main.ready:
+        return False  # the panes are still mounting their children
+    rows = main.flows.rows_by_name
+    if not rows or any(row.get("described") is False for row in rows.values()):
+        return False
+    if main.runs.key != main.selected_flow:
+        return False
+    if main.selected_run is not None and main.detail.extra is None:
+        return False
+    return not busy(app)
