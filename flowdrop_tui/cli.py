@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("run", metavar="RUN")
     resume.add_argument("--detach", action="store_true", help="continue in the background")
     resume.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
+    resume.add_argument("--by", help=argparse.SUPPRESS)  # who asked, for a detached resume
 
     sub.add_parser("flows", parents=[common, json_flag], help="list the flows")
     runs = sub.add_parser("runs", parents=[common, json_flag], help="list runs, newest first")
@@ -218,6 +219,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _finish_foreground(make([]), args.json)
 
 
+def _asker(given: str | None) -> dict[str, Any]:
+    """Who asked for a resume: passed on by a detached launch, else this command."""
+    if given:
+        try:
+            asker = orjson.loads(given)
+        except orjson.JSONDecodeError:
+            asker = None
+        if isinstance(asker, dict):
+            return {str(k): v for k, v in asker.items() if k in ("pid", "user", "host", "via")}
+    return {"via": "cli"}
+
+
 def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
     if args.detach and args.handshake_fd is None:
@@ -231,7 +244,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if info.key is not None:
             _checked_flow(layout, info.key, flow_of_key(layout, info.key))
         notify = warnings.append if args.handshake_fd is not None else _err
-        return reopen_paused(layout, args.run, notify=notify)
+        return reopen_paused(layout, args.run, by=_asker(args.by), notify=notify)
 
     if args.handshake_fd is not None:
         return _detached_child(args, make)

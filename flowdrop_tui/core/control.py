@@ -253,10 +253,16 @@ def launch_run(
     return _answer(launch(layout, child))
 
 
-def launch_resume(layout: Layout, run_id: str) -> dict[str, Any]:
-    """``resume RUN --detach``: the paused run continues in a background process."""
+def launch_resume(
+    layout: Layout, run_id: str, *, by: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``resume RUN --detach``: the paused run continues in a background process.
+
+    ``by`` is who asked (recorded in the run's ``resumed`` event): the asker, not
+    the background process that does the resuming."""
     check_resumable(layout, run_id)
-    return _answer(launch(layout, ["resume", run_id]))
+    asker = {**who(), "via": "cli", **(by or {})}
+    return _answer(launch(layout, ["resume", run_id, "--by", orjson.dumps(asker).decode()]))
 
 
 def launch(layout: Layout, child_args: list[str], *, timeout: float = 120.0) -> dict[str, Any]:

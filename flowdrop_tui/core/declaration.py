@@ -90,7 +90,19 @@ def describe_error(exc: BaseException, file: Path, workspace: Path | None = None
     return {"file": where, "line": line, "message": message, "text": text}
 
 
-def find_flow_function(module: Any, module_name: str, file: Path) -> LoadedFlow:
+def _shown(file: Path, workspace: Path | None) -> str:
+    """``file`` as a user would name it: workspace-relative when it is inside."""
+    if workspace is not None:
+        try:
+            return file.resolve().relative_to(workspace.resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+    return str(file)
+
+
+def find_flow_function(
+    module: Any, module_name: str, file: Path, workspace: Path | None = None
+) -> LoadedFlow:
     found = [
         value
         for value in vars(module).values()
@@ -99,10 +111,15 @@ def find_flow_function(module: Any, module_name: str, file: Path) -> LoadedFlow:
         and getattr(value, "__module__", None) == module_name
     ]
     if not found:
-        raise FlowLoadError(f"{file}: no @flow function (decorate exactly one function with @flow)")
+        raise FlowLoadError(
+            f"{_shown(file, workspace)}: no @flow function "
+            "(decorate exactly one function with @flow)"
+        )
     if len(found) > 1:
         names = ", ".join(getattr(f, "__name__", "?") for f in found)
-        raise FlowLoadError(f"{file}: more than one @flow function ({names}); keep exactly one")
+        raise FlowLoadError(
+            f"{_shown(file, workspace)}: more than one @flow function ({names}); keep exactly one"
+        )
     function = found[0]
     return LoadedFlow(function, getattr(function, MARK), file)
 
@@ -116,7 +133,7 @@ def load_flow(file: Path, workspace: Path | None = None) -> LoadedFlow:
     """Import ``file`` and return its one ``@flow`` function; ``FlowLoadError`` names file:line."""
     name = module_name_for(file)
     if name in sys.modules:
-        return find_flow_function(sys.modules[name], name, file)
+        return find_flow_function(sys.modules[name], name, file, workspace)
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise FlowLoadError(f"{file}: cannot be loaded as a Python module")
@@ -132,4 +149,4 @@ def load_flow(file: Path, workspace: Path | None = None) -> LoadedFlow:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise FlowLoadError(describe_error(exc, file, workspace)["text"]) from exc
-    return find_flow_function(module, name, file)
+    return find_flow_function(module, name, file, workspace)

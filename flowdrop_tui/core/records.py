@@ -9,6 +9,7 @@ documented in ``docs/records.md``.
 from __future__ import annotations
 
 import os
+import pwd
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -53,7 +54,10 @@ def who() -> dict[str, Any]:
     try:
         user = os.getlogin()
     except OSError:
-        user = os.environ.get("USER") or str(os.getuid())
+        try:
+            user = pwd.getpwuid(os.getuid()).pw_name  # no controlling terminal (detached)
+        except KeyError:
+            user = os.environ.get("USER") or str(os.getuid())
     return {"pid": os.getpid(), "user": user, "host": socket.gethostname()}
 
 

@@ -403,3 +403,22 @@ def test_stop_now_latency_median_of_ten(workspace: Path, cli: CLI) -> None:
         took.append(time.monotonic() - began)
         assert status(cli, run_id) == "cancelled"
     print(f"stop --now median {statistics.median(took):.3f}s over 10: {sorted(took)}")
+
+
+def test_a_detached_resume_records_who_asked_not_the_background_process(
+    workspace: Path, cli: CLI
+) -> None:
+    write_flow(workspace, "batch", BATCH)
+    gate = hold(workspace)
+    run_id = detach(cli, "batch")
+    started(workspace, run_id)
+    cli("pause", run_id, check=0)
+    gate.unlink()
+    wait_for(lambda: status(cli, run_id) == "paused")
+    assert cli.json("resume", run_id, "--detach") == {"run": run_id, "flow": "batch"}
+    wait_for(lambda: status(cli, run_id) == "completed")
+    resumed = next(e for e in events(workspace, run_id) if e["event"] == "resumed")
+    assert resumed["by"]["via"] == "cli"
+    assert resumed["by"]["pid"] != resumed["pid"]  # the asker, not the resuming process
+    asked = next(e for e in events(workspace, run_id) if e["event"] == "pause_requested")
+    assert not asked["by"]["user"].isdigit()  # a user name, even without a terminal

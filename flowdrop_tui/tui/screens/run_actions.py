@@ -257,7 +257,7 @@ class RunActions(Screen[None]):
     def resume(self, run_id: str, key: str) -> None:
         try:
             info = load_run(self.workspace, run_id)
-            answer: dict[str, Any] = control.launch_resume(self.workspace, run_id)
+            answer: dict[str, Any] = control.launch_resume(self.workspace, run_id, by={"via": "ui"})
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
