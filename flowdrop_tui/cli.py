@@ -20,10 +20,11 @@ import orjson
 
 from .core import control, views
 from .core.errors import FlowdropError, FlowLoadError, UsageError
+from .core.execution import Execution
 from .core.flows import FlowRef, describe_one, resolve_flow
 from .core.paths import OUTPUT, Layout, find_workspace
 from .core.records import ENDED, LIVE, Status, list_run_ids, load_run
-from .core.runner import Execution, flow_of_key, open_run, reopen_paused
+from .core.runner import flow_of_key, open_run, reopen_paused
 from .format import flows_table, runs_table, show_text
 
 

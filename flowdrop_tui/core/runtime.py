@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .state import State
 
 if TYPE_CHECKING:
-    from .runner import Execution
+    from .execution import Execution
 
 
 class StopRun(BaseException):

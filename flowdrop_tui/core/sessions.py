@@ -27,7 +27,7 @@ from .backends.registry import ENTRY_POINT_GROUP, available, get_backend, regist
 from .backends.session import Session, open_file_exclusive
 
 if TYPE_CHECKING:
-    from .runner import Execution
+    from .execution import Execution
     from .runtime import Frame
 
 __all__ = [

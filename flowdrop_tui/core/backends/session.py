@@ -24,7 +24,7 @@ from ..paths import CYCLE, SESSIONS
 from ..records import read_events
 
 if TYPE_CHECKING:
-    from ..runner import Execution
+    from ..execution import Execution
     from ..runtime import Frame
 
 # Zero-padded so a plain sort of sessions/ is the opening order, even for a loop
