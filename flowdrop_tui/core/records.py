@@ -257,7 +257,10 @@ class RunFold:
         elif name in ("started", "resumed"):
             info.recorded = Status.RUNNING
             info.pid = ev.get("pid", info.pid)
-            info.pause_pending = False
+            # A process taking the run starts with no request pending: one recorded
+            # before (a `stop` of the paused run killed before it could close it) was
+            # never acted on, and this later resume is what was asked last.
+            info.pause_pending = info.stop_pending = info.stop_now = False
         elif name == "round_started":
             key, number = ev.get("key"), ev.get("round")
             if isinstance(number, int) and isinstance(key, str):

@@ -241,3 +241,21 @@ def test_flows_json_in_a_loop_never_errors_while_runs_start_and_end(
     out, _ = viewer.communicate(timeout=60)
     assert out.strip() == "0"
     rebuilt_equals_current(workspace)
+
+
+def test_a_resume_after_a_half_done_close_starts_with_no_request_pending(tmp_path: Path) -> None:
+    """Found by bench/kill9.py: `stop` of a paused run killed between its stop_requested
+    and its `ended` left a stop "pending" in the fold after a later resume, so a pause
+    of the resumed, live run was refused. The resumed process has no such request."""
+    from flowdrop_tui.core.records import fold
+
+    evs = [
+        {"t": "1", "event": "created", "key": "k", "first_round": 1},
+        {"t": "2", "event": "started"},
+        {"t": "3", "event": "paused", "position": {}},
+        {"t": "4", "event": "stop_requested", "by": {}, "now": False},
+        {"t": "5", "event": "resumed", "by": {}},
+    ]
+    info = fold("20200101T000000.000Z-abcdef", tmp_path, evs)
+    assert info.recorded == "running"
+    assert not (info.stop_pending or info.stop_now or info.pause_pending)
