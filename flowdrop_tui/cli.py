@@ -252,32 +252,29 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _finish_foreground(make([]), args.json)
 
 
-def cmd_stop(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    message = control.stop(layout, args.run, now=args.now)
+def _asked(
+    args: argparse.Namespace, message: str, done: Callable[[Status], bool], timeout: float
+) -> int:
+    """Report a stop or pause request; with ``--wait``, once the run has acted on it."""
     status = None
     if args.wait:
-        status = _wait(layout, args.run, lambda s: s in ENDED, 30.0)
+        status = _wait(_layout(args), args.run, done, timeout)
         message += f"; it is now {status}"
     if args.json:
         print(_dump({"run": args.run, "message": message, "status": status and str(status)}))
     else:
         print(message)
     return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    message = control.stop(_layout(args), args.run, now=args.now)
+    return _asked(args, message, lambda s: s in ENDED, 30.0)
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    layout = _layout(args)
-    message = control.pause(layout, args.run)
-    status = None
-    if args.wait:
-        status = _wait(layout, args.run, lambda s: s not in LIVE, 3600.0)
-        message += f"; it is now {status}"
-    if args.json:
-        print(_dump({"run": args.run, "message": message, "status": status and str(status)}))
-    else:
-        print(message)
-    return 0
+    message = control.pause(_layout(args), args.run)
+    return _asked(args, message, lambda s: s not in LIVE, 3600.0)
 
 
 def cmd_flows(args: argparse.Namespace) -> int:

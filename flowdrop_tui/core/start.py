@@ -19,6 +19,7 @@ from .errors import (
     NotFoundError,
     NotResumableError,
     TerminalSnapshotError,
+    UnusableStateError,
     UsageError,
 )
 from .paths import CYCLE, RUN_ID_RE, STATE, Layout, check_run_ref
@@ -237,29 +238,49 @@ def _unreadable(layout: Layout, info: RunInfo, warnings: list[str]) -> bool:
     return True
 
 
-def _from_thread(plan: StartPlan, layout: Layout) -> StartPlan:
-    for attempt in range(2):
-        entry = index.lookup(layout, plan.key)
+def _holds(info: RunInfo, key: str) -> bool:
+    """Whether the run's state holds ``key``; an unreadable state counts as holding it,
+    so that picking up refuses it naming the file (INT-15) instead of looking past it."""
+    try:
+        return key in read_states(info.path / STATE)
+    except UnusableStateError:
+        return True
+
+
+def _latest(
+    layout: Layout, key: str, warnings: list[str], *, this_run: str | None = None
+) -> RunInfo | None:
+    """The run holding the thread's latest state for ``key`` (SG-12: the thread's latest
+    state), checked against the records; ``None`` when there is none (or it is
+    ``this_run``). An index that names a run that is gone, unreadable, or without the
+    key is rebuilt and asked again."""
+    for _ in range(3):
+        entry = index.lookup(layout, key)
         source = entry.get("source") if entry else None
-        if not isinstance(source, str):
-            return plan
+        if not isinstance(source, str) or source == this_run:
+            return None
         try:
             info = load_run(layout, source)
         except NotFoundError:
             index.rebuild(layout)
             continue
-        if _unreadable(layout, info, plan.warnings):
+        if _unreadable(layout, info, warnings):
+            continue
+        if not _holds(info, key):
+            index.rebuild(layout)  # the index named a run that never wrote the key
             continue
         _refuse_live(info)
-        if info.status == Status.PAUSED and info.key == plan.key:
-            return _resume_plan(plan, info, info.start or "fresh")
-        try:
-            return _pick_up(plan, info, "thread")
-        except NoStateForKeyError:
-            if attempt:
-                raise
-            index.rebuild(layout)  # the index named a run that never wrote the key
-    return plan
+        return info
+    return None
+
+
+def _from_thread(plan: StartPlan, layout: Layout) -> StartPlan:
+    info = _latest(layout, plan.key, plan.warnings)
+    if info is None:
+        return plan
+    if info.status == Status.PAUSED and info.key == plan.key:
+        return _resume_plan(plan, info, info.start or "fresh")  # SG-12 clause 3
+    return _pick_up(plan, info, "thread")
 
 
 def plan(
@@ -306,23 +327,5 @@ def plan_call(
         result.start, result.source, result.source_status = "thread", run_id, "running"
         result.state, result.first_round = own, own_round + 1
         return result
-    for attempt in range(2):
-        entry = index.lookup(layout, key)
-        source = entry.get("source") if entry else None
-        if not isinstance(source, str) or source == run_id:
-            return result
-        try:
-            info = load_run(layout, source)
-        except NotFoundError:
-            index.rebuild(layout)
-            continue
-        if _unreadable(layout, info, result.warnings):
-            continue
-        _refuse_live(info)
-        try:
-            return _pick_up(result, info, "thread")
-        except NoStateForKeyError:
-            if attempt:
-                raise
-            index.rebuild(layout)
-    return result
+    info = _latest(layout, key, result.warnings, this_run=run_id)
+    return result if info is None else _pick_up(result, info, "thread")
