@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def workspace(tmp_path: Path) -> Iterator[Path]:
     """An empty git repository with one commit and a flows/ folder."""
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -34,7 +35,8 @@ def workspace(tmp_path: Path) -> Path:
         ["git", "commit", "-q", "--allow-empty", "-m", "init"], cwd=ws, check=True, env=env
     )
     (ws / "flows").mkdir()
-    return ws
+    yield ws
+    kill_live_runs(ws)  # a test that failed halfway leaves no run behind
 
 
 def write_flow(ws: Path, name: str, body: str) -> Path:
@@ -116,6 +118,22 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: floa
         time.sleep(interval)
 
 
-@pytest.fixture(autouse=True)
-def _no_stray_runs() -> Iterator[None]:
-    yield
+def kill_live_runs(ws: Path) -> list[str]:
+    """SIGKILL the process group of every run still live in ``ws``; their ids.
+
+    Detached runs outlive the test that started them (that is the product); a test
+    that fails halfway must not leave one running for the rest of the session.
+    """
+    from flowdrop_tui.core import locks
+
+    killed = []
+    for lock in sorted((ws / ".flowdrop" / "runs").glob("*/live.lock")):
+        pid = locks.holder_pid(lock)
+        if pid is None:
+            continue
+        try:
+            os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, 9)
+        except ProcessLookupError:
+            continue
+        killed.append(lock.parent.name)
+    return killed
