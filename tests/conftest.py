@@ -137,3 +137,18 @@ def kill_live_runs(ws: Path) -> list[str]:
             continue
         killed.append(lock.parent.name)
     return killed
+
+
+def paused_mid_run(ws: Path, cli: CLI, name: str, body: str) -> str:
+    """Start flow ``name`` (``body`` waits at each round's end while ``ws/hold`` exists)
+    detached, pause it while a round is certainly in flight, and return its id once
+    it is paused — however slow the machine, the batch cannot finish first."""
+    write_flow(ws, name, body)
+    gate = ws / "hold"
+    gate.write_text("")
+    run_id = str(cli.json("run", name, "--detach")["run"])
+    wait_for(lambda: any(e["event"] == "round_started" for e in events(ws, run_id)))
+    cli("pause", run_id, check=0)
+    gate.unlink()
+    wait_for(lambda: cli.json("show", run_id)["status"] == "paused")
+    return run_id

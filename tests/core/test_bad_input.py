@@ -17,7 +17,7 @@ import pytest
 from flowdrop_tui import ensure_resumable, seed_next_turn
 from flowdrop_tui.core import index, locks
 from flowdrop_tui.core.paths import Layout
-from tests.conftest import CLI, events, wait_for, write_flow
+from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 
 COUNTER = """
     from flowdrop_tui import flow
@@ -264,15 +264,7 @@ PAUSABLE = """
 
 
 def paused_run(ws: Path, cli: CLI, name: str = "p") -> str:
-    write_flow(ws, name, PAUSABLE)
-    gate = ws / "hold"
-    gate.write_text("")
-    run_id = str(cli.json("run", name, "--detach")["run"])
-    wait_for(lambda: any(e["event"] == "round_started" for e in events(ws, run_id)))
-    cli("pause", run_id, check=0)
-    gate.unlink()
-    wait_for(lambda: cli.json("show", run_id)["status"] == "paused")
-    return run_id
+    return paused_mid_run(ws, cli, name, PAUSABLE)
 
 
 def test_resume_of_a_run_whose_flow_now_hangs_at_import_is_refused(

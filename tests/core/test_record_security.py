@@ -17,7 +17,7 @@ from flowdrop_tui.core import git, locks, records
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import EventLog, parse_lines
 from flowdrop_tui.core.state import write_atomic
-from tests.conftest import CLI, events, wait_for, write_flow
+from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 
 SESSIONS_FLOW = """
     import os, sys, time
@@ -36,15 +36,7 @@ SESSIONS_FLOW = """
 
 
 def paused(ws: Path, cli: CLI, name: str = "s", body: str = SESSIONS_FLOW) -> str:
-    write_flow(ws, name, body)
-    gate = ws / "hold"
-    gate.write_text("")
-    run_id = str(cli.json("run", name, "--detach")["run"])
-    wait_for(lambda: any(e["event"] == "round_started" for e in events(ws, run_id)))
-    cli("pause", run_id, check=0)
-    gate.unlink()
-    wait_for(lambda: cli.json("show", run_id)["status"] == "paused")
-    return run_id
+    return paused_mid_run(ws, cli, name, body)
 
 
 def record(ws: Path, run_id: str) -> Path:
