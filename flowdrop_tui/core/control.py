@@ -57,9 +57,6 @@ class Inbox:
         self.folder = run_dir / REQUESTS
         self._lock = threading.RLock()
 
-    def pending(self, kind: str) -> bool:
-        return (self.folder / f"{kind}.json").exists()
-
     def take(self) -> list[Request]:
         """Consume every pending request (each is seen exactly once)."""
         taken: list[Request] = []

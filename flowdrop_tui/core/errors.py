@@ -88,13 +88,3 @@ class FlowLoadError(FlowdropError):
 
     code = "FLOW_LOAD_ERROR"
     exit_code = 1
-
-
-class FlowFailedError(FlowdropError):
-    code = "FLOW_FAILED"
-    exit_code = 1
-
-
-class RunCancelledError(FlowdropError):
-    code = "CANCELLED"
-    exit_code = 130

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -266,7 +266,3 @@ def describe_cached(layout: Layout, refs: list[FlowRef]) -> list[FlowInfo | None
 
 def describe_one(layout: Layout, ref: FlowRef) -> FlowInfo:
     return describe(layout, [ref])[0]
-
-
-def as_dict(info: FlowInfo) -> dict[str, Any]:
-    return asdict(info)

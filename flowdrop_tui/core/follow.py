@@ -33,10 +33,6 @@ class RunUpdate:
     dropped: int = 0  # new events left out of ``events`` (only the newest ``keep`` are kept)
     previous: Status | None = None  # the status at the previous poll (None: first poll)
 
-    @property
-    def status_changed(self) -> bool:
-        return self.previous is not None and self.previous != self.info.status
-
 
 class RunFollower:
     """One run, read incrementally. ``poll`` is thread-safe and serialised."""

@@ -41,8 +41,6 @@ TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
 ENDED = TERMINAL | {Status.INTERRUPTED}
 LIVE = frozenset({Status.PENDING, Status.RUNNING})
 
-STATUS_LABELS = {Status.PENDING: "not started"}
-
 
 def now_iso() -> str:
     """ISO-8601 UTC with milliseconds, as every event's ``t``."""
@@ -352,10 +350,6 @@ def load_run(layout: Layout, run_id: str) -> RunInfo:
         raise NotFoundError(f"no run {run_id} in {layout.runs}")
     info = fold(run_id, path, read_events(path / CYCLE))
     return derive_status(info)
-
-
-def is_live(run_dir: Path) -> bool:
-    return locks.holder_pid(run_dir / LIVE_LOCK) is not None
 
 
 def list_run_ids(layout: Layout) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import git, index
 from .errors import FlowdropError, InvalidNameError, NotFoundError
-from .flows import FlowInfo, FlowRef, describe, describe_cached, discover, resolve_flow
+from .flows import FlowInfo, describe, describe_cached, discover, resolve_flow
 from .paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
 from .records import (
     LIVE,
@@ -254,10 +254,3 @@ def run_snapshot(layout: Layout, run_id: str) -> dict[str, Any]:
     """``snapshot RUN``: the run's state in the FlowDrop shape (SPEC §7)."""
     info = load_run(layout, run_id)
     return snapshot_of(info, read_states(info.path / STATE))
-
-
-def flow_ref_or_none(layout: Layout, name: str) -> FlowRef | None:
-    try:
-        return resolve_flow(layout, name)
-    except FlowdropError:
-        return None

@@ -94,10 +94,6 @@ class WorkspaceWatch:
             if self._queue is not None:
                 self._queue.put_nowait(_RESTART)
 
-    @property
-    def followed(self) -> frozenset[str]:
-        return self._followed
-
     def _record_paths(self) -> tuple[list[str], frozenset[str]]:
         paths = [self.workspace]
         if self.root.is_dir():
