@@ -22,6 +22,7 @@ from .core import control, views
 from .core.errors import FlowdropError, FlowLoadError, UsageError
 from .core.execution import Execution
 from .core.flows import FlowRef, describe_one, resolve_flow
+from .core.nesting import clip
 from .core.paths import OUTPUT, Layout, find_workspace
 from .core.records import ENDED, LIVE, Status, list_run_ids, load_run
 from .core.runner import flow_of_key, open_run, reopen_paused
@@ -34,7 +35,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _dump(value: Any) -> str:
-    return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # orjson's own error too: nested past what it writes (a forged record)
+        return orjson.dumps(clip(value), default=str, option=orjson.OPT_INDENT_2).decode()
 
 
 def _err(message: str) -> None:
