@@ -6,6 +6,7 @@ before it becomes a path, so nothing can leave `.flowdrop/` (SPEC §4).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -30,6 +31,12 @@ REQUESTS = "requests"
 
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}$")
 _MAX_NAME = 200
+# Limits that are the filesystem's, so counted in bytes as it counts them: a flow name
+# is one folder name (NAME_MAX, 255 bytes), so any folder the listing shows can run;
+# a key (a flow name or a workspace-relative path) never becomes a path itself.
+_MAX_FLOW_NAME_BYTES = 255
+_MAX_KEY_BYTES = 1024
+_MAX_FILENAME_BYTES = 255
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -71,7 +78,7 @@ def validate_flow_name(name: str) -> str:
     """A flow name is one folder name under `flows/`."""
     if (
         not name
-        or len(name) > _MAX_NAME
+        or len(name.encode(errors="surrogatepass")) > _MAX_FLOW_NAME_BYTES
         or name in (".", "..")
         or name.startswith(".")
         or "/" in name
@@ -91,7 +98,7 @@ def validate_key(key: str) -> str:
     parts = key.split("/")
     if (
         not key
-        or len(key) > _MAX_NAME
+        or len(key.encode(errors="surrogatepass")) > _MAX_KEY_BYTES
         or "\\" in key
         or "\x00" in key
         or _has_control(key)
@@ -104,9 +111,20 @@ def validate_key(key: str) -> str:
     return key
 
 
-def key_filename(key: str) -> str:
-    """A key as one safe file name (keys may hold `/`)."""
-    return quote(validate_key(key), safe="") or "_"
+def key_filename(key: str, suffix: str = "") -> str:
+    """A key as one safe file name (keys may hold `/`), ``suffix`` included.
+
+    Percent-encoding a non-ASCII name multiplies its length (``ä`` is 6 bytes), so a
+    flow name of 42 such letters was listed but could not run: its lock file name
+    passed the filesystem's 255 bytes. A long name keeps a readable prefix and ends
+    in a digest of the whole key, so two keys never share a file."""
+    name = quote(validate_key(key), safe="") or "_"
+    if len(name) + len(suffix) <= _MAX_FILENAME_BYTES:
+        return name + suffix
+    digest = hashlib.sha256(key.encode(errors="surrogatepass")).hexdigest()[:32]
+    prefix = name[: _MAX_FILENAME_BYTES - len(suffix) - len(digest) - 1]
+    prefix = prefix[: prefix.rfind("%")] if "%" in prefix[-2:] else prefix  # no torn %XX
+    return f"{prefix}~{digest}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -154,7 +172,7 @@ class Layout:
         return self.runs / run_id
 
     def key_lock(self, key: str) -> Path:
-        return self.keys / f"{key_filename(key)}.lock"
+        return self.keys / key_filename(key, ".lock")
 
     def rel(self, path: Path) -> str:
         """A path relative to the workspace with `/` separators (or absolute if outside)."""

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import CLI, events, wait_for, write_flow
 
@@ -119,3 +123,127 @@ def test_detach_returns_when_the_run_prints_more_than_a_pipe_holds_before_answer
     assert [e["outcome"] for e in events(workspace, run_id) if e["event"] == "ended"] == [
         "completed"
     ]
+
+
+# -- item 10: what a flow folder holds besides code ---------------------------------------------
+
+
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (600 << 20, 600 << 20))
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link-to-dev-zero", "huge-data-file", "link-out"])
+def test_a_flow_folder_holding_no_ordinary_file_never_hangs_or_fills_memory(
+    workspace: Path, cli: CLI, tmp_path: Path, planted: str
+) -> None:
+    """Guards against `flows` and `run` hanging forever on a FIFO in a flow folder,
+    growing without bound reading a link to /dev/zero, and reading a big data file
+    whole on every listing (here a 1 GiB one under a 600 MiB memory limit)."""
+    folder = write_flow(workspace, "hostile", ONE_ROUND)
+    write_flow(workspace, "plain", ONE_ROUND)
+    if planted == "fifo":
+        os.mkfifo(folder / "pipe")
+    elif planted == "link-to-dev-zero":
+        (folder / "zero").symlink_to("/dev/zero")
+    elif planted == "huge-data-file":
+        with open(folder / "data.bin", "wb") as handle:
+            handle.truncate(1 << 30)  # sparse: costs no disk
+    else:
+        outside = tmp_path / "outside.txt"
+        outside.write_text("v1")
+        (folder / "notes.txt").symlink_to(outside)
+    for _ in range(2):  # cold, then from the cache
+        listed = subprocess.run(
+            [sys.executable, "-m", "flowdrop_tui", "flows", "--json"],
+            cwd=workspace,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=_limit_memory,
+        )
+        assert listed.returncode == 0, listed.stderr
+        rows = {row["name"]: row for row in orjson.loads(listed.stdout)}
+        assert rows["hostile"]["resumable"] is True and rows["hostile"]["error"] is None
+        assert rows["plain"]["resumable"] is True
+    cli("run", "hostile", timeout=60, check=0)
+    if planted == "huge-data-file":  # a change to the data is still a change
+        with open(folder / "data.bin", "r+b") as handle:
+            handle.truncate((1 << 30) + 1)
+        from flowdrop_tui.core.flows import DescribeCache, discover
+        from flowdrop_tui.core.paths import Layout
+
+        layout = Layout(workspace)
+        before = DescribeCache(layout).entries["flows/hostile"]["hash"]
+        cli("flows", timeout=60, check=0)
+        assert DescribeCache(layout).entries["flows/hostile"]["hash"] != before
+        assert [ref.name for ref in discover(layout)] == ["hostile", "plain"]
+
+
+# -- item 18: names, hints and first imports ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ä" * 45, "日本" * 40, "ü" * 127, "é" * 20 + "x" * 200])
+def test_a_long_non_ascii_flow_name_that_is_listed_also_runs(
+    workspace: Path, cli: CLI, name: str
+) -> None:
+    """Guards against a non-ASCII flow name over ~41 characters being listed but
+    refused by `run` ("File name too long": its key lock's file name, percent-encoded,
+    passed 255 bytes), and names listed that `run` calls invalid."""
+    write_flow(workspace, name, ONE_ROUND)
+    listed = [row["name"] for row in cli.json("flows")]
+    assert listed == [name]
+    cli("run", name, check=0)
+    again = cli("run", name, check=0)  # picked up: the same key, the same lock
+    assert "picked up from" in again.stderr
+    assert cli.json("flows")[0]["round"] == 2
+
+
+def test_the_pick_up_hint_of_a_run_whose_record_names_no_flow_never_says_none(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards against `stop`/`pause`/`resume` of an ended run whose record lost its
+    creation suggesting `flowdrop-tui run None --from RUN`."""
+    write_flow(workspace, "p", ONE_ROUND)
+    cli("run", "p", check=0)
+    run_id = only_run(workspace)
+    (workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl").write_bytes(b"\x00junk\n")
+    for verb in ("stop", "pause", "resume"):
+        done = cli(verb, run_id, check=3)
+        assert "None" not in done.stderr, done.stderr
+        assert f"run FLOW --from {run_id}" in done.stderr and "cycle.jsonl" in done.stderr
+
+
+SLOW_ONCE = """
+    import pathlib, time
+    from flowdrop_tui import flow
+
+    mark = pathlib.Path(__file__).parents[2] / "imported-once"
+    if not mark.exists():  # a cold first import: over the 5 s limit, once
+        mark.write_text("")
+        time.sleep(8)
+
+    @flow(resumable=True)
+    def main(run):
+        return "ran"
+"""
+
+
+def test_a_flow_slow_only_on_its_first_import_is_asked_again(workspace: Path, cli: CLI) -> None:
+    """Guards against a flow whose first import took over 5 s being cached as "did not
+    answer" (listed so, and `run` refused) until its file changed."""
+    write_flow(workspace, "slow", SLOW_ONCE)
+    assert "did not answer" in cli.json("flows")[0]["error"]
+    cli("run", "slow", check=0)  # `run` asks the flow again
+    assert cli.json("flows")[0]["error"] is None
+    # a listing asks again too, once the timeout is old enough
+    (workspace / "imported-once").unlink()
+    with open(workspace / "flows" / "slow" / "flow.py", "a") as handle:
+        handle.write("# changed\n")
+    assert "did not answer" in cli.json("flows")[0]["error"]
+    cache = workspace / ".flowdrop" / "cache" / "flows.json"
+    data = orjson.loads(cache.read_bytes())
+    data["entries"]["flows/slow"]["t"] -= 3600
+    cache.write_bytes(orjson.dumps(data))
+    assert cli.json("flows")[0]["error"] is None
