@@ -60,6 +60,8 @@ class Inbox:
     def take(self) -> list[Request]:
         """Consume every pending request (each is seen exactly once)."""
         taken: list[Request] = []
+        if self.folder.is_symlink():
+            return taken  # a link planted in the record: never read or delete through it
         with self._lock:
             for kind in KINDS:
                 path = self.folder / f"{kind}.json"
@@ -85,13 +87,13 @@ def live_pid(run_dir: Path) -> int | None:
     return locks.holder_pid(run_dir / LIVE_LOCK)
 
 
-def _post(info: RunInfo, kind: str, by: dict[str, Any]) -> bool:
+def _post(layout: Layout, info: RunInfo, kind: str, by: dict[str, Any]) -> bool:
     """Leave a request for the run; False when one of that kind is already pending."""
-    folder = info.path / REQUESTS
-    folder.mkdir(exist_ok=True)
+    folder = layout.folder(info.path / REQUESTS)  # never through a link (a planted one)
     path = folder / f"{kind}.json"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, flags, 0o644)
     except FileExistsError:
         return False
     try:
@@ -167,12 +169,12 @@ def stop(
         _refuse_ended(info, "stop")
     escalate = now or info.stop_pending or (info.path / REQUESTS / f"{STOP}.json").exists()
     if escalate:
-        _post(info, STOP_NOW, by)
+        _post(layout, info, STOP_NOW, by)
         pid = live_pid(info.path)
         if pid is not None:
             interrupt(pid)
         return f"run {run_id} is stopping now (its round in flight is interrupted)"
-    _post(info, STOP, by)
+    _post(layout, info, STOP, by)
     return (
         f"run {run_id} will stop after round {info.round} "
         f"(stop again, or stop --now, to stop it at once)"
@@ -189,7 +191,7 @@ def pause(layout: Layout, run_id: str, *, by: dict[str, Any] | None = None) -> s
             f"run {run_id} is already paused; resume it with: flowdrop-tui resume {run_id}",
             ALREADY_PAUSED,
         )
-    if info.pause_pending or info.stop_pending or not _post(info, PAUSE, by):
+    if info.pause_pending or info.stop_pending or not _post(layout, info, PAUSE, by):
         what = "a stop" if info.stop_pending else "a pause"
         raise SignalRefusedError(
             f"run {run_id} already has {what} pending; it acts on it after round {info.round}",

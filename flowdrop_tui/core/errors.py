@@ -71,6 +71,13 @@ class RecordsUnwritableError(RefusedError):
     code = "RECORDS_UNWRITABLE"
 
 
+class LinkRefusedError(RecordsUnwritableError, OSError):
+    """A link where the engine writes under ``.flowdrop/``: never written through.
+
+    Also an ``OSError``, so every place that carries on when a cache cannot be
+    written (the index, the describe cache) carries on the same way."""
+
+
 class SignalRefusedError(RefusedError):
     """INT-16: a stop, pause or resume the run cannot take (codes below)."""
 

@@ -294,7 +294,7 @@ class DescribeCache:
     def save(self) -> None:
         try:
             self.layout.ensure()  # .flowdrop/ is created on first use, with its .gitignore
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.layout.folder(self.path.parent)  # never through a link (a planted cache/)
             data = orjson.dumps({"v": CACHE_VERSION, "entries": self.entries})
             write_atomic(self.path, data, durable=False)  # a cache: losing it costs a re-read
         except (OSError, FlowdropError):

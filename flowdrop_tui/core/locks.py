@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .paths import refuse_link
+
 # struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
 _FLOCK = "hhqqi" + "x" * 4
 
@@ -130,7 +132,12 @@ def exclusive(path: Path) -> Iterator[None]:
     Used for the index, whose lock is only ever held for a read-modify-write: a
     separate open file description per entry makes threads exclude each other too.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link planted in its place: refused, naming it
+            refuse_link(path)
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -10,13 +10,14 @@ import hashlib
 import os
 import re
 import secrets
+import stat
 import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import InvalidNameError, NotFoundError, RecordsUnwritableError
+from .errors import InvalidNameError, LinkRefusedError, NotFoundError, RecordsUnwritableError
 
 RECORDS_DIR = ".flowdrop"
 FLOWS_DIR = "flows"
@@ -181,14 +182,42 @@ class Layout:
         except ValueError:
             return str(path)
 
+    def folder(self, path: Path) -> Path:
+        """``path``, a folder under ``.flowdrop/``, made if missing; refused when it or a
+        folder between it and ``.flowdrop/`` is a link (``refuse_link``)."""
+        current = self.root
+        for part in path.relative_to(self.root).parts:
+            current = current / part
+            refuse_link(current)
+            try:
+                current.mkdir()
+            except FileExistsError:
+                refuse_link(current)  # (made meanwhile: looked at again)
+        return path
+
     def ensure(self) -> None:
-        """Create `.flowdrop/` (with a `.gitignore` of `*`) on first use."""
+        """Create `.flowdrop/` (with a `.gitignore` of `*`) on first use.
+
+        ``.flowdrop`` itself may be a link (records kept on another disk is a choice a
+        user makes); nothing *inside* it is written through a link (docs/decisions.md)."""
         try:
-            self.runs.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.folder(self.runs)
             ignore = self.root / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("*\n")
-            self.keys.mkdir(exist_ok=True)
+            refuse_link(ignore)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(ignore, flags, 0o644)
+            except FileExistsError:
+                refuse_link(ignore)
+            else:
+                try:
+                    os.write(fd, b"*\n")
+                finally:
+                    os.close(fd)
+            self.folder(self.keys)
+        except LinkRefusedError:
+            raise
         except OSError as exc:
             raise RecordsUnwritableError(
                 f"cannot write run records under {self.root}: {exc.strerror or exc}; "
@@ -212,6 +241,23 @@ class Layout:
                     f"cannot write run records in {folder}: {exc.strerror or exc}; "
                     "make it writable (or free some space) and run again"
                 ) from exc
+
+
+def refuse_link(path: Path) -> None:
+    """Refuse, naming it, a link where the engine writes under ``.flowdrop/``.
+
+    A link planted at ``.gitignore``, ``index.lock``, ``cache/``, ``transcripts/`` or a
+    run's ``requests/`` had the engine write (or delete) files outside ``.flowdrop/``.
+    """
+    try:
+        is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return  # not there (yet): the caller creates it without following anything
+    if is_link:
+        raise LinkRefusedError(
+            f"{path} is a link; the engine never writes through a link inside "
+            f"{RECORDS_DIR}/ — remove the link (the engine makes its own) and try again"
+        )
 
 
 def find_workspace(cwd: Path | None = None, override: str | os.PathLike[str] | None = None) -> Path:

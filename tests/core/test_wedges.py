@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -247,3 +248,89 @@ def test_a_flow_slow_only_on_its_first_import_is_asked_again(workspace: Path, cl
     data["entries"]["flows/slow"]["t"] -= 3600
     cache.write_bytes(orjson.dumps(data))
     assert cli.json("flows")[0]["error"] is None
+
+
+# -- item 17: links planted inside .flowdrop/ ---------------------------------------------------
+
+SESSION_FLOW = """
+    from flowdrop_tui import flow
+
+    @flow(resumable=True)
+    def main(run):
+        for r in run.rounds(range(1)):
+            run.session("command", ["echo", "hi"])
+        return "ok"
+"""
+
+
+@pytest.mark.parametrize("planted", [".gitignore", "index.lock", "keys", "cache", "transcripts"])
+def test_a_link_planted_inside_the_records_folder_is_never_written_through(
+    workspace: Path, cli: CLI, tmp_path: Path, planted: str
+) -> None:
+    """Guards against links at `.flowdrop/.gitignore`, `index.lock`, `keys/`, `cache/`
+    and `transcripts/` making the engine write files outside `.flowdrop/`."""
+    write_flow(workspace, "s", SESSION_FLOW)
+    root = workspace / ".flowdrop"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    if planted in (".gitignore", "index.lock"):
+        (root / planted).symlink_to(outside)  # dangling: writing through it creates it
+    else:
+        outside.mkdir()
+        (root / planted).symlink_to(outside, target_is_directory=True)
+    listed = cli("flows", "--json", check=0)  # listing still works
+    assert orjson.loads(listed.stdout)[0]["resumable"] is True
+    done = cli("run", "s")
+    # A refusal up front is clean; a session refused mid-run fails the flow as any
+    # exception the flow does not catch does (its traceback goes to output.log).
+    assert done.returncode == 1 or "Traceback" not in done.stderr
+    if planted == "cache":  # a cache: not kept, and the run goes on
+        assert done.returncode == 0, done.stderr
+    else:  # refused up front (3), or the session refused mid-run (1), naming the link
+        assert done.returncode in (1, 3), done.stderr
+        assert f"{root / planted} is a link" in done.stderr + _output_logs(root)
+    if planted in (".gitignore", "index.lock"):
+        assert not outside.exists()
+    else:
+        assert list(outside.iterdir()) == []
+
+
+def _output_logs(root: Path) -> str:
+    """What the runs in ``root`` recorded as their errors (a session refused mid-run)."""
+    found = []
+    for cycle in root.glob("runs/*/cycle.jsonl"):
+        found.append(cycle.read_text(errors="replace"))
+    return "".join(found)
+
+
+LOOPING = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow()
+    def main(run):
+        for r in run.rounds():
+            time.sleep(0.05)
+"""
+
+
+def test_a_link_planted_at_a_live_runs_requests_folder_is_refused(
+    workspace: Path, cli: CLI, tmp_path: Path
+) -> None:
+    """Guards against `stop`/`pause` writing their request through a link left in
+    place of a live run's `requests/` folder (and the run deleting files through it)."""
+    write_flow(workspace, "loop", LOOPING)
+    run_id = cli.json("run", "loop", "--detach")["run"]
+    wait_for(lambda: any(e["event"] == "round_started" for e in events(workspace, run_id)))
+    requests = workspace / ".flowdrop" / "runs" / run_id / "requests"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "pause.json").write_text("{}")  # the run must not consume (delete) it
+    requests.rmdir()
+    requests.symlink_to(outside, target_is_directory=True)
+    for verb in ("stop", "pause"):
+        done = cli(verb, run_id, check=3)
+        assert f"{requests} is a link" in done.stderr
+    time.sleep(0.5)  # rounds go on meanwhile: the run looks at its inbox between rounds
+    assert sorted(p.name for p in outside.iterdir()) == ["pause.json"]
+    assert cli.json("show", run_id)["status"] == "running"
