@@ -1,4 +1,4 @@
-"""The write-through state mapping and the atomic writer (SPEC §5).
+"""The write-through state mapping (SPEC §5): every key set saved before it returns.
 
 Setting or deleting a key writes the run's whole ``state.json`` again before
 the call returns: the new bytes synced to disk, then published in one atomic
