@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import InvalidNameError, LinkRefusedError, NotFoundError, RecordsUnwritableError
+from flowdrop_tui.core.errors import (
+    InvalidNameError,
+    LinkRefusedError,
+    NotFoundError,
+    RecordsUnwritableError,
+)
 
 RECORDS_DIR = ".flowdrop"
 FLOWS_DIR = "flows"

@@ -172,7 +172,7 @@ def test_a_flow_folder_holding_no_ordinary_file_never_hangs_or_fills_memory(
     if planted == "huge-data-file":  # a change to the data is still a change
         with open(folder / "data.bin", "r+b") as handle:
             handle.truncate((1 << 30) + 1)
-        from flowdrop_tui.core.flows import DescribeCache, discover
+        from flowdrop_tui.core.flows.discovery import DescribeCache, discover
         from flowdrop_tui.core.paths import Layout
 
         layout = Layout(workspace)
