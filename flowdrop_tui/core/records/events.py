@@ -12,6 +12,7 @@ import os
 import pwd
 import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -120,25 +121,79 @@ def parse_lines(raw: bytes) -> list[dict[str, Any]]:
     return events
 
 
+READ_CHUNK = 1 << 20  # a record is read this much at a time: a huge one streams
+MAX_LINE = 64 << 20  # a longer line is skipped as junk (the engine writes none this long)
+
+
+def line_batches(
+    fd: int, offset: int = 0, end: int | None = None, chunk: int = READ_CHUNK
+) -> Iterator[tuple[bytes, int]]:
+    """Whole lines of ``fd`` from ``offset``, in batches of about ``chunk`` bytes:
+    ``(lines, offset just past them)``. A line longer than a chunk is read whole (up to
+    ``MAX_LINE``: then it is passed over, yielded as ``b""``); a last line without its
+    newline (being written, or torn) is not yielded."""
+    end = os.fstat(fd).st_size if end is None else end
+    carry = bytearray()
+    skipping = False
+    position = offset
+    while position < end:
+        data = os.pread(fd, min(chunk, end - position), position)
+        if not data:
+            return
+        start = position
+        position += len(data)
+        if skipping:
+            first = data.find(b"\n")
+            if first < 0:
+                continue
+            skipping = False
+            data, start = data[first + 1 :], start + first + 1
+            if data.rfind(b"\n") < 0:
+                yield b"", start  # past the over-long line
+        last = data.rfind(b"\n")
+        if last < 0:
+            carry += data
+            if len(carry) > MAX_LINE:
+                carry.clear()
+                skipping = True
+            continue
+        lines = bytes(carry) + data[: last + 1]
+        carry[:] = data[last + 1 :]
+        yield lines, start + last + 1
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every event in the record at ``path``, read a chunk at a time."""
+    return [event for batch in event_batches(path) for event in batch]
+
+
+def event_batches(path: Path) -> Iterator[list[dict[str, Any]]]:
+    """The record's events a chunk at a time (a huge record never sits in memory whole),
+    its last line too when it parses without its newline."""
     try:
-        return parse_lines(path.read_bytes())
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return []
+        return
+    try:
+        size = os.fstat(fd).st_size
+        done = 0
+        for lines, after in line_batches(fd, 0, size):
+            done = after
+            yield parse_lines(lines)
+        if done < size:
+            yield parse_lines(os.pread(fd, min(size - done, MAX_LINE), done))
+    except OSError:
+        return
+    finally:
+        os.close(fd)
 
 
 def read_first_event(path: Path) -> dict[str, Any] | None:
     """The first event (``created``) without reading the whole file."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(16384)
-    except OSError:
-        return None
-    newline = head.find(b"\n")
-    events = parse_lines(head if newline < 0 else head[:newline])
-    if not events:
-        events = read_events(path)[:1]
-    return events[0] if events else None
+    for batch in event_batches(path):
+        if batch:
+            return batch[0]
+    return None
 
 
 def _position(value: Any) -> dict[str, Any]:
@@ -348,8 +403,10 @@ def load_run(layout: Layout, run_id: str) -> RunInfo:
     path = layout.run_dir(run_id)
     if not path.is_dir():
         raise NotFoundError(f"no run {run_id} in {layout.runs}")
-    info = fold(run_id, path, read_events(path / CYCLE))
-    return derive_status(info)
+    run = RunFold(run_id, path)
+    for batch in event_batches(path / CYCLE):
+        run.feed(batch)
+    return derive_status(run.info)
 
 
 def list_run_ids(layout: Layout) -> list[str]:
