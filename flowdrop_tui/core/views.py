@@ -20,16 +20,18 @@ from flowdrop_tui.core.flows.discovery import (
     resolve_flow,
 )
 from flowdrop_tui.core.paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records import folded, index
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
     RunInfo,
+    Status,
     list_run_ids,
     load_run,
     read_events,
     read_first_event,
 )
+from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.run.plan import snapshot_of
 
@@ -54,12 +56,21 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
         }
         last = entry.get("last_run")
         if isinstance(last, str) and entry.get("status") not in {str(s) for s in TERMINAL}:
-            try:
-                run = load_run(layout, last)
-                row["status"] = str(run.status)
-                row["round"] = run.key_rounds.get(info.name, row["round"])
-            except FlowdropError:
+            if not (layout.runs / last).is_dir():
                 row["status"] = None
+                rows.append(row)
+                continue
+            # Behind its record (a killed run): repaired from the record, and written
+            # once the run no longer moves, so a big record is not re-read every time.
+            fixed = index.repair(layout, info.name, entry) or entry
+            row["round"] = int(fixed.get("round") or 0)
+            recorded = fixed.get("status")
+            live = recorded in {str(s) for s in LIVE}
+            row["status"] = (
+                str(Status.INTERRUPTED)
+                if live and live_pid(layout.runs / last) is None
+                else recorded
+            )
         rows.append(row)
     return rows
 
@@ -114,7 +125,7 @@ def run_rows(layout: Layout, key: str | None = None) -> list[RunInfo]:
             if first is not None and first.get("event") == "created" and first.get("key") != key:
                 continue  # the cheap test: most runs are told apart by their first line
         try:
-            info = load_run(layout, run_id)
+            info = folded.load_run(layout, run_id)  # a big record: only what it appended
         except FlowdropError:
             continue
         if key is None or info.key == key:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -334,3 +335,71 @@ def test_a_link_planted_at_a_live_runs_requests_folder_is_refused(
     time.sleep(0.5)  # rounds go on meanwhile: the run looks at its inbox between rounds
     assert sorted(p.name for p in outside.iterdir()) == ["pause.json"]
     assert cli.json("show", run_id)["status"] == "running"
+
+
+# -- item 15: one huge record of a dead run -----------------------------------------------------
+
+
+def _grow_record(cycle: Path, key: str, rounds: int) -> int:
+    """Append ``rounds`` rounds to a record as a fast loop would; the last round's number."""
+    lines = [orjson.loads(line) for line in cycle.read_bytes().splitlines() if line.strip()]
+    last = max((e["round"] for e in lines if e["event"] == "round_started"), default=0)
+    out = bytearray()
+    for n in range(last + 1, last + 1 + rounds):
+        t = "2026-01-01T00:00:00.000Z"
+        out += orjson.dumps({"t": t, "event": "round_started", "key": key, "round": n}) + b"\n"
+        out += (
+            orjson.dumps({"t": t, "event": "round_ended", "key": key, "round": n, "outcome": "ok"})
+            + b"\n"
+        )
+    with open(cycle, "ab") as handle:
+        handle.write(out)
+    return last + rounds
+
+
+def _listing(ws: Path, *args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "flowdrop_tui", *args, "--json"],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_memory_tight,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return orjson.loads(done.stdout)
+
+
+def _limit_memory_tight() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (320 << 20, 320 << 20))
+
+
+def test_a_huge_record_of_a_dead_run_is_folded_once_in_bounded_memory(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards against every `flows`/`runs` re-reading a dead run's huge record whole
+    (a 183 MB one: 4–5 s and 1.35 GB each) to repair its index entry, never written."""
+    write_flow(workspace, "fast", LOOPING)
+    run_id = cli.json("run", "fast", "--detach")["run"]
+    wait_for(lambda: any(e["event"] == "round_started" for e in events(workspace, run_id)))
+    from tests.conftest import kill_live_runs
+
+    assert kill_live_runs(workspace) == [run_id]  # killed -9: its entry is left behind
+    wait_for(lambda: cli.json("show", run_id)["status"] == "interrupted")
+    cycle = workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
+    last = _grow_record(cycle, "fast", 400_000)  # about 50 MB
+    assert cycle.stat().st_size > 40 << 20
+    for _ in range(2):
+        rows = _listing(workspace, "flows")
+        assert rows[0]["status"] == "interrupted" and rows[0]["round"] == last
+        runs = _listing(workspace, "runs")
+        assert runs[0]["status"] == "interrupted" and runs[0]["last_round"] == last
+    # the repair was written once: the index itself now says what the record says
+    entry = orjson.loads((workspace / ".flowdrop" / "index.json").read_bytes())["keys"]["fast"]
+    assert entry["round"] == last and entry["status"] == "running"
+    # and later reads fold only what was appended since
+    more = _grow_record(cycle, "fast", 3)
+    assert _listing(workspace, "runs")[0]["last_round"] == more
+    assert _listing(workspace, "flows")[0]["round"] == more

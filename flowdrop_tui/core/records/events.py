@@ -275,7 +275,7 @@ class RunFold:
 
     def __init__(self, run_id: str, path: Path) -> None:
         self.info = RunInfo(run=run_id, path=path)
-        self._in_round_main = False
+        self.in_round_main = False
 
     def feed(self, events: list[dict[str, Any]]) -> RunInfo:
         """Fold ``events`` (the next lines of the record, in order); returns the run so far."""
@@ -321,7 +321,7 @@ class RunFold:
                 if key == info.key:
                     info.rounds += 1
                     info.last_round = max(number, info.last_round or 0)
-                    self._in_round_main = True
+                    self.in_round_main = True
                     info.position["currentNodeId"] = key
                     if isinstance(ev.get("index"), int):
                         info.position["iterator"] = ev["index"]
@@ -330,14 +330,14 @@ class RunFold:
         elif name == "round_ended":
             key = ev.get("key")
             if key == info.key:
-                self._in_round_main = False
+                self.in_round_main = False
                 if ev.get("outcome") == "ok":
                     info.position["iterationCount"] += 1
                     if isinstance(ev.get("index"), int):
                         info.position["iterator"] = ev["index"] + 1
                 info.position["currentNodeId"] = ""
             else:
-                info.position["currentNodeId"] = info.key if self._in_round_main else ""
+                info.position["currentNodeId"] = info.key if self.in_round_main else ""
         elif name == "call_started":
             key = ev.get("key")
             if isinstance(key, str):
@@ -348,7 +348,7 @@ class RunFold:
                 if isinstance(first, int) and key not in info.key_rounds:
                     info.key_rounds[key] = first - 1
         elif name == "call_ended":
-            info.position["currentNodeId"] = (info.key or "") if self._in_round_main else ""
+            info.position["currentNodeId"] = (info.key or "") if self.in_round_main else ""
         elif name == "warning":
             info.warnings.append(str(ev.get("message", "")))
         elif name == "stop_requested":

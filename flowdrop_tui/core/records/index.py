@@ -25,7 +25,9 @@ import orjson
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
+from flowdrop_tui.core.records import folded
 from flowdrop_tui.core.records.events import (
+    LIVE,
     TERMINAL,
     RunInfo,
     Status,
@@ -34,6 +36,7 @@ from flowdrop_tui.core.records.events import (
     read_events,
 )
 from flowdrop_tui.core.records.folder import is_abandoned
+from flowdrop_tui.core.records.liveness import live_pid
 
 INDEX_VERSION = 1
 Entry = dict[str, Any]
@@ -282,24 +285,26 @@ def lookup(layout: Layout, key: str) -> Entry | None:
     if entry is None:
         return None
     if entry.get("status") not in {str(s) for s in TERMINAL}:
-        repaired = _repair(layout, key, entry)
+        repaired = repair(layout, key, entry)
         if repaired is not None:
             entry = repaired
     return dict(entry)
 
 
-def _repair(layout: Layout, key: str, entry: Entry) -> Entry | None:
+def repair(layout: Layout, key: str, entry: Entry) -> Entry | None:
     """An entry still saying live or paused may be behind its record (killed mid-update)."""
     run_id = entry["last_run"]
     run_dir = layout.runs / run_id
-    info = fold(run_id, run_dir, read_events(run_dir / CYCLE))
+    info = folded.fold_run(layout, run_id, run_dir)  # a big record: only what it appended
     status = str(info.recorded)
     round_ = info.key_rounds.get(key, entry.get("round", 0))
     if status == entry.get("status") and round_ == entry.get("round"):
         return None
     fixed = {**entry, "status": status, "round": round_}
-    if info.recorded in (Status.PENDING, Status.RUNNING):
-        return fixed  # live or interrupted: the round moves on; not worth a write per read
+    if info.recorded in LIVE and live_pid(run_dir) is not None:
+        return fixed  # live: the round moves on; not worth a write per read
+    # Ended, paused, or dead (interrupted): the record no longer moves, so the repair is
+    # written once, under the index lock, instead of recomputed by every reader.
     with contextlib.suppress(OSError):
         set_entries(layout, [(key, fixed)])
     return fixed
