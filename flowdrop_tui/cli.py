@@ -322,7 +322,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     layout = _layout(args)
     from flowdrop_tui.core.records import index
 
-    data = index.rebuild(layout)
+    data = index.rebuild(layout, strict=True)
     count = len(list_run_ids(layout))
     if args.json:
         print(_dump({"runs": count, "keys": len(data["keys"])}))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -403,3 +404,48 @@ def test_a_huge_record_of_a_dead_run_is_folded_once_in_bounded_memory(
     more = _grow_record(cycle, "fast", 3)
     assert _listing(workspace, "runs")[0]["last_round"] == more
     assert _listing(workspace, "flows")[0]["round"] == more
+
+
+# -- item 11: a stopped process holding the index lock ------------------------------------------
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_stopped_process_holding_the_index_lock_never_blocks_a_run(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards against a Ctrl-Z'd `reindex` (here: a stopped process holding
+    index.lock) blocking every run start and end silently: runs carry on without the
+    index after a deadline, naming the holder, and the index is exact once it is free."""
+    write_flow(workspace, "p", ONE_ROUND.replace("range(1)", "range(2)"))
+    cli("run", "p", check=0)
+    lock = workspace / ".flowdrop" / "index.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        os.kill(holder.pid, signal.SIGSTOP)  # as Ctrl-Z would
+        done = cli("run", "p", timeout=45, check=0)
+        assert f"process {holder.pid}" in done.stderr and str(lock) in done.stderr
+        assert "picked up from" in done.stderr  # the pick-up was still right
+        rows = orjson.loads(cli("flows", "--json", timeout=45, check=0).stdout)
+        assert rows[0]["round"] == 4 and rows[0]["status"] == "completed"
+        refused = cli("reindex", timeout=45, check=3)
+        assert f"process {holder.pid}" in refused.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    third = cli("run", "p", timeout=45, check=0)
+    assert f"process {holder.pid}" not in third.stderr
+    runs = sorted(p.name for p in (workspace / ".flowdrop" / "runs").iterdir())
+    entry = orjson.loads((workspace / ".flowdrop" / "index.json").read_bytes())["keys"]["p"]
+    assert entry["last_run"] == entry["source"] == runs[-1]
+    assert entry["round"] == 6 and entry["status"] == "completed"
+    assert not (workspace / ".flowdrop" / "index.stale").exists()

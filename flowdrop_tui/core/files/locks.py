@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from flowdrop_tui.core.errors import LockTimeoutError
 from flowdrop_tui.core.paths import refuse_link
 
 # struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
@@ -127,17 +128,14 @@ def read_content(path: Path) -> str:
         return ""
 
 
-class LockTimeout(OSError):
-    """A lock still held by another process when the wait for it ran out.
-
-    An ``OSError``: its callers treat the index (the only thing behind such a lock)
-    as the cache it is, and carry on without it."""
+class LockTimeout(LockTimeoutError):
+    """A lock still held by another process when the wait for it ran out."""
 
     def __init__(self, path: Path, waited: float, holder: int | None) -> None:
         who = f"process {holder}{_command_of(holder)}" if holder else "another process"
         super().__init__(
             f"{path} is held by {who} for more than {waited:g} s (stopped with Ctrl-Z? "
-            f"resume it with `fg`, or end it); carrying on without the index"
+            "continue it with `fg`, or end it)"
         )
         self.path = path
         self.holder = holder
@@ -149,10 +147,12 @@ def _command_of(pid: int | None) -> str:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return ""
-    words = [os.path.basename(w.decode(errors="replace")) for w in argv if w]
+    words = [w.decode(errors="replace") for w in argv if w]
+    if words:
+        words[0] = os.path.basename(words[0])
     if len(words) > 2 and words[1:3] == ["-m", "flowdrop_tui"]:
         words = ["flowdrop-tui", *words[3:]]
-    text = " ".join(words)
+    text = " ".join(" ".join(words).split())
     return f" ({text[:80]})" if text else ""
 
 

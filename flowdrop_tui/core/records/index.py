@@ -39,6 +39,12 @@ from flowdrop_tui.core.records.folder import is_abandoned
 from flowdrop_tui.core.records.liveness import live_pid
 
 INDEX_VERSION = 1
+# How long a writer waits for the index lock before it carries on without the index
+# (a holder stopped with Ctrl-Z would otherwise block every run start and end for
+# good), and how long a reader waits to rebuild it before answering from the records.
+WRITE_WAIT = 5.0
+READ_WAIT = 1.0
+STALE = "index.stale"
 Entry = dict[str, Any]
 Index = dict[str, Any]
 
@@ -96,8 +102,28 @@ def _valid(data: Any) -> bool:
     return isinstance(keys, dict) and all(_valid_entry(entry) for entry in keys.values())
 
 
+def invalidate(layout: Layout) -> None:
+    """Say the index is behind the records: a writer could not take the lock.
+
+    The mark is removed only by a holder of the lock, *before* it rescans the
+    records, so a change made before the mark is always seen by a later rescan, and
+    one made after it leaves the mark in place (``_rescan_locked``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(OSError):
+        os.close(os.open(layout.root / STALE, flags, 0o644))
+
+
+def _rescan_locked(layout: Layout) -> Index:
+    with contextlib.suppress(FileNotFoundError):
+        (layout.root / STALE).unlink()
+    return _scan(layout)
+
+
 def read(layout: Layout) -> Index | None:
-    """The index as on disk, or ``None`` when missing, unreadable or of another version."""
+    """The index as on disk, or ``None`` when missing, unreadable, of another version,
+    or marked behind the records (``invalidate``)."""
+    if os.path.lexists(layout.root / STALE):
+        return None
     try:
         data = orjson.loads(layout.index.read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -183,13 +209,19 @@ def _sweep_half_made(layout: Layout) -> None:
             shutil.rmtree(layout.runs / name, ignore_errors=True)
 
 
-def rebuild(layout: Layout) -> Index:
-    """Rebuild the index from the records (``flowdrop-tui reindex``)."""
+def rebuild(layout: Layout, *, strict: bool = False) -> Index:
+    """Rebuild the index from the records (``flowdrop-tui reindex``: ``strict``, which
+    reports a lock held too long; otherwise the records' answer is returned anyway)."""
     layout.ensure()
-    with locks.exclusive(layout.index_lock):
-        _sweep_half_made(layout)
-        data = _scan(layout)
-        _write(layout, data)
+    try:
+        with locks.exclusive(layout.index_lock, wait=WRITE_WAIT):
+            _sweep_half_made(layout)
+            data = _rescan_locked(layout)
+            _write(layout, data)
+    except locks.LockTimeout:
+        if strict:
+            raise
+        return _scan(layout)
     return data
 
 
@@ -197,7 +229,7 @@ def update_locked(layout: Layout, change: Callable[[dict[str, Entry]], None]) ->
     """``update`` for a caller that already holds the index lock."""
     data = read(layout)
     if data is None:
-        data = _scan(layout)
+        data = _rescan_locked(layout)
     change(data["keys"])
     try:
         _write(layout, data)
@@ -212,8 +244,12 @@ def update_locked(layout: Layout, change: Callable[[dict[str, Entry]], None]) ->
 def update(layout: Layout, change: Callable[[dict[str, Entry]], None]) -> None:
     """Apply ``change`` to the keys under the lock; rebuild first if the index is unusable."""
     layout.ensure()
-    with locks.exclusive(layout.index_lock):
-        update_locked(layout, change)
+    try:
+        with locks.exclusive(layout.index_lock, wait=WRITE_WAIT):
+            update_locked(layout, change)
+    except locks.LockTimeout:
+        invalidate(layout)  # carried on without it: readers rebuild once the lock is free
+        raise
 
 
 def set_entries(layout: Layout, entries: Iterable[tuple[str, Entry]]) -> None:
@@ -261,18 +297,19 @@ def load(layout: Layout, key: str | None = None) -> Index:
     if not layout.root.is_dir():
         return _empty()
     try:
-        with locks.exclusive(layout.index_lock):
+        with locks.exclusive(layout.index_lock, wait=READ_WAIT):
             # A run being created holds this lock while its entry is ahead of its
             # record; once we have the lock, look again before rebuilding.
             data = read(layout)
             if data is not None and not _stale(layout, data, key):
                 return data
             _sweep_half_made(layout)  # a kill during creation is what leaves the index stale
-            data = _scan(layout)
+            data = _rescan_locked(layout)
             _write(layout, data)
             return data
     except OSError:
-        return _scan(layout)  # a read-only workspace: answer from the records
+        # A read-only workspace, or the lock held past READ_WAIT: answer from the records.
+        return _scan(layout)
 
 
 def lookup(layout: Layout, key: str) -> Entry | None:
