@@ -22,7 +22,14 @@ from flowdrop_tui.core.control import launch, verbs
 from flowdrop_tui.core.errors import FlowdropError, FlowLoadError, UsageError
 from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
 from flowdrop_tui.core.paths import Layout, find_workspace
-from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import (
+    ENDED,
+    LIVE,
+    Status,
+    list_run_ids,
+    load_run,
+    side_value,
+)
 from flowdrop_tui.core.records.nesting import clip
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
@@ -151,7 +158,8 @@ def _finish_foreground(execution: Execution, as_json: bool) -> int:
         message += f": {error_words(outcome.error)}"
     _err(message)
     if as_json:
-        print(_dump({**info.summary(), "result": info.result, "error": info.error}))
+        result = side_value(info.path, info.result)  # a big one: from its side file
+        print(_dump({**info.summary(), "result": result, "error": info.error}))
     return outcome.exit_code
 
 

@@ -30,6 +30,7 @@ from flowdrop_tui.core.records.events import (
     load_run,
     read_events,
     read_first_event,
+    side_value,
 )
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.state import read_states
@@ -227,7 +228,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["sessions"] = sessions_of(info)
     detail["git"] = git_of(layout, info)
     detail["error"] = info.error
-    detail["result"] = info.result
+    detail["result"] = side_value(info.path, info.result)  # a big one: from its side file
     detail["position"] = info.position
     detail["warnings"] = info.warnings
     detail["called"] = info.called

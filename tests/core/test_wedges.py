@@ -449,3 +449,83 @@ def test_a_stopped_process_holding_the_index_lock_never_blocks_a_run(
     assert entry["last_run"] == entry["source"] == runs[-1]
     assert entry["round"] == 6 and entry["status"] == "completed"
     assert not (workspace / ".flowdrop" / "index.stale").exists()
+
+
+# -- item 14: big results and snapshots, and the lines they make --------------------------------
+
+BIG_RESULT = """
+    from flowdrop_tui import flow
+
+    @flow(resumable=True)
+    def main(run):
+        for r in run.rounds(range(1)):
+            run.state["n"] = 1
+            run.log("big", blob="b" * 1_500_000)
+        return {"rows": ["x" * 100 for _ in range(20_000)]}
+"""
+
+
+def _follow(ws: Path, run_id: str) -> Any:
+    from flowdrop_tui.core.paths import Layout
+    from flowdrop_tui.core.records.follow import RunFollower
+
+    return RunFollower(Layout(ws), run_id).poll(history=True)
+
+
+def test_a_big_result_is_kept_whole_and_the_run_is_seen_completed(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards against the UI dropping an event line over 1 MiB: a run returning a big
+    result was shown `interrupted` (its `ended` line was skipped)."""
+    write_flow(workspace, "big", BIG_RESULT)
+    done = cli("run", "big", "--json", check=0)
+    run_id = orjson.loads(done.stdout)["run"]
+    followed = _follow(workspace, run_id)
+    assert followed.info.status == "completed"
+    assert any(e["event"] == "ended" for e in followed.events)
+    cycle = workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
+    assert max(len(line) for line in cycle.read_bytes().splitlines()) <= 64 * 1024
+    shown = cli.json("show", run_id)
+    assert shown["status"] == "completed" and len(shown["result"]["rows"]) == 20_000
+    assert orjson.loads(done.stdout)["result"] == shown["result"]
+
+
+def test_a_run_from_a_big_snapshot_is_followed_and_carries_it_on(
+    workspace: Path, cli: CLI, tmp_path: Path
+) -> None:
+    """Guards against a run started from a big snapshot showing `None`, "fresh start"
+    in the UI (its `created` line, over 1 MiB, was skipped)."""
+    write_flow(workspace, "big", ONE_ROUND)
+    snap = tmp_path / "snap.json"
+    messages = [{"role": "user", "content": "m" * 1000} for _ in range(2000)]
+    snap.write_bytes(
+        orjson.dumps({"status": None, "data": {"n": 0}, "metadata": {}, "messages": messages})
+    )
+    run_id = orjson.loads(cli("run", "big", "--snapshot", str(snap), "--json").stdout)["run"]
+    cycle = workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
+    assert max(len(line) for line in cycle.read_bytes().splitlines()) <= 64 * 1024
+    followed = _follow(workspace, run_id)
+    assert followed.info.start == "snapshot" and followed.info.key == "big"
+    assert followed.info.status == "completed"
+    exported = orjson.loads(cli("snapshot", run_id, check=0).stdout)
+    assert exported["messages"] == messages
+    cli("run", "big", check=0)  # picked up: the messages go on along the thread
+    runs = sorted(p.name for p in (workspace / ".flowdrop" / "runs").iterdir())
+    assert orjson.loads(cli("snapshot", runs[-1], check=0).stdout)["messages"] == messages
+
+
+def test_a_record_with_a_line_longer_than_a_read_chunk_is_followed_whole(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards the reading side on its own: a record written before events were bounded
+    (an `ended` line of 3 MiB) is read whole by the UI's follower."""
+    write_flow(workspace, "p", ONE_ROUND)
+    cli("run", "p", check=0)
+    run_id = only_run(workspace)
+    cycle = workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
+    lines = cycle.read_bytes().splitlines()
+    ended = orjson.loads(lines[-1])
+    ended["result"] = "r" * (3 << 20)
+    cycle.write_bytes(b"\n".join(lines[:-1]) + b"\n" + orjson.dumps(ended) + b"\n")
+    followed = _follow(workspace, run_id)
+    assert followed.info.status == "completed" and followed.info.result == "r" * (3 << 20)

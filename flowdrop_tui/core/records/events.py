@@ -8,8 +8,11 @@ documented in ``docs/records.md``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import re
+import secrets
 import socket
 import threading
 from collections.abc import Iterator
@@ -22,7 +25,7 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.errors import NotFoundError
-from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, refuse_link
 from flowdrop_tui.core.records.liveness import live_pid
 
 RECORD_VERSION = 1
@@ -78,13 +81,20 @@ class EventLog:
         self._torn = _ends_mid_line(self._fd)
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Append one event; returns it. Never raises for an unwritable value or a full disk."""
+        """Append one event; returns it. Never raises for an unwritable value or a full disk.
+
+        A line is kept under ``EVENT_MAX``: a bigger field (a result, an error, the
+        metadata a snapshot carried, a logged value) goes to a file of its own in the
+        run's ``events/`` folder, and the event holds a reference (``side_value``
+        reads it back). A reader following the record then never meets a huge line."""
         record = {"t": now_iso(), "event": event, **fields}
         try:
             line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
         except (orjson.JSONEncodeError, TypeError):
             record = {"t": record["t"], "event": event, "fields": repr(fields)[:2000]}
             line = orjson.dumps(record) + b"\n"
+        if len(line) > EVENT_MAX:
+            record, line = self._bounded(record)
         with self._lock:
             data = b"\n" + line if self._torn else line
             try:
@@ -94,11 +104,79 @@ class EventLog:
                 pass  # full disk or gone: the run carries on (SPEC §5.3)
         return record
 
+    def _bounded(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """``record`` with its biggest fields moved to side files until its line fits."""
+        sizes = []
+        for name, value in record.items():
+            if name in ("t", "event"):
+                continue
+            raw = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+            sizes.append((len(raw), name, raw))
+        record = dict(record)
+        line = b""
+        for size, name, raw in sorted(sizes, reverse=True):
+            record[name] = self._side_file(str(record["event"]), name, raw)
+            line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+            if len(line) <= EVENT_MAX or size <= 1024:
+                break
+        return record, line
+
+    def _side_file(self, event: str, name: str, raw: bytes) -> dict[str, Any]:
+        """Write one field's JSON to ``events/`` in the run folder; the reference to it."""
+        label = "".join(c if c.isalnum() or c == "_" else "-" for c in f"{event}-{name}")[:60]
+        relative = f"{SIDE_DIR}/{label}-{secrets.token_hex(6)}.json"
+        preview = raw[:200].decode(errors="replace")
+        try:
+            folder = self.path.parent / SIDE_DIR
+            with contextlib.suppress(FileExistsError):
+                folder.mkdir()
+            refuse_link(folder)  # never through a link left in the record
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(self.path.parent / relative, flags, 0o644)
+            try:
+                view = memoryview(raw)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fdatasync(fd)  # on disk before the event that names it
+            finally:
+                os.close(fd)
+        except OSError:
+            # Not writable (full disk, a link): the event keeps the beginning only.
+            return {SIDE_KEY: None, "bytes": len(raw), "preview": preview, "lost": True}
+        return {SIDE_KEY: relative, "bytes": len(raw), "preview": preview}
+
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+
+EVENT_MAX = 64 * 1024  # an event line longer than this moves its big fields to side files
+SIDE_DIR = "events"  # in the run folder
+SIDE_KEY = "flowdrop_side_file"
+_SIDE_RE = re.compile(r"^events/[A-Za-z0-9_-]{1,60}-[0-9a-f]{12}\.json$")
+_SIDE_MAX = 256 << 20
+
+
+def side_value(run_dir: Path, value: Any) -> Any:
+    """A field as it was appended: read back from its side file when the event holds a
+    reference (``EventLog.append``); anything else as it is. A reference that cannot be
+    read (the file gone, or not one the engine wrote) is returned as it is."""
+    if not (isinstance(value, dict) and isinstance(value.get(SIDE_KEY), str)):
+        return value
+    relative = value[SIDE_KEY]
+    if not _SIDE_RE.match(relative):
+        return value  # read from a file: only a name the engine makes, never a path
+    try:
+        fd = os.open(run_dir / relative, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, _SIDE_MAX)
+        finally:
+            os.close(fd)
+        return orjson.loads(raw)
+    except (OSError, orjson.JSONDecodeError):
+        return value
 
 
 def _ends_mid_line(fd: int) -> bool:
@@ -369,7 +447,7 @@ class RunFold:
             )
             info.ended = ev.get("t")
             info.result = ev.get("result")
-            info.error = ev.get("error")
+            info.error = side_value(info.path, ev.get("error"))  # small, and shown as is
             info.git_end = ev.get("git")
             if "position" in ev:
                 info.position = _position(ev.get("position"))
