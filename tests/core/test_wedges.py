@@ -171,6 +171,14 @@ def test_a_flow_folder_holding_no_ordinary_file_never_hangs_or_fills_memory(
         assert rows["hostile"]["resumable"] is True and rows["hostile"]["error"] is None
         assert rows["plain"]["resumable"] is True
     cli("run", "hostile", timeout=60, check=0)
+    if planted == "link-out":  # a link is never followed out of the folder: its text counts
+        from flowdrop_tui.core.flows.discovery import DescribeCache
+        from flowdrop_tui.core.paths import Layout
+
+        before = DescribeCache(Layout(workspace)).entries["flows/hostile"]["hash"]
+        (tmp_path / "outside.txt").write_text("v2, somewhere else")
+        cli("flows", timeout=60, check=0)
+        assert DescribeCache(Layout(workspace)).entries["flows/hostile"]["hash"] == before
     if planted == "huge-data-file":  # a change to the data is still a change
         with open(folder / "data.bin", "r+b") as handle:
             handle.truncate((1 << 30) + 1)
