@@ -25,7 +25,7 @@ import orjson
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
-from flowdrop_tui.core.records import folded
+from flowdrop_tui.core.records import folded, key_runs
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
@@ -114,9 +114,16 @@ def invalidate(layout: Layout) -> None:
 
 
 def _rescan_locked(layout: Layout) -> Index:
-    with contextlib.suppress(FileNotFoundError):
+    try:
         (layout.root / STALE).unlink()
-    return _scan(layout)
+    except FileNotFoundError:
+        return _scan(layout)
+    # Marked behind: a run was made without the lock, so without its line in its
+    # key's run list either (key_runs); those lists are made again too.
+    data = _scan(layout)
+    with contextlib.suppress(OSError):
+        key_runs.rebuild_locked(layout)
+    return data
 
 
 def read(layout: Layout) -> Index | None:
@@ -218,6 +225,7 @@ def rebuild(layout: Layout, *, strict: bool = False) -> Index:
             _sweep_half_made(layout)
             data = _rescan_locked(layout)
             _write(layout, data)
+            key_runs.rebuild_locked(layout)
     except locks.LockTimeout:
         if strict:
             raise

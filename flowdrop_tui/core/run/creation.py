@@ -34,7 +34,7 @@ from flowdrop_tui.core.paths import (
     STATE,
     Layout,
 )
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records import index, key_runs
 from flowdrop_tui.core.records.events import RECORD_VERSION, EventLog, Status
 from flowdrop_tui.core.records.folder import hidden_folder, unwritable
 from flowdrop_tui.core.records.state import encode
@@ -138,6 +138,7 @@ def _create(
 
     if with_index:
         index.update_locked(layout, point_at_new_run)
+        key_runs.append_locked(layout, key, run_id)  # before the record, as the entry
     try:
         hidden.mkdir()
         (hidden / SESSIONS).mkdir()
