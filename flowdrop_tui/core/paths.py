@@ -42,7 +42,8 @@ _MAX_NAME = 200
 # a key (a flow name or a workspace-relative path) never becomes a path itself.
 _MAX_FLOW_NAME_BYTES = 255
 _MAX_KEY_BYTES = 1024
-_MAX_FILENAME_BYTES = 255
+# A key's file names stay well under NAME_MAX (255): writers add temporary suffixes.
+_MAX_FILENAME_BYTES = 200
 
 
 def new_run_id(now: float | None = None) -> str:

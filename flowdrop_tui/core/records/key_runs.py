@@ -31,7 +31,7 @@ _CHUNK = 64 * _LINE
 
 
 def path_of(layout: Layout, key: str) -> Path:
-    return layout.keys / f"{key_filename(key)}{SUFFIX}"
+    return layout.keys / key_filename(key, SUFFIX)
 
 
 def _key_of(layout: Layout, run_id: str) -> str | None:
