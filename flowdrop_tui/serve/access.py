@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from ..core.errors import UsageError
+from flowdrop_tui.core.errors import UsageError
 
 TOKEN_QUERY = "token"
 MIN_TOKEN_LENGTH = 16

@@ -25,9 +25,9 @@ from aiohttp import web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
-from ..core.errors import FlowdropError
-from ..core.paths import Layout
-from .access import Access
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.serve.access import Access
 
 TEMPLATES = Path(__file__).with_name("templates")
 TOKEN_ENV = "FLOWDROP_SERVE_TOKEN"
