@@ -58,10 +58,10 @@ class Served:
     def ui_processes(self) -> list[int]:
         return children(self.process.pid)
 
-    def interrupt(self, timeout: float = 30) -> tuple[int, str]:
-        """Ctrl-C as a terminal sends it (SIGINT to the foreground process group);
-        returns the exit status and what the server wrote on stderr."""
-        os.killpg(self.process.pid, signal.SIGINT)
+    def interrupt(self, signum: int = signal.SIGINT, timeout: float = 30) -> tuple[int, str]:
+        """Ctrl-C as a terminal sends it (SIGINT to the foreground process group), or
+        another signal the same way; returns the exit status and the server's stderr."""
+        os.killpg(self.process.pid, signum)
         code = self.process.wait(timeout=timeout)
         assert self.process.stderr is not None
         return code, self.process.stderr.read()

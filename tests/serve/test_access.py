@@ -5,6 +5,7 @@ against a real ``serve`` process; every request goes to 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import subprocess
 import sys
@@ -223,6 +224,18 @@ async def test_loopback_answers_only_to_its_own_name_and_its_own_pages(workspace
             assert await _ws_status(session, f"{base}/ws", headers=same) == 101
 
 
+async def test_a_token_given_on_loopback_is_required_there_too(workspace: Path) -> None:
+    """Guards against --token being ignored on loopback, where a shared machine's
+    other users could otherwise reach the UI."""
+    with serving(workspace, "--token", TOKEN) as served:
+        assert served.url == f"http://127.0.0.1:{served.port}/?token={TOKEN}"
+        async with aiohttp.ClientSession() as session:
+            assert (await _status(session, served.base + "/"))[0] == 401
+            assert await _ws_status(session, f"{served.base}/ws") == 401
+            assert (await _status(session, f"{served.base}/?token={TOKEN}"))[0] == 303
+        assert served.ui_processes() == []
+
+
 def test_a_second_loopback_address_needs_no_token(workspace: Path) -> None:
     """Guards against 127.0.0.2 (loopback, like all of 127/8) being taken for a
     network address."""
@@ -233,9 +246,12 @@ def test_a_second_loopback_address_needs_no_token(workspace: Path) -> None:
         assert served.url == f"http://127.0.0.2:{served.port}/"
 
 
-async def test_ctrl_c_stops_the_server_and_every_ui_it_started(workspace: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+async def test_ctrl_c_stops_the_server_and_every_ui_it_started(
+    workspace: Path, signum: int
+) -> None:
     """Guards against stray UI processes (or a hang, or a traceback) after Ctrl-C
-    while browsers are connected."""
+    (or a SIGTERM from a service manager) while browsers are connected."""
     with serving(workspace) as served:
         async with aiohttp.ClientSession() as session:
             sockets = [
@@ -245,7 +261,7 @@ async def test_ctrl_c_stops_the_server_and_every_ui_it_started(workspace: Path) 
                 assert (await ws.receive(timeout=60)).type == aiohttp.WSMsgType.BINARY
             uis = served.ui_processes()
             assert len(uis) == 2
-            code, err = await asyncio.to_thread(served.interrupt)
+            code, err = await asyncio.to_thread(served.interrupt, signum)
             assert code == 0
             assert "Traceback" not in err
             for ws in sockets:
