@@ -101,7 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot = sub.add_parser("snapshot", parents=[common], help="print a run's snapshot")
     snapshot.add_argument("run", metavar="RUN")
     sub.add_parser("reindex", parents=[common, json_flag], help="rebuild .flowdrop/index.json")
-    serve = sub.add_parser("serve", parents=[common], help="serve the UI to a browser")
+    serve = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="serve the UI to a browser",
+        description="Serve this workspace's UI to a browser. Whoever opens the URL can start"
+        " and stop runs here: any address but loopback needs the token. Ctrl-C stops"
+        " serving; runs go on.",
+    )
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import sys
@@ -169,6 +171,16 @@ def _url_host(host: str, bound: str) -> str:
     return f"[{bound}]" if ip.version == 6 else bound
 
 
+def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+    why = os.strerror(exc.errno) if exc.errno else str(exc)
+    advice = {
+        errno.EADDRINUSE: "something else listens there: pick another with --port",
+        errno.EADDRNOTAVAIL: "that address is not one of this machine's: see --host",
+        errno.EACCES: "that port needs privileges: pick one above 1023 with --port",
+    }.get(exc.errno or 0, "see --host and --port")
+    return f"cannot listen on {host or '*'} port {port}: {why.lower()} ({advice})"
+
+
 async def _serve(server: FlowdropServer) -> None:
     app = await server._make_app()
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=QUIT_GRACE)
@@ -178,10 +190,7 @@ async def _serve(server: FlowdropServer) -> None:
         try:
             await site.start()
         except OSError as exc:
-            raise FlowdropError(
-                f"cannot listen on {server.host or '*'} port {server.port}: {exc.strerror}"
-                " (pick another with --port)"
-            ) from exc
+            raise FlowdropError(_cannot_listen(server.host, server.port, exc)) from exc
         bound_host, bound_port = runner.addresses[0][:2]
         server.access.port = bound_port  # --port 0 picks one
         url = f"http://{_url_host(server.host, bound_host)}:{bound_port}/"

@@ -80,9 +80,27 @@ def test_a_port_in_use_is_named(cli: CLI) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         done = cli("serve", "--port", str(port), timeout=30, check=1)
-    assert f"cannot listen on 127.0.0.1 port {port}" in done.stderr
-    assert "--port" in done.stderr
+    assert f"cannot listen on 127.0.0.1 port {port}: address already in use" in done.stderr
+    assert "pick another with --port" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_address_of_another_machine_is_named(cli: CLI) -> None:
+    """Guards against --host naming an address this machine does not have failing
+    with a traceback (192.0.2.1 is TEST-NET-1: nothing is sent, the bind fails)."""
+    done = cli("serve", "--host", "192.0.2.1", "--port", "0", timeout=30, check=1)
+    assert "cannot listen on 192.0.2.1 port 0: cannot assign requested address" in done.stderr
+    assert "not one of this machine's: see --host" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_workspace_that_is_not_there_is_named(cli: CLI, tmp_path: Path) -> None:
+    """Guards against serve listening (and handing out a token) for a folder that
+    does not exist."""
+    missing = tmp_path / "gone"
+    done = cli("--workspace", str(missing), "serve", "--port", "0", timeout=30, check=2)
+    assert f"workspace '{missing}' is not a folder" in done.stderr
+    assert done.stdout == ""
 
 
 async def _status(session: aiohttp.ClientSession, url: str, **kw: object) -> tuple[int, str]:
