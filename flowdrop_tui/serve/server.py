@@ -182,6 +182,11 @@ def _cannot_listen(host: str, port: int, exc: OSError) -> str:
 
 
 async def _serve(server: FlowdropServer) -> None:
+    # Before binding, so a Ctrl-C that comes early is still a clean stop, not a traceback.
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, stopping.set)
     app = await server._make_app()
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=QUIT_GRACE)
     await runner.setup()
@@ -196,10 +201,6 @@ async def _serve(server: FlowdropServer) -> None:
         url = f"http://{_url_host(server.host, bound_host)}:{bound_port}/"
         if server.access.token is not None:
             url += f"?token={server.access.token}"
-        stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(signum, stopping.set)
         print(url, flush=True)
         where = "this machine only" if server.access.token is None else "anyone with the token"
         print(
