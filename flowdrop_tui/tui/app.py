@@ -7,6 +7,7 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -50,6 +51,18 @@ class FlowdropApp(App[int]):
             if isinstance(screen, MainScreen):
                 return screen
         raise LookupError("the main screen is not open")
+
+    def on_app_focus(self, event: events.AppFocus) -> None:
+        """Served to a browser, Textual's web driver starts the app blurred, before
+        anything is focused, and so finds nothing to give the focus back to when the
+        page gets it: land where the terminal UI opens (the screen's AUTO_FOCUS)."""
+        screen = self.screen
+        selector = screen.AUTO_FOCUS or self.AUTO_FOCUS
+        if screen.focused is None and selector:
+            for widget in screen.query(selector):
+                if widget.focusable:
+                    widget.focus(scroll_visible=False)
+                    break
 
     # -- keys everywhere: help and the command palette list the same bindings -------------------
 
