@@ -142,12 +142,27 @@ def forward_interrupt(pids: list[int]) -> None:
 
 
 def stop(
-    layout: Layout, run_id: str, *, now: bool = False, by: dict[str, Any] | None = None
+    layout: Layout,
+    run_id: str,
+    *,
+    now: bool = False,
+    by: dict[str, Any] | None = None,
+    keep_paused: bool = False,
 ) -> str:
-    """Ask a run to stop after its round (``now``: at once). Returns what was done."""
+    """Ask a run to stop after its round (``now``: at once). Returns what was done.
+
+    A paused run is closed ``cancelled`` for good — unless ``keep_paused`` is set
+    (the UI's escape), which refuses it: a key meant to stop a live run must never
+    close a run that paused meanwhile."""
     by = {**who(), "via": "cli", **(by or {})}
     info = load_run(layout, run_id)
     _refuse_ended(info, "stop")
+    if info.status == Status.PAUSED and keep_paused:
+        raise SignalRefusedError(
+            f"run {run_id} is paused, so it was left as it is; resume it, or close it "
+            f"for good with: flowdrop-tui stop {run_id}",
+            ALREADY_PAUSED,
+        )
     if info.status == Status.PAUSED:
         from .runner import close_paused
 

@@ -7,6 +7,7 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -15,6 +16,7 @@ from textual.worker import Worker, WorkerState
 from ..core import watch
 from ..core.paths import Layout
 from .errors import report
+from .keys import AimedKey, aim, send_on
 from .screens.main_screen import MainScreen
 from .widgets.flow_table import FlowTable
 from .widgets.run_table import RunTable
@@ -88,6 +90,21 @@ class FlowdropApp(App[int]):
                             one.tooltip or one.description,
                             partial(self.run_action, action),
                         )
+
+    # -- keys go where focus is when they are handled (keys.py) ----------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        if (
+            isinstance(event, events.Key)
+            and not isinstance(event, AimedKey)
+            and not event.is_forwarded
+        ):
+            event = aim(self, event)
+        await super().on_event(event)
+
+    async def _on_key(self, event: events.Key) -> None:
+        # Textual calls App._on_key after this one unless the key is sent on.
+        send_on(self, event)
 
     # -- the one error handler ------------------------------------------------------------------
 

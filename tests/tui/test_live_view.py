@@ -159,4 +159,4 @@ async def test_the_command_palette_offers_the_run_keys(
             assert title in titles, titles
         stop = next(c for c in app.get_system_commands(app.screen) if c.title == "Stop (esc)")
         await stop.callback()
-        await until(pilot, lambda: app.heard("alpha has no run to stop"), what="the action")
+        await until(pilot, lambda: app.heard("alpha has no live run to stop"), what="the action")

@@ -15,8 +15,12 @@ WORDS = """\
 Pick up   start a new run that carries a stopped run's state forward; its rounds go on
           counting (a loop stopped in round 40 says round 41). Shown before it starts.
 Resume    continue a paused run in its own record, from where it paused.
-Stop      escape once: the run stops after the round in flight and saves its state;
-          escape again: the round in flight is interrupted at once.
+Escape    backs out one step at a time, and a press that closes something does only
+          that: the filter, a dialog or this help first, then a kept filter. With
+          nothing left to close it stops the selected flow's live run after the round
+          in flight (state saved); again: the round in flight is interrupted at once.
+          Escape never closes a paused run: r resumes it, x closes it for good after
+          a question naming the run and what is lost (where it paused).
 Fresh     n starts over: round 1, empty state. The old runs can still be picked up.
 
 Runs are started in the background: quitting this screen stops none of them."""

@@ -61,7 +61,7 @@ class MainScreen(RunActions, WorkspaceReads):
             "Filter",
             id="filter",
             key_display="/",
-            tooltip="Filter flows and runs by name, id or status",
+            tooltip="Filter the focused table (flows or runs) by the text its rows show",
         ),
     ]
 
@@ -135,7 +135,7 @@ class MainScreen(RunActions, WorkspaceReads):
             [Static(id="flow-note", markup=False), RunTable(id="runs")]
         )
         await self.query_one("#run-pane").mount_all([feed, detail])
-        await self.mount(FilterBar(), before=self.query_one(Footer))
+        await self.mount(FilterBar(self._filter_closed), before=self.query_one(Footer))
         self.ready = True
         self._show_flows(list(self.flows.rows_by_name.values()))
         self.read_flows()
@@ -216,9 +216,8 @@ class MainScreen(RunActions, WorkspaceReads):
             return
         self.selected_flow = name
         row = self.flows.rows_by_name.get(name or "")
-        pane = self.query_one("#runs-pane")
-        pane.border_title = f"Runs of {name}" if name else "Runs"
-        pane.border_subtitle = ""
+        self.query_one("#runs-pane").border_subtitle = ""
+        self._show_titles()
         note = self.query_one("#flow-note", Static)
         error = row.get("error") if row else None
         note.update(f"cannot be loaded: {error}" if error else "")
@@ -227,6 +226,8 @@ class MainScreen(RunActions, WorkspaceReads):
         self._select_run(None)
         if name is not None:
             self.read_runs(name)
+        elif self.flows.filter_text and self.flows.rows_by_name:
+            self.detail.show_empty(f"no flow shows {self.flows.filter_text!r}: escape clears it")
         else:
             self.detail.show_empty("no flow selected")
 
@@ -239,11 +240,19 @@ class MainScreen(RunActions, WorkspaceReads):
         shown = len(message.runs)
         pane = self.query_one("#runs-pane")
         pane.border_subtitle = f"newest {shown} of {message.total}" if message.total > shown else ""
+        self._follow_run_cursor()
+        self._refollow()
+
+    def _follow_run_cursor(self) -> None:
+        """Select the run under the cursor; with none, say why the pane is empty."""
         current = self.runs.selected_run
         self._select_run(current.run if current else None)
-        if current is None:
-            self.detail.show_empty(f"no runs of {message.key} yet — enter runs it")
-        self._refollow()
+        if current is None and self.selected_flow is not None:
+            if self.runs.runs and self.runs.filter_text:
+                text = f"no run of {self.selected_flow} shows {self.runs.filter_text!r}"
+                self.detail.show_empty(text + ": escape clears the filter")
+            else:
+                self.detail.show_empty(f"no runs of {self.selected_flow} yet — enter runs it")
 
     def _select_run(self, run_id: str | None) -> None:
         if run_id == self.selected_run:
@@ -273,10 +282,10 @@ class MainScreen(RunActions, WorkspaceReads):
         if not self.ready:
             return  # the runs pane is read in full once it is mounted
         if info.key is not None and info.key == self.selected_flow:
-            new = self.runs.upsert(info)
-            if new and self.arriving == info.run:
-                self.arriving = None
-                self.runs.move_cursor(row=self.runs.get_row_index(info.run))
+            self.runs.upsert(info)
+            if self.arriving == info.run:
+                self._show_arrived(info.run)
+            self._follow_run_cursor()  # a filter may have hidden the row under it
         if info.run == self.selected_run:
             if message.history or update.restarted:
                 self.feed.show_history(info.run, update.events, update.dropped)
@@ -290,6 +299,18 @@ class MainScreen(RunActions, WorkspaceReads):
         self.tracker.git[message.run_id] = message.git
         extra = {"state": message.state, "sessions": message.sessions, "git": message.git}
         self.detail.show_extra(message.run_id, extra)
+
+    def _show_arrived(self, run_id: str) -> None:
+        """Put the cursor on a run launched here, even when the runs filter hid it."""
+        if run_id not in self.runs.rows and self.runs.filter_text:
+            self.notify(
+                f"the runs filter {self.runs.filter_text!r} hid the new run: cleared",
+                markup=False,
+            )
+            self._apply_filter("runs", "")
+        if run_id in self.runs.rows:
+            self.arriving = None
+            self.runs.move_cursor(row=self.runs.get_row_index(run_id), animate=False)
 
     def _track(self, update: RunUpdate) -> None:
         """Tell the user when a run they watched ends or pauses, with the reason."""
@@ -322,31 +343,66 @@ class MainScreen(RunActions, WorkspaceReads):
             timeout=10,
         )
 
-    # -- / ----------------------------------------------------------------------------------------
+    # -- / and escape -----------------------------------------------------------------------------
 
     def action_filter(self) -> None:
+        """Filter the focused table; the flows when neither table has focus."""
         if not self.ready:
             return
         bar = self.query_one(FilterBar)
-        bar.display = True
-        bar.focus()
+        if self.focused is self.runs:
+            what = f"runs of {self.selected_flow}" if self.selected_flow else "runs"
+            bar.open_for("runs", what, self.runs.filter_text)
+        else:
+            bar.open_for("flows", "flows", self.flows.filter_text)
+        self.set_focus(bar)  # at once: Widget.focus() would wait for the keys already typed
 
     @shielded
     def on_input_changed(self, event: FilterBar.Changed) -> None:
-        self.flows.set_filter(event.value)
-        self.runs.set_filter(event.value)
-        self._select_flow(self.flows.selected_name)
+        bar = self.query_one(FilterBar)
+        if event.input is bar and bar.display:  # a late change after closing is not news
+            self._apply_filter(bar.target, event.value)
 
-    def on_filter_bar_closed(self, event: FilterBar.Closed) -> None:
+    def _filter_closed(self, cleared: bool) -> None:
+        """Enter (keep) or escape (clear) in the bar, applied before the next key."""
         bar = self.query_one(FilterBar)
         bar.display = False
-        value = bar.value.strip()
-        self.query_one("#flows-pane").border_title = (
-            f"Flows · filter: {value}" if value else "Flows"
-        )
-        self.flows.focus()
+        self._apply_filter(bar.target, "" if cleared else bar.value)
+        self.set_focus(self.runs if bar.target == "runs" else self.flows)
+
+    def _apply_filter(self, target: str, text: str) -> None:
+        if target == "runs":
+            self.runs.set_filter(text)
+            self._follow_run_cursor()
+        else:
+            self.flows.set_filter(text)
+            self._select_flow(self.flows.selected_name)
+        self._show_titles()
+
+    def _show_titles(self) -> None:
+        flows = self.query_one("#flows-pane")
+        flows.border_title = "Flows" + _filtered(self.flows.filter_text)
+        runs = self.query_one("#runs-pane")
+        name = self.selected_flow
+        shown = self.runs.filter_text if self.ready else ""
+        runs.border_title = (f"Runs of {name}" if name else "Runs") + _filtered(shown)
+
+    def action_stop_run(self) -> None:
+        """Escape backs out first: a kept filter is cleared, and that is all it does."""
+        if not self.ready:
+            return
+        kept = [t for t, table in (("flows", self.flows), ("runs", self.runs)) if table.filter_text]
+        if kept:
+            for target in kept:
+                self._apply_filter(target, "")
+            return
+        super().action_stop_run()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report = getattr(self.app, "report_worker", None)
         if report is not None:
             report(event)
+
+
+def _filtered(text: str) -> str:
+    return f" · filter: {text}" if text else ""

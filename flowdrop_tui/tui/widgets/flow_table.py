@@ -91,9 +91,12 @@ class FlowTable(DataTable[Text]):
         if row is None:
             return
         row.update(changes)
+        cells = self._cells(row)
+        if self.filter_text and (name in self.rows) != _shows(cells, self.filter_text):
+            self._redraw()  # it now matches the filter, or no longer does
+            return
         if name not in self.rows:
             return  # filtered out
-        cells = self._cells(row)
         if any(cell.cell_len > width for cell, width in zip(cells, self._widths, strict=True)):
             self._redraw()  # a column must widen
             return
@@ -113,12 +116,9 @@ class FlowTable(DataTable[Text]):
                 self.update_row(key, last_run=info.run, status=str(info.status), round=round_)
 
     def set_filter(self, text: str) -> None:
+        """Show only the rows whose visible text contains ``text`` (any case)."""
         self.filter_text = text.strip().lower()
         self._redraw()
-
-    def _visible(self) -> list[dict[str, Any]]:
-        needle = self.filter_text
-        return [row for name, row in self.rows_by_name.items() if needle in name.lower()]
 
     def _redraw(self) -> None:
         """Show the visible rows, in place when only their cells changed.
@@ -126,7 +126,8 @@ class FlowTable(DataTable[Text]):
         Column widths are worked out here from the cells and set explicitly: the
         table's own auto-width settles on a later idle, which would make what is on
         screen depend on timing."""
-        cells = {str(row["name"]): self._cells(row) for row in self._visible()}
+        every = {name: self._cells(row) for name, row in self.rows_by_name.items()}
+        cells = {name: row for name, row in every.items() if _shows(row, self.filter_text)}
         widths = [
             min(MAX_WIDTH, max([len(label), *(row[n].cell_len for row in cells.values())]))
             for n, (_, label) in enumerate(COLUMNS)
@@ -153,3 +154,8 @@ class FlowTable(DataTable[Text]):
         if theme != self._theme and self.columns:
             self._theme = theme
             self._redraw()  # a theme change recolours the statuses
+
+
+def _shows(cells: list[Text], needle: str) -> bool:
+    """Whether a row's text, as shown, contains ``needle`` (lower case)."""
+    return not needle or needle in " ".join(cell.plain for cell in cells).lower()

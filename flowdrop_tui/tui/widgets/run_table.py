@@ -74,8 +74,9 @@ class RunTable(DataTable[Text]):
         ]
 
     def _matches(self, info: RunInfo) -> bool:
+        """Whether the run's row, as shown, contains the filter text (any case)."""
         needle = self.filter_text
-        return not needle or needle in info.run.lower() or needle in str(info.status)
+        return not needle or needle in " ".join(c.plain for c in self._cells(info)).lower()
 
     def show_runs(self, key: str, runs: list[RunInfo]) -> None:
         """Show ``runs`` (newest first) of ``key``, keeping the cursor on the same run."""
@@ -94,6 +95,8 @@ class RunTable(DataTable[Text]):
         new = info.run not in self.runs
         self.runs[info.run] = info
         if not self._matches(info):
+            if info.run in self.rows:
+                self.remove_row(info.run)  # it no longer shows the filter's text
             return new
         if info.run in self.rows:
             for (column, _, _), cell in zip(COLUMNS, self._cells(info), strict=True):

@@ -1,0 +1,347 @@
+"""Issue 11: escape, the filter and enter do what the key says, however fast they come.
+
+Each test here reproduces a misfire seen by hand on ea35e71 and fails there.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual import events
+from textual.pilot import Pilot
+from textual.widgets import Button
+
+from flowdrop_tui.core import control
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
+from flowdrop_tui.tui.screens.help_screen import HelpScreen
+from flowdrop_tui.tui.widgets.filter_bar import FilterBar
+from tests.conftest import CLI, paused_mid_run, write_flow
+from tests.tui.tui_helpers import RecordingApp, settled, until
+
+SIZE = (120, 36)
+
+HELD = """
+    import pathlib, time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="items, each held while the gate file exists")
+    def main(run):
+        gate = pathlib.Path(run.workspace) / "hold"
+        for item in run.rounds(list("abcdef")):
+            while gate.exists():
+                time.sleep(0.05)
+            run.state["last"] = item
+"""
+
+SLOW = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="one long round")
+    def main(run):
+        for round in run.rounds():
+            run.state["n"] = round
+            time.sleep(120)
+"""
+
+TICKING = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(description="an event every 0.1 s")
+    def main(run):
+        for round in run.rounds():
+            run.log(f"tick {round}")
+            time.sleep(0.1)
+"""
+
+QUICK = """
+    from flowdrop_tui import flow
+
+    @flow(description="returns at once")
+    def main(run):
+        return "done"
+"""
+
+
+@pytest.fixture
+def layout(workspace: Path) -> Iterator[Layout]:
+    layout = Layout(workspace)
+    yield layout
+    for run_id in list_run_ids(layout):
+        if load_run(layout, run_id).status in LIVE:
+            control.stop(layout, run_id, now=True)
+
+
+def status(layout: Layout, run_id: str) -> Status:
+    return load_run(layout, run_id).status
+
+
+CHARACTERS = {"slash": "/", "enter": "\r", "escape": "\x1b", "question_mark": "?"}
+
+
+async def burst(pilot: Pilot[Any], *keys: str) -> None:
+    """Keys as a terminal delivers a fast typist's (or tmux's) burst: all queued on the
+    app before the first is handled — not one at a time with a wait between, as
+    ``pilot.press`` does."""
+    for key in keys:
+        pilot.app.post_message(events.Key(key, CHARACTERS.get(key, key)))
+    await pilot.pause()
+
+
+async def pressed(pilot: Pilot[Any], *keys: str) -> None:
+    """Keys one at a time, each handled before the next (``pilot.press``)."""
+    await pilot.press(*keys)
+
+
+def typed(text: str) -> list[str]:
+    return ["slash" if c == "/" else c for c in text]
+
+
+# -- escape ----------------------------------------------------------------------------------
+
+
+ESCAPE_SEQUENCES = [
+    ["escape"],
+    ["escape", "escape"],
+    ["escape"] * 5,
+    [*typed("/held"), "escape", "escape", "escape"],
+    [*typed("/held"), "enter", "escape", "escape", "escape"],
+    ["question_mark", "escape", "escape", "escape"],
+    ["x", "escape", "escape", "escape"],
+    ["x", "n", "escape", "escape"],
+    ["tab", "escape", "escape", "tab", "escape", "escape"],
+    ["tab", *typed("/paused"), "enter", "escape", "escape", "escape"],
+]
+
+
+async def test_no_sequence_of_escapes_closes_a_paused_run(layout: Layout, cli: CLI) -> None:
+    """Guards the repro of item 1: ``/items``, escape, escape closed a paused run
+    ``cancelled`` for good. Escape now closes what is open and never a paused run;
+    only ``x`` and a confirmation that names the run do."""
+    run_id = paused_mid_run(layout.workspace, cli, "held", HELD)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the paused run")
+        for keys in ESCAPE_SEQUENCES:
+            for deliver in (burst, pressed):
+                await deliver(pilot, *keys)
+                await pilot.pause(0.1)
+                assert status(layout, run_id) == Status.PAUSED, keys
+                if isinstance(app.screen, CloseRunModal):
+                    await pilot.press("n")
+                main._apply_filter("flows", "")
+                main._apply_filter("runs", "")
+                main.flows.focus()
+                await pilot.pause()
+        for escapes in range(1, 8):
+            await burst(pilot, *["escape"] * escapes)
+        assert app.heard(f"run {run_id} of held is paused; escape leaves it so")
+        assert not app.heard("closed cancelled")
+        assert status(layout, run_id) == Status.PAUSED
+        assert load_run(layout, run_id).stop_pending is False
+
+        await pilot.press("x")
+        modal = await until(
+            pilot, lambda: isinstance(app.screen, CloseRunModal) and app.screen, what="asked"
+        )
+        said = str(modal.query_one("#close-run-what").render())
+        assert run_id in said and "never be resumed" in said and "round" in said
+        assert app.focused is modal.query_one("#cancel", Button)  # the safe answer first
+        await pilot.press("enter")  # on "keep it paused"
+        await until(pilot, lambda: app.screen is main, what="closed")
+        assert status(layout, run_id) == Status.PAUSED
+        await pilot.press("x", "y")
+        await until(pilot, lambda: app.heard("it is now closed cancelled"), what="the close")
+        assert status(layout, run_id) == Status.CANCELLED
+
+
+async def test_escape_closes_what_is_open_before_it_stops_a_run(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards "that keypress ends there": an escape that closes the filter, a kept filter
+    or help stops nothing; the next one stops after the round, the one after stops now."""
+    flow_writer("slow", SLOW)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "slow", what="the flow")
+        await pilot.press("enter")
+        run_id = await until(
+            pilot,
+            lambda: main.selected_run in main.tracker.live and main.selected_run,
+            what="the run",
+        )
+        await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
+        for keys in (
+            [*typed("/sl"), "escape"],
+            [*typed("/slow"), "enter", "escape"],
+            ["question_mark", "escape"],
+        ):
+            await burst(pilot, *keys)
+            await pilot.pause(0.2)
+            assert app.screen is main and not main.query_one(FilterBar).display
+            assert load_run(layout, run_id).stop_pending is False, keys
+        assert main.flows.filter_text == "" and main.flows.row_count == 1
+        await pilot.press("escape")
+        await until(pilot, lambda: app.heard("— escape again to stop now"), what="the stop")
+        assert status(layout, run_id) == Status.RUNNING
+        await pilot.press("escape")
+        await until(pilot, lambda: status(layout, run_id) in ENDED, what="stopped now")
+
+
+# -- the filter ------------------------------------------------------------------------------
+
+
+def seed_flows(ws: Path) -> None:
+    for name in ("tally", "lint", "boom"):
+        write_flow(ws, name, QUICK)
+
+
+async def test_the_filter_applies_to_the_focused_table_and_the_text_it_shows(
+    layout: Layout, cli: CLI
+) -> None:
+    """Guards item 2's repros: ``/tally`` emptied tally's own runs; ``/cancelled`` hid
+    every flow although their rows say it. Now the flows filter narrows the flows by
+    their row text and the runs filter the runs, each saying what it filters."""
+    seed_flows(layout.workspace)
+    cli("run", "tally", check=0)
+    cli("run", "tally", check=0)
+    older, newer = list_run_ids(layout)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: settled(app), what="the first reads")
+        main.flows.move_cursor(row=main.flows.get_row_index("tally"))
+        await until(pilot, lambda: main.runs.row_count == 2 and settled(app), what="its runs")
+
+        await burst(pilot, *typed("/tally"))
+        bar = main.query_one(FilterBar)
+        assert bar.border_title == "filter flows"
+        await burst(pilot, "enter")
+        assert list(main.flows.rows) == ["tally"]
+        assert main.runs.row_count == 2  # its runs are not filtered by its name
+        assert "filter: tally" in str(main.query_one("#flows-pane").border_title)
+
+        await burst(pilot, "escape")  # a kept filter is cleared first
+        await burst(pilot, *typed("/completed"), "enter")
+        assert set(main.flows.rows) == {"tally"}  # its row says "completed"
+        await burst(pilot, "escape")
+        assert main.flows.row_count == 3
+
+        main.flows.move_cursor(row=main.flows.get_row_index("tally"))
+        await until(pilot, lambda: main.runs.row_count == 2 and settled(app), what="its runs")
+        main.runs.focus()
+        await pilot.pause()
+        await burst(pilot, "slash")
+        assert bar.border_title == "filter runs of tally"
+        await burst(pilot, *older[-6:], "enter")
+        assert list(main.runs.rows) == [older]
+        assert main.selected_run == older  # the selection follows what is shown
+        assert app.focused is main.runs
+        assert main.flows.row_count == 3  # the flows are not filtered by a run id
+        await burst(pilot, "slash", "backspace", "x", "y", "z", "enter")
+        assert main.runs.row_count == 0 and main.selected_run is None
+        assert main.detail.info is None and "escape clears" in main.detail.empty_text
+        await burst(pilot, "enter")  # on no run: nothing is picked up
+        await pilot.pause(0.3)
+        assert len(list_run_ids(layout)) == 2
+        assert app.heard("no run selected")
+
+
+async def test_running_a_flow_with_a_filter_kept_shows_the_new_run(
+    layout: Layout, cli: CLI
+) -> None:
+    """Guards ``/boom⏎⏎``: the launch raised ``RowDoesNotExist`` and the run never showed."""
+    seed_flows(layout.workspace)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: settled(app), what="the first reads")
+        await burst(pilot, *typed("/boom"), "enter", "enter")
+        await until(pilot, lambda: list_run_ids(layout), what="the launch")
+        run_id = list_run_ids(layout)[0]
+        assert load_run(layout, run_id).key == "boom"
+        await until(pilot, lambda: main.selected_run == run_id, what="the new run selected")
+        assert run_id in main.runs.rows
+        assert not any("RowDoesNotExist" in text for text in app.said), app.said
+
+        # With a runs filter that hides it, the new run is still shown (the filter goes).
+        await until(pilot, lambda: status(layout, run_id) in ENDED, what="its end")
+        main.runs.focus()
+        await pilot.pause()
+        await burst(pilot, *typed("/nothing-shows-this"), "enter")
+        assert main.runs.row_count == 0
+        main.flows.focus()
+        await pilot.pause()
+        await burst(pilot, "enter")
+        await until(pilot, lambda: len(list_run_ids(layout)) == 2, what="the second launch")
+        second = list_run_ids(layout)[1]
+        await until(pilot, lambda: main.selected_run == second, what="shown")
+        assert app.heard("hid the new run: cleared")
+
+
+# -- enter while the screen updates ----------------------------------------------------------
+
+NAMES = ("alpha", "bravo", "delta", "gulf")
+
+
+async def test_enter_launches_the_flow_typed_in_the_filter_while_runs_stream(
+    layout: Layout, cli: CLI
+) -> None:
+    """Guards item 3: ``/name⏎⏎`` typed fast while a live run streams events launched the
+    previously selected (hidden) flow. Keys now act where focus is when they are
+    handled; this types the burst many times and checks every launch."""
+    for name in NAMES:
+        write_flow(layout.workspace, name, QUICK)
+    write_flow(layout.workspace, "ticker", TICKING)
+    ticker = str(cli.json("run", "ticker", "--detach")["run"])
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: settled(app) or main.selected_flow, what="the first reads")
+        launched: list[str] = []
+        for round_, name in zip(range(12), itertools.cycle(NAMES), strict=False):
+            main._apply_filter("flows", "")
+            main.flows.focus()
+            main.flows.move_cursor(row=main.flows.get_row_index("ticker"))
+            await until(pilot, lambda: main.selected_run == ticker, what="the ticker")
+            await until(pilot, lambda: main.feed.shown > 3, what="events streaming")
+            before = set(list_run_ids(layout))
+            await burst(pilot, *typed(f"/{name}"), "enter", "enter")
+            new = await until(
+                pilot, lambda: sorted(set(list_run_ids(layout)) - before), what="a launch"
+            )
+            assert [load_run(layout, run).key for run in new] == [name], (round_, name)
+            launched.extend(new)
+            await until(pilot, lambda: status(layout, new[0]) in ENDED, what="its end")
+        assert len(launched) == 12
+        assert status(layout, ticker) == Status.RUNNING  # no letter reached it as a key
+        assert not app.heard("pausing") and not app.heard("stopping")
+
+
+async def test_keys_typed_before_a_dialog_opens_go_to_the_dialog(layout: Layout, cli: CLI) -> None:
+    """Guards the same rule for dialogs: ``x`` then a fast ``n`` answers the question
+    (keep it paused) instead of starting a fresh run behind it."""
+    run_id = paused_mid_run(layout.workspace, cli, "held", HELD)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the paused run")
+        for _ in range(5):
+            await burst(pilot, "x", "n")
+            await until(pilot, lambda: app.screen is main, what="answered")
+        await pilot.pause(0.3)
+        assert list_run_ids(layout) == [run_id]
+        assert status(layout, run_id) == Status.PAUSED
+        await burst(pilot, "question_mark", "escape", "escape")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, HelpScreen)
+        assert status(layout, run_id) == Status.PAUSED
