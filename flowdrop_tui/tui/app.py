@@ -10,6 +10,7 @@ from typing import ClassVar
 from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import Notify
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -21,9 +22,13 @@ from .screens.main_screen import MainScreen
 from .widgets.flow_table import FlowTable
 from .widgets.run_table import RunTable
 
+TOASTS_SHOWN = 2  # at most this many notifications at once: the newest replace the oldest
+
 
 class FlowdropApp(App[int]):
     """``flowdrop-tui`` in a workspace: every flow in it, from the keyboard."""
+
+    NOTIFICATION_TIMEOUT = 5
 
     CSS_PATH = Path(__file__).with_name("flowdrop.tcss")  # absolute: subclasses live elsewhere
     TITLE = "flowdrop-tui"
@@ -105,6 +110,18 @@ class FlowdropApp(App[int]):
     async def _on_key(self, event: events.Key) -> None:
         # Textual calls App._on_key after this one unless the key is sent on.
         send_on(self, event)
+
+    # -- notifications coalesce: the same words once, and no pile over the panes ---------------
+
+    def _on_notify(self, event: Notify) -> None:
+        # Runs before App._on_notify, which adds the new one and refreshes the toasts.
+        new = event.notification
+        for old in list(self._notifications):
+            if (old.message, old.title) == (new.message, new.title):
+                self._unnotify(old, refresh=False)
+        shown = list(self._notifications)
+        for old in shown[: max(0, len(shown) - TOASTS_SHOWN + 1)]:
+            self._unnotify(old, refresh=False)
 
     # -- the one error handler ------------------------------------------------------------------
 

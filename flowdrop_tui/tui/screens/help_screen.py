@@ -23,6 +23,11 @@ Escape    backs out one step at a time, and a press that closes something does o
           a question naming the run and what is lost (where it paused).
 Fresh     n starts over: round 1, empty state. The old runs can still be picked up.
 
+Moving    tab / shift+tab: the next / previous pane (flows, runs, events, run).
+          In a list: up/down or j/k; g or home: the first row; G or end: the last.
+          In the events: G or end goes to the bottom and follows new events again.
+          ctrl+p: every command by name.
+
 Runs are started in the background: quitting this screen stops none of them."""
 
 

@@ -51,6 +51,10 @@ from ..widgets.workspace_bar import WorkspaceBar
 from .run_actions import RunActions
 from .workspace_reads import WorkspaceReads
 
+NARROW = 100  # columns: below it, tables drop what the Run pane repeats, the footer packs
+GIT_EVERY = 10.0  # seconds between reads of the workspace's git state for the header
+SHORT = 30  # rows: below it, the flows pane is only as tall as its rows (up to six)
+
 
 class MainScreen(RunActions, WorkspaceReads):
     AUTO_FOCUS = "#flows"  # the app opens with the flow list focused on its first flow
@@ -122,7 +126,25 @@ class MainScreen(RunActions, WorkspaceReads):
     def on_mount(self) -> None:
         # Nothing here touches the panes' children: nested containers mount theirs after
         # this screen's Mount. What needs them waits for the first frame.
+        self._fit()
         self.call_after_refresh(self._after_first_paint)
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """80×24 is a first-class size: classes for the stylesheet, columns for the tables."""
+        width, height = self.app.size
+        narrow = width < NARROW
+        self.set_class(narrow, "-narrow")
+        self.set_class(height < SHORT, "-short")
+        footer = self.query_one(Footer)
+        footer.compact = narrow
+        footer.show_command_palette = not narrow  # ctrl+p still opens it; help says so
+        self.flows.set_fit(narrow, width - 4)  # the pane's border and the scrollbar
+        if self.ready:
+            self.runs.set_narrow(narrow)
+            self._show_titles()
 
     async def _after_first_paint(self) -> None:
         """Measured (bench/ui_bench.py): mounting the lower panes with the flow list
@@ -137,11 +159,15 @@ class MainScreen(RunActions, WorkspaceReads):
         await self.query_one("#run-pane").mount_all([feed, detail])
         await self.mount(FilterBar(self._filter_closed), before=self.query_one(Footer))
         self.ready = True
+        self._fit()
         self._show_flows(list(self.flows.rows_by_name.values()))
         self.read_flows()
         self.read_workspace()
         self.watch_workspace()
         self.set_interval(1.0, self.runs.tick)
+        # The header's git state, kept live: a commit or an edit made outside shows
+        # within this many seconds (each read is a short child process).
+        self.set_interval(GIT_EVERY, self.read_workspace)
 
     # -- what RunActions acts on ------------------------------------------------------------------
 
@@ -184,6 +210,15 @@ class MainScreen(RunActions, WorkspaceReads):
         )
         self._select_flow(self.flows.selected_name)
         self._refollow()
+        self._show_summary()
+
+    def _show_summary(self) -> None:
+        """The header says what is still running (and paused), also on reopening."""
+        rows = self.flows.rows_by_name
+        live = {str(s) for s in LIVE}
+        running = [name for name, row in rows.items() if row.get("status") in live]
+        paused = [name for name, row in rows.items() if row.get("status") == "paused"]
+        self.query_one(WorkspaceBar).show_summary(running, paused)
 
     def on_flows_changed(self, _: FlowsChanged) -> None:
         self.read_flows()
@@ -259,7 +294,7 @@ class MainScreen(RunActions, WorkspaceReads):
             return
         self.selected_run = run_id
         self.feed.show_history(run_id, [], 0)
-        self.feed.border_title = f"Events of {run_id}" if run_id else "Events"
+        self._show_titles()
         self.detail.show_run(self.runs.runs.get(run_id) if run_id else None)
         self._refollow()
         if run_id is not None:
@@ -279,6 +314,7 @@ class MainScreen(RunActions, WorkspaceReads):
         update = message.update
         info = update.info
         self.flows.apply_run(info)
+        self._show_summary()
         if not self.ready:
             return  # the runs pane is read in full once it is mounted
         if info.key is not None and info.key == self.selected_flow:
@@ -316,8 +352,9 @@ class MainScreen(RunActions, WorkspaceReads):
         """Tell the user when a run they watched ends or pauses, with the reason."""
         refollow, notice = self.tracker.seen(update.info)
         if notice is not None:
+            self.read_workspace()  # a run that ended or paused may have committed
             text, severity = notice
-            self.notify(text, severity=severity, markup=False, timeout=8)  # type: ignore[arg-type]
+            self.notify(text, severity=severity, markup=False, timeout=6)  # type: ignore[arg-type]
         if refollow:
             self._refollow()
 
@@ -340,7 +377,7 @@ class MainScreen(RunActions, WorkspaceReads):
             title=f"refused ({message.code})",
             severity="warning",
             markup=False,
-            timeout=10,
+            timeout=7,
         )
 
     # -- / and escape -----------------------------------------------------------------------------
@@ -386,6 +423,10 @@ class MainScreen(RunActions, WorkspaceReads):
         name = self.selected_flow
         shown = self.runs.filter_text if self.ready else ""
         runs.border_title = (f"Runs of {name}" if name else "Runs") + _filtered(shown)
+        if self.ready:  # narrow: the id is in the Run pane; a title would cut it
+            run_id = self.selected_run
+            wide = run_id is not None and not self.has_class("-narrow")
+            self.feed.border_title = f"Events of {run_id}" if wide else "Events"
 
     def action_stop_run(self) -> None:
         """Escape backs out first: a kept filter is cleared, and that is all it does."""
