@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,14 @@ def layout(workspace: Path) -> Iterator[Layout]:
 
 def status(layout: Layout, run_id: str) -> Status:
     return load_run(layout, run_id).status
+
+
+def ended(layout: Layout, run_id: str) -> bool:
+    return status(layout, run_id) in ENDED
+
+
+def started_since(layout: Layout, before: set[str]) -> list[str]:
+    return sorted(set(list_run_ids(layout)) - before)
 
 
 CHARACTERS = {"slash": "/", "enter": "\r", "escape": "\x1b", "question_mark": "?"}
@@ -214,7 +223,7 @@ async def test_the_filter_applies_to_the_focused_table_and_the_text_it_shows(
     seed_flows(layout.workspace)
     cli("run", "tally", check=0)
     cli("run", "tally", check=0)
-    older, newer = list_run_ids(layout)
+    older = list_run_ids(layout)[0]
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
@@ -316,12 +325,10 @@ async def test_enter_launches_the_flow_typed_in_the_filter_while_runs_stream(
             await until(pilot, lambda: main.feed.shown > 3, what="events streaming")
             before = set(list_run_ids(layout))
             await burst(pilot, *typed(f"/{name}"), "enter", "enter")
-            new = await until(
-                pilot, lambda: sorted(set(list_run_ids(layout)) - before), what="a launch"
-            )
+            new = await until(pilot, partial(started_since, layout, before), what="a launch")
             assert [load_run(layout, run).key for run in new] == [name], (round_, name)
             launched.extend(new)
-            await until(pilot, lambda: status(layout, new[0]) in ENDED, what="its end")
+            await until(pilot, partial(ended, layout, new[0]), what="its end")
         assert len(launched) == 12
         assert status(layout, ticker) == Status.RUNNING  # no letter reached it as a key
         assert not app.heard("pausing") and not app.heard("stopping")
