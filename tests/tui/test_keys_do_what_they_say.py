@@ -16,9 +16,9 @@ from textual import events
 from textual.pilot import Pilot
 from textual.widgets import Button
 
-from flowdrop_tui.core import control
+from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
 from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
 from flowdrop_tui.tui.screens.help_screen import HelpScreen
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar
@@ -77,7 +77,7 @@ def layout(workspace: Path) -> Iterator[Layout]:
     yield layout
     for run_id in list_run_ids(layout):
         if load_run(layout, run_id).status in LIVE:
-            control.stop(layout, run_id, now=True)
+            verbs.stop(layout, run_id, now=True)
 
 
 def status(layout: Layout, run_id: str) -> Status:

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from ...core.records import RunInfo
+from flowdrop_tui.core.records.events import RunInfo
 
 
 def describe_close(info: RunInfo) -> Text:

@@ -9,7 +9,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
-from ..keys import send_on
+from flowdrop_tui.tui.keys import send_on
 
 
 class FilterBar(Input):
