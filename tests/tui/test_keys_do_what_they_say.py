@@ -150,6 +150,7 @@ async def test_no_sequence_of_escapes_closes_a_paused_run(layout: Layout, cli: C
                 main._apply_filter("runs", "")
                 main.flows.focus()
                 await pilot.pause()
+        assert "1 paused: held" in str(main.query_one("#workspace-bar").render())
         for escapes in range(1, 8):
             await burst(pilot, *["escape"] * escapes)
         assert app.heard(f"run {run_id} of held is paused; escape leaves it so")
@@ -352,3 +353,77 @@ async def test_keys_typed_before_a_dialog_opens_go_to_the_dialog(layout: Layout,
         await pilot.pause(0.2)
         assert not isinstance(app.screen, HelpScreen)
         assert status(layout, run_id) == Status.PAUSED
+
+
+# -- older runs ------------------------------------------------------------------------------
+
+
+async def test_m_reads_the_next_page_of_older_runs_until_all_are_shown(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards item 7: only the newest page of runs was reachable. ``m`` asks the core for
+    the page older than the oldest shown, and adds it below (pages of 5 here)."""
+    from flowdrop_tui.tui.screens import main_screen, workspace_reads
+    from tests.seeded_records import reindex, seed_run
+
+    monkeypatch.setattr(workspace_reads, "RUNS_SHOWN", 5)
+    monkeypatch.setattr(main_screen, "RUNS_SHOWN", 5)
+    write_flow(workspace, "tally", QUICK)
+    ids = [
+        seed_run(workspace, f"20260817T{h:02d}0000.000Z-aaaa{h:02d}", "tally", minute=h * 60)
+        for h in range(1, 13)
+    ]
+    reindex(workspace)
+    app = RecordingApp(Layout(workspace))
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: settled(app), what="the first reads")
+        pane = main.query_one("#runs-pane")
+        assert list(main.runs.rows) == ids[::-1][:5]
+        assert pane.border_subtitle == "newest 5 of 12 · m: 5 more"
+        await pilot.press("m")
+        await until(pilot, lambda: main.runs.row_count == 10, what="the second page")
+        assert list(main.runs.rows) == ids[::-1][:10]
+        assert pane.border_subtitle == "newest 10 of 12 · m: 2 more"
+        assert main.selected_run == ids[-1]  # the cursor stays where it was
+        await pilot.press("m")
+        await until(pilot, lambda: main.runs.row_count == 12, what="the last page")
+        assert list(main.runs.rows) == ids[::-1]
+        assert pane.border_subtitle == ""
+        await pilot.press("m")
+        await until(pilot, lambda: app.heard("all 12 runs of tally are shown"), what="the end")
+        main.runs.focus()
+        await pilot.press("G")
+        await until(pilot, lambda: main.selected_run == ids[0], what="G: the oldest")
+        await pilot.press("g")
+        await until(pilot, lambda: main.selected_run == ids[-1], what="g: the newest")
+        await pilot.press("j", "j", "k")
+        await until(pilot, lambda: main.selected_run == ids[-2], what="j j k")
+
+
+# -- the header ------------------------------------------------------------------------------
+
+
+async def test_the_header_says_what_runs_and_keeps_git_live(
+    layout: Layout, cli: CLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards item 7: on opening, the header says what is still running; a branch
+    switched outside shows without reopening (it was read once, at start)."""
+    import subprocess
+
+    from flowdrop_tui.tui.screens import main_screen
+
+    monkeypatch.setattr(main_screen, "GIT_EVERY", 0.3)
+    write_flow(layout.workspace, "slow", SLOW)
+    write_flow(layout.workspace, "lint", QUICK)
+    run_id = str(cli.json("run", "slow", "--detach")["run"])
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        bar = main.query_one("#workspace-bar")
+        await until(pilot, lambda: "1 running: slow" in str(bar.render()), what="the summary")
+        await until(pilot, lambda: "git main" in str(bar.render()), what="git")
+        subprocess.run(["git", "checkout", "-q", "-b", "feature"], cwd=layout.workspace, check=True)
+        await until(pilot, lambda: "git feature" in str(bar.render()), what="the new branch")
+        verbs.stop(layout, run_id, now=True)
+        await until(pilot, lambda: "nothing running" in str(bar.render()), what="the end")

@@ -160,3 +160,33 @@ async def test_the_command_palette_offers_the_run_keys(
         stop = next(c for c in app.get_system_commands(app.screen) if c.title == "Stop (esc)")
         await stop.callback()
         await until(pilot, lambda: app.heard("alpha has no live run to stop"), what="the action")
+
+
+async def test_one_end_goes_to_the_bottom_and_follows_again(
+    workspace: Path, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards issue 11 item 7: "end to follow" took two presses of End (the first, an
+    animated scroll, stopped short of a bottom that moved on)."""
+    flow_writer("alpha", FLOW)
+    seed_run(workspace, RUN, "alpha", outcome=None, last_round=40)
+    reindex(workspace)
+    app = RecordingApp(Layout(workspace))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: settled(app), what="the first reads")
+        feed = app.main_screen.feed
+        feed.focus()
+        await pilot.press("home")
+        await until(pilot, lambda: not feed.following, what="scrolled up")
+        assert "end to follow" in str(feed.border_subtitle)
+        append(workspace, RUN, 50)
+        await until(pilot, lambda: feed.shown == 82 + 50, what="the new events")
+        await pilot.press("end")
+        assert feed.following and feed.is_vertical_scroll_end
+        assert feed.border_subtitle == "following"
+        append(workspace, RUN, 5, start=50)
+        await until(pilot, lambda: feed.shown == 82 + 55, what="more events")
+        await until(pilot, lambda: feed.is_vertical_scroll_end, what="followed")
+        await pilot.press("k")
+        await until(pilot, lambda: not feed.following, what="k scrolls up")
+        await pilot.press("G")
+        assert feed.following and feed.is_vertical_scroll_end

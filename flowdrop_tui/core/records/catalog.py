@@ -9,6 +9,7 @@ and keeps the folded record of runs that have ended (they never change again).
 
 from __future__ import annotations
 
+import bisect
 import threading
 
 from flowdrop_tui.core.errors import FlowdropError
@@ -68,17 +69,22 @@ class RunCatalog:
         with self._lock:
             return len(self._by_key.get(key, ()))
 
-    def ids_of(self, key: str, limit: int | None = None) -> list[str]:
-        """The key's runs, newest first (at most ``limit``)."""
+    def ids_of(self, key: str, limit: int | None = None, before: str | None = None) -> list[str]:
+        """The key's runs, newest first (at most ``limit``); with ``before``, only the
+        runs older than that id — the next page after a page that ended there."""
         with self._lock:
             runs = self._by_key.get(key, [])
+            if before is not None:
+                runs = runs[: bisect.bisect_left(runs, before)]  # ids sort by start
             newest = runs[::-1] if limit is None else runs[: -limit - 1 : -1]
         return newest
 
-    def runs_of(self, key: str, limit: int | None = None) -> list[RunInfo]:
+    def runs_of(
+        self, key: str, limit: int | None = None, before: str | None = None
+    ) -> list[RunInfo]:
         """The key's runs folded, newest first; a record that cannot be read is left out."""
         found = []
-        for run_id in self.ids_of(key, limit):
+        for run_id in self.ids_of(key, limit, before):
             info = self.info(run_id)
             if info is not None and info.key == key:
                 found.append(info)

@@ -26,6 +26,7 @@ Fresh     n starts over: round 1, empty state. The old runs can still be picked 
 Moving    tab / shift+tab: the next / previous pane (flows, runs, events, run).
           In a list: up/down or j/k; g or home: the first row; G or end: the last.
           In the events: G or end goes to the bottom and follows new events again.
+          m: the next 500 older runs of the flow (the runs pane says how many).
           ctrl+p: every command by name.
 
 Runs are started in the background: quitting this screen stops none of them."""

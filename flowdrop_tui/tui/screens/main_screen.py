@@ -42,7 +42,7 @@ from flowdrop_tui.tui.messages import (
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
 from flowdrop_tui.tui.screens.run_actions import RunActions
-from flowdrop_tui.tui.screens.workspace_reads import WorkspaceReads
+from flowdrop_tui.tui.screens.workspace_reads import RUNS_SHOWN, WorkspaceReads
 from flowdrop_tui.tui.widgets.event_feed import EventFeed
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
@@ -67,6 +67,7 @@ class MainScreen(RunActions, WorkspaceReads):
             key_display="/",
             tooltip="Filter the focused table (flows or runs) by the text its rows show",
         ),
+        Binding("m", "more_runs", "More runs", show=False),  # help's words say it
     ]
 
     def __init__(self, layout: Layout, watcher: WorkspaceWatch) -> None:
@@ -79,6 +80,7 @@ class MainScreen(RunActions, WorkspaceReads):
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
         self.ready = False  # the lower panes are mounted (just after the first frame)
+        self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -268,15 +270,34 @@ class MainScreen(RunActions, WorkspaceReads):
 
     @shielded
     def on_runs_read(self, message: RunsRead) -> None:
-        if message.key != self.selected_flow:
+        if message.key != self.selected_flow or (message.older and self.runs.key != message.key):
             return
-        self.runs.show_runs(message.key, message.runs)
+        runs = message.runs
+        if message.older:  # the next page goes below the runs already shown
+            shown_now = sorted(self.runs.runs.values(), key=lambda i: i.run, reverse=True)
+            runs = [*shown_now, *(i for i in runs if i.run not in self.runs.runs)]
+        self.runs.show_runs(message.key, runs)
         self.tracker.saw_live(info.run for info in message.runs if info.status in LIVE)
-        shown = len(message.runs)
-        pane = self.query_one("#runs-pane")
-        pane.border_subtitle = f"newest {shown} of {message.total}" if message.total > shown else ""
+        self.runs_total = message.total
+        self._show_more()
         self._follow_run_cursor()
         self._refollow()
+
+    def _show_more(self) -> None:
+        """Say how many runs are shown, and that ``m`` reads the next page."""
+        shown, total = len(self.runs.runs), self.runs_total
+        more = f"newest {shown} of {total} · m: {min(RUNS_SHOWN, total - shown)} more"
+        self.query_one("#runs-pane").border_subtitle = more if total > shown else ""
+
+    def action_more_runs(self) -> None:
+        """m: the next page of the selected flow's runs, older than the oldest shown."""
+        name = self.selected_flow
+        if not self.ready or name is None or self.runs.key != name:
+            return
+        if len(self.runs.runs) >= self.runs_total:
+            self.notify(f"all {self.runs_total} runs of {name} are shown", markup=False)
+            return
+        self.read_older_runs(name, min(self.runs.runs))
 
     def _follow_run_cursor(self) -> None:
         """Select the run under the cursor; with none, say why the pane is empty."""
