@@ -427,3 +427,24 @@ async def test_the_header_says_what_runs_and_keeps_git_live(
         await until(pilot, lambda: "git feature" in str(bar.render()), what="the new branch")
         verbs.stop(layout, run_id, now=True)
         await until(pilot, lambda: "nothing running" in str(bar.render()), what="the end")
+
+
+async def test_e_o_t_name_the_file_when_the_terminal_cannot_be_handed_over(
+    layout: Layout, cli: CLI
+) -> None:
+    """Guards the file keys where no terminal can be handed over (the test driver; the
+    real hand-over is in test_tmux.py): each names the file it would open."""
+    write_flow(layout.workspace, "lint", QUICK)
+    cli("run", "lint", check=0)
+    run_id = list_run_ids(layout)[0]
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the run")
+        await pilot.press("o")
+        await until(pilot, lambda: app.heard(f"{run_id}/state.json"), what="state.json")
+        await pilot.press("e")
+        await until(pilot, lambda: app.heard("flows/lint/flow.py"), what="flow.py")
+        await pilot.press("t")
+        await until(pilot, lambda: app.heard(f"run {run_id} has no transcript"), what="none")
+        assert app.is_running

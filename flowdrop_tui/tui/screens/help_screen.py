@@ -27,6 +27,8 @@ Moving    tab / shift+tab: the next / previous pane (flows, runs, events, run).
           In a list: up/down or j/k; g or home: the first row; G or end: the last.
           In the events: G or end goes to the bottom and follows new events again.
           m: the next 500 older runs of the flow (the runs pane says how many).
+Files     e: the flow's flow.py in $EDITOR; o: the run's state.json in $PAGER;
+          t: the run's newest transcript in $PAGER. This screen comes back after.
           ctrl+p: every command by name.
 
 Runs are started in the background: quitting this screen stops none of them."""

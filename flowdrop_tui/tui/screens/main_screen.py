@@ -41,6 +41,7 @@ from flowdrop_tui.tui.messages import (
     WorkspaceRead,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
+from flowdrop_tui.tui.screens.open_files import OpenFiles
 from flowdrop_tui.tui.screens.run_actions import RunActions
 from flowdrop_tui.tui.screens.workspace_reads import RUNS_SHOWN, WorkspaceReads
 from flowdrop_tui.tui.widgets.event_feed import EventFeed
@@ -56,7 +57,7 @@ GIT_EVERY = 10.0  # seconds between reads of the workspace's git state for the h
 SHORT = 30  # rows: below it, the flows pane is only as tall as its rows (up to six)
 
 
-class MainScreen(RunActions, WorkspaceReads):
+class MainScreen(RunActions, OpenFiles, WorkspaceReads):
     AUTO_FOCUS = "#flows"  # the app opens with the flow list focused on its first flow
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
