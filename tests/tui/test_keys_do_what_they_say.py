@@ -275,7 +275,7 @@ async def test_running_a_flow_with_a_filter_kept_shows_the_new_run(
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
         await until(pilot, lambda: settled(app), what="the first reads")
-        await burst(pilot, *typed("/boom"), "enter", "enter")
+        await pilot.press(*typed("/boom"), "enter", "enter")  # one at a time, as in the issue
         await until(pilot, lambda: list_run_ids(layout), what="the launch")
         run_id = list_run_ids(layout)[0]
         assert load_run(layout, run_id).key == "boom"

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+from textual import events
 from textual.message import Message
 
 from flowdrop_tui.core.paths import Layout
@@ -180,11 +181,19 @@ async def test_one_end_goes_to_the_bottom_and_follows_again(
         assert "end to follow" in str(feed.border_subtitle)
         append(workspace, RUN, 50)
         await until(pilot, lambda: feed.shown == 82 + 50, what="the new events")
-        await pilot.press("end")
+        # End while events stream in: more arrive before a scroll could have finished.
+        app.post_message(events.Key("end", None))
+        await pilot.pause(0.02)
+        line = {"t": "2026-08-17T01:00:59.000Z", "event": "log", "message": "late", "fields": {}}
+        for _ in range(5):
+            feed.append([line] * 10)
+            await pilot.pause(0.02)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause(0.1)
         assert feed.following and feed.is_vertical_scroll_end
         assert feed.border_subtitle == "following"
         append(workspace, RUN, 5, start=50)
-        await until(pilot, lambda: feed.shown == 82 + 55, what="more events")
+        await until(pilot, lambda: feed.shown == 82 + 105, what="more events")
         await until(pilot, lambda: feed.is_vertical_scroll_end, what="followed")
         await pilot.press("k")
         await until(pilot, lambda: not feed.following, what="k scrolls up")
