@@ -448,3 +448,45 @@ async def test_e_o_t_name_the_file_when_the_terminal_cannot_be_handed_over(
         await pilot.press("t")
         await until(pilot, lambda: app.heard(f"run {run_id} has no transcript"), what="none")
         assert app.is_running
+
+
+# -- 80×24 -----------------------------------------------------------------------------------
+
+
+def cursor_in_view(table: Any) -> bool:
+    top = round(table.scroll_y)
+    visible = table.scrollable_content_region.height - 1  # less the header row
+    return top <= table.cursor_row < top + visible
+
+
+async def test_at_80x24_the_selected_flow_stays_in_view_as_the_list_changes(
+    layout: Layout,
+) -> None:
+    """Guards item 6: at 80×24 the selected flow scrolled out of view while the runs pane
+    named it. The list is as tall as it can be, and a rebuilt list keeps the cursor row
+    on screen; the footer is packed to fit."""
+    names = [f"flow{n:02d}" for n in range(12)]
+    for name in names:
+        write_flow(layout.workspace, name, QUICK)
+    app = RecordingApp(layout)
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: settled(app), what="the first reads")
+        assert main.has_class("-narrow") and main.has_class("-short")
+        assert main.flows.scrollable_content_region.height >= 6  # header and 5+ flows
+        await pilot.press("G")
+        await until(pilot, lambda: main.selected_flow == names[-1], what="the last flow")
+        await pilot.pause(0.1)
+        assert cursor_in_view(main.flows)
+        write_flow(layout.workspace, "aaa-new", QUICK)  # a new row on top rebuilds the list
+        await until(pilot, lambda: "aaa-new" in main.flows.rows, what="the new flow")
+        await until(pilot, lambda: settled(app), what="described")
+        await pilot.pause(0.2)
+        assert main.flows.selected_name == names[-1] == main.selected_flow
+        assert cursor_in_view(main.flows)
+        assert "LAST RUN" not in [str(c.label) for c in main.flows.columns.values()]
+        assert main.query_one("Footer").compact
+        await pilot.resize_terminal(120, 36)
+        await until(pilot, lambda: not main.has_class("-narrow"), what="wide again")
+        assert "LAST RUN" in [str(c.label) for c in main.flows.columns.values()]
+        assert "PICKED UP FROM" in [str(c.label) for c in main.runs.columns.values()]
