@@ -354,6 +354,19 @@ async def test_keys_typed_before_a_dialog_opens_go_to_the_dialog(layout: Layout,
         assert not isinstance(app.screen, HelpScreen)
         assert status(layout, run_id) == Status.PAUSED
 
+        # A key right after moving onto the flow acts on its runs once they are read.
+        write_flow(layout.workspace, "aaa", QUICK)
+        await until(pilot, lambda: "aaa" in main.flows.rows and settled(app), what="aaa")
+        main.flows.move_cursor(row=0)
+        await until(pilot, lambda: main.selected_flow == "aaa" and settled(app), what="on aaa")
+        await burst(pilot, "j", "x")
+        modal = await until(
+            pilot, lambda: isinstance(app.screen, CloseRunModal) and app.screen, what="asked"
+        )
+        assert modal.info.run == run_id
+        await burst(pilot, "escape")
+        assert not app.heard("has no paused run")
+
 
 # -- older runs ------------------------------------------------------------------------------
 

@@ -20,9 +20,9 @@ def describe_close(info: RunInfo) -> Text:
     text.append(f"Close paused run {info.run} for good?\n\n", style="bold")
     text.append(f"  flow         {info.key}\n")
     text.append(f"  paused after round {info.round}\n\n")
-    text.append(
-        "Closing ends it cancelled. It can never be resumed: where it paused inside\n"
-        "its loop is lost. Its state is kept: enter on it picks that state up into a\n"
+    text.append(  # one paragraph: it wraps to the dialog's width (74 cells at 80×24)
+        "Closing ends it cancelled. It can never be resumed: where it paused inside "
+        "its loop is lost. Its state is kept: enter on it picks that state up into a "
         "new run, whose loops start from the beginning."
     )
     return text

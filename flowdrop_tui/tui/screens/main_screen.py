@@ -10,6 +10,7 @@ listing runs, git) fills in after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import on
@@ -82,6 +83,8 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.arriving: str | None = None  # a run launched here: select it when it shows up
         self.ready = False  # the lower panes are mounted (just after the first frame)
         self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
+        self.runs_shown_of: str | None = None  # the flow whose runs have been read
+        self.after_runs: Callable[[], None] | None = None  # a key waiting for them
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -180,6 +183,20 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
     def selected_flow_name(self) -> str | None:
         return self.flows.selected_name if self.flows.display else None
 
+    def runs_not_shown_yet(self, retry: Callable[[], None]) -> bool:
+        name = self.selected_flow_name()
+        if not self.ready or (name == self.selected_flow and self.runs_shown_of == name):
+            return False
+        self.after_runs = retry  # the latest key wins; on_runs_read calls it
+        if name != self.selected_flow:
+            self._select_flow(name)  # the highlight message is still on its way
+        return True
+
+    def no_flow_text(self) -> str:
+        if self.flows.filter_text and self.flows.rows_by_name:
+            return f"no flow shows {self.flows.filter_text!r}: escape clears the filter"
+        return "no flow selected"
+
     def selected_run_info(self) -> RunInfo | None:
         if not self.ready:
             return None
@@ -261,6 +278,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         note.update(f"cannot be loaded: {error}" if error else "")
         note.display = bool(error)
         self.runs.show_runs(name or "", [])
+        self.runs_shown_of = None
         self._select_run(None)
         if name is not None:
             self.read_runs(name)
@@ -280,8 +298,12 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.runs.show_runs(message.key, runs)
         self.tracker.saw_live(info.run for info in message.runs if info.status in LIVE)
         self.runs_total = message.total
+        self.runs_shown_of = message.key
         self._show_more()
         self._follow_run_cursor()
+        waiting, self.after_runs = self.after_runs, None
+        if waiting is not None:
+            waiting()
         self._refollow()
 
     def _show_more(self) -> None:

@@ -12,6 +12,7 @@ confirmation naming it; no sequence of escapes can close it (docs/decisions.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual import work
@@ -100,8 +101,17 @@ class RunActions(Screen[None]):
     def _need_flow(self) -> str | None:
         name = self.selected_flow_name()
         if name is None:
-            self.notify("no flow selected", severity="warning")
+            self.notify(self.no_flow_text(), severity="warning", markup=False)
         return name
+
+    def no_flow_text(self) -> str:
+        return "no flow selected"
+
+    def runs_not_shown_yet(self, retry: Callable[[], None]) -> bool:
+        """True when the selected flow's runs are still being read: ``retry`` is then
+        called once they are shown (a key typed right after moving the cursor acts on
+        the runs of the flow the cursor is on, not on none)."""
+        return False
 
     # -- enter ----------------------------------------------------------------------------
 
@@ -212,7 +222,7 @@ class RunActions(Screen[None]):
 
     def action_stop_run(self) -> None:
         name = self._need_flow()
-        if name is None:
+        if name is None or self.runs_not_shown_yet(self.action_stop_run):
             return
         info = self._current_run(*LIVE)  # one live run per flow
         if info is None:
@@ -248,7 +258,7 @@ class RunActions(Screen[None]):
 
     def action_close_run(self) -> None:
         name = self._need_flow()
-        if name is None:
+        if name is None or self.runs_not_shown_yet(self.action_close_run):
             return
         info = self._current_run(Status.PAUSED)
         if info is None:
@@ -275,7 +285,7 @@ class RunActions(Screen[None]):
 
     def action_pause_run(self) -> None:
         name = self._need_flow()
-        if name is None:
+        if name is None or self.runs_not_shown_yet(self.action_pause_run):
             return
         info = self._current_run(*LIVE)
         if info is None:
@@ -296,7 +306,7 @@ class RunActions(Screen[None]):
 
     def action_resume_run(self) -> None:
         name = self._need_flow()
-        if name is None:
+        if name is None or self.runs_not_shown_yet(self.action_resume_run):
             return
         info = self._current_run(Status.PAUSED)
         if info is None or info.key is None:
