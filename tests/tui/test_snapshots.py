@@ -162,3 +162,14 @@ def test_pick_up_preview_with_toasts_at_80x24(seeded: Path, snap_compare: Compar
         await pilot.pause(0.3)
 
     assert snap_compare(app_for(seeded), terminal_size=SMALL, run_before=on_preview)
+
+
+def test_help_screen_at_80x24(seeded: Path, snap_compare: Compare) -> None:
+    """Help at 80×24: a description that wraps stays in its column."""
+
+    async def on_help(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), what="the help")
+
+    assert snap_compare(app_for(seeded), terminal_size=SMALL, run_before=on_help)
