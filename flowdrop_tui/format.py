@@ -51,6 +51,37 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def tokens(count: int) -> str:
+    """A token count as a person reads it: 950, 12.3k, 4.1M."""
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
+def usage_text(usage: Any) -> str:
+    """``12.3k in (10.0k cache read, 300 cache write), 450 out`` — or ``—`` for none."""
+    if not isinstance(usage, dict):
+        return "—"
+    parts = []
+    for name, label in (("cache_read", "cache read"), ("cache_write", "cache write")):
+        if usage.get(name):
+            parts.append(f"{tokens(int(usage[name]))} {label}")
+    inside = f" ({', '.join(parts)})" if parts else ""
+    return (
+        f"{tokens(int(usage.get('input') or 0))} in{inside}, "
+        f"{tokens(int(usage.get('output') or 0))} out"
+    )
+
+
+def usage_short(usage: Any) -> str:
+    """A flow list cell: tokens in and out, ``12.3k/450``; empty for none."""
+    if not isinstance(usage, dict):
+        return ""
+    return f"{tokens(int(usage.get('input') or 0))}/{tokens(int(usage.get('output') or 0))}"
+
+
 def flows_table(rows: list[dict[str, Any]]) -> str:
     table = []
     for row in rows:
@@ -110,6 +141,8 @@ def show_text(detail: dict[str, Any]) -> str:
         lines.append(f"result          {detail['result']!r}")
     for warning in detail.get("warnings") or []:
         lines.append(f"warning         {warning}")
+    if detail.get("usage") is not None:
+        lines.append(f"usage           {usage_text(detail['usage'])}")
     lines.append("state")
     if detail.get("state") is None:
         lines.append(f"  unreadable: {detail.get('state_error')}")
@@ -122,6 +155,8 @@ def show_text(detail: dict[str, Any]) -> str:
         health = "ok" if session.get("exists") else "missing"
         lines.append(f"  {session.get('link')} -> {session.get('target')} [{health}]")
         lines.append(f"    {_session_outcome(session, detail.get('status'))}")
+        if session.get("usage") is not None:
+            lines.append(f"    usage: {usage_text(session['usage'])}")
     git = detail.get("git")
     if git is None:
         lines.append("git             not a git repository")

@@ -21,6 +21,8 @@ from typing import Any
 import orjson
 
 from . import locks
+from .backends.usage import Usage
+from .backends.usage import total as usage_total
 from .errors import NotFoundError
 from .paths import CYCLE, LIVE_LOCK, RUN_ID_RE, Layout
 
@@ -198,8 +200,17 @@ class RunInfo:
         """The last round started in this run's chain for its key (0 before any)."""
         return self.last_round if self.last_round is not None else self.first_round - 1
 
+    @property
+    def usage(self) -> Usage | None:
+        """What the run's closed sessions spent, as recorded when each closed (SPEC §14);
+        ``None`` when none reported usage."""
+        return usage_total(
+            Usage.from_json((s.get("closed") or {}).get("usage")) for s in self.sessions
+        )
+
     def summary(self) -> dict[str, Any]:
         """The fields of ``runs --json`` (SPEC §11)."""
+        usage = self.usage
         return {
             "run": self.run,
             "flow": self.key,
@@ -211,6 +222,7 @@ class RunInfo:
             "ended": self.ended,
             "picked_up_from": self.source,
             "start": self.start,
+            "usage": usage.to_json() if usage is not None else None,
         }
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .backends.base import Backend, BackendUnavailableError, Reply
 from .backends.registry import ENTRY_POINT_GROUP, available, get_backend, register
 from .backends.session import Session, open_file_exclusive
+from .backends.usage import Usage, read_usage
 
 if TYPE_CHECKING:
     from .execution import Execution
@@ -37,10 +38,12 @@ __all__ = [
     "Reply",
     "Session",
     "SessionResult",
+    "Usage",
     "available",
     "get_backend",
     "open_file_exclusive",
     "open_session",
+    "read_usage",
     "register",
 ]
 
@@ -58,10 +61,13 @@ class SessionResult:
     interrupted: bool = False
     link: Path | None = None
     error: str | None = None
+    usage: Usage | None = None  # tokens in and out, when the backend tells
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0
+        """It ran to its end and succeeded: exit 0 and not interrupted (an agent CLI
+        stopped by Ctrl-C may well exit 0)."""
+        return self.exit_code == 0 and not self.interrupted
 
 
 def open_session(
@@ -87,7 +93,8 @@ def open_session(
         if session.opened:
             seconds = session.close(
                 reply.exit_code if reply is not None else session.exit_code,
-                reply.error if reply is not None else error,
+                _error(session, reply, error),
+                _reported_usage(reply),
             )
     assert reply is not None
     return SessionResult(
@@ -99,5 +106,22 @@ def open_session(
         seconds=seconds,
         interrupted=session.interrupted,
         link=session.link_path if session.target is not None else None,
-        error=reply.error,
+        error=_error(session, reply, None),
+        usage=session.usage,
     )
+
+
+def _error(session: Session, reply: Reply | None, raised: str | None) -> str | None:
+    error = reply.error if reply is not None else raised
+    if error is None and session.interrupted:
+        return "interrupted (Ctrl-C or stop --now)"
+    return error
+
+
+def _reported_usage(reply: Reply | None) -> Usage | None:
+    """A backend's own report of its usage: a :class:`Usage`, or its JSON shape."""
+    if reply is None or reply.usage is None:
+        return None
+    if isinstance(reply.usage, Usage):
+        return reply.usage
+    return Usage.from_json(reply.usage)

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from . import git, index
+from .backends.usage import Usage, read_usage
+from .backends.usage import total as usage_total
 from .errors import FlowdropError, InvalidNameError, NotFoundError
 from .flows import FlowInfo, describe, describe_cached, discover, resolve_flow
 from .paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
@@ -53,8 +55,34 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
                 row["round"] = run.key_rounds.get(info.name, row["round"])
             except FlowdropError:
                 row["status"] = None
+        usage = thread_usage(layout, info.name, last if isinstance(last, str) else None)
+        row["usage"] = usage.to_json() if usage is not None else None
         rows.append(row)
     return rows
+
+
+CHAIN_LIMIT = 100_000  # runs followed back along a thread (a guard against a loop)
+
+
+def thread_usage(layout: Layout, key: str, last_run: str | None) -> Usage | None:
+    """What ``key``'s thread has spent since its chain began (SPEC §14): the usage of the
+    sessions ``key`` opened in ``last_run`` and each run it was picked up from, back to
+    the fresh start (``--fresh`` begins a new chain). A run that cannot be read ends
+    the walk; ``None`` when no session along it reported usage."""
+    found: list[Usage | None] = []
+    seen: set[str] = set()
+    run_id = last_run
+    while run_id and run_id not in seen and len(seen) < CHAIN_LIMIT:
+        seen.add(run_id)
+        try:
+            info = load_run(layout, run_id)
+        except FlowdropError:
+            break
+        for session in info.sessions:
+            if session.get("key") == key:
+                found.append(Usage.from_json((session.get("closed") or {}).get("usage")))
+        run_id = info.source if isinstance(info.source, str) else None
+    return usage_total(found)
 
 
 def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
@@ -148,6 +176,10 @@ def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
             on_disk = _link_target(info.path / str(link))
             target = on_disk or target
         exists = isinstance(target, str) and os.path.exists(target)
+        usage = Usage.from_json(closed.get("usage"))
+        if not closed and exists and isinstance(target, str):
+            # Still running: what it has spent so far, read through its transcript.
+            usage = read_usage(str(opened.get("backend")), Path(target))
         rows.append(
             {
                 "link": link,
@@ -163,6 +195,7 @@ def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
                 "closed": bool(closed),
                 "interrupted": bool(closed.get("interrupted")),
                 "error": closed.get("error"),
+                "usage": usage.to_json() if usage is not None else None,
             }
         )
     return rows
@@ -207,6 +240,8 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
         detail["state"] = None
         detail["state_error"] = exc.message
     detail["sessions"] = sessions_of(info)
+    usage = usage_total(Usage.from_json(row["usage"]) for row in detail["sessions"])
+    detail["usage"] = usage.to_json() if usage is not None else None
     detail["git"] = git_of(layout, info)
     detail["error"] = info.error
     detail["result"] = info.result

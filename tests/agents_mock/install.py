@@ -76,8 +76,16 @@ def ensure_installed() -> Path:
         if _complete():
             return bin_dir()
         subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--no-save", "--prefix", str(where)]
-            + list(PACKAGES),
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--no-save",
+                "--prefix",
+                str(where),
+                *PACKAGES,
+            ],
             check=True,
             stdin=subprocess.DEVNULL,
             stdout=sys.stderr,
