@@ -112,10 +112,12 @@ class MockModel:
             return usage
 
     def total(self, api: str) -> dict[str, int]:
+        """What the answers of ``api`` reported, in flowdrop's usage shape: ``input`` is
+        every token in, cache reads and writes included."""
         with self._lock:
             used = [u for a, u in self.reported if a == api]
         return {
-            "input": sum(u.input for u in used),
+            "input": sum(u.input + u.cache_read + u.cache_write for u in used),
             "output": sum(u.output for u in used),
             "cache_read": sum(u.cache_read for u in used),
             "cache_write": sum(u.cache_write for u in used),
