@@ -112,9 +112,13 @@ def open_session(
 
 
 def _error(session: Session, reply: Reply | None, raised: str | None) -> str | None:
+    """Why the session did not succeed: for one the run interrupted, that first (the
+    CLI's own words after a Ctrl-C are beside the point, or missing: Claude Code exits
+    0 with no answer), then what the backend said."""
     error = reply.error if reply is not None else raised
-    if error is None and session.interrupted:
-        return "interrupted (Ctrl-C or stop --now)"
+    if session.interrupted:
+        stopped = "interrupted (Ctrl-C or stop --now)"
+        return f"{stopped}; {error}" if error and error != "KeyboardInterrupt" else stopped
     return error
 
 
