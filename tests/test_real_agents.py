@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from flowdrop_tui.core.backends.claude import folder_name
+from flowdrop_tui.core.sessions.claude import folder_name
 from tests.agents_mock import install
 from tests.agents_mock.server import ANSWER, FAIL, FAIL_MESSAGE, STALL, MockModel
 from tests.conftest import CLI, events, kill_live_runs, state_of, wait_for

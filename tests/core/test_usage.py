@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from flowdrop_tui.core.backends.claude import folder_name, project_folder
-from flowdrop_tui.core.backends.usage import Usage, read_usage, total
+from flowdrop_tui.core.records.usage import Usage, read_usage, total
+from flowdrop_tui.core.sessions.claude import folder_name, project_folder
 
 
 def write(path: Path, *records: Any, tail: str = "") -> Path:

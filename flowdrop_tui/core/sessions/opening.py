@@ -1,0 +1,96 @@
+"""Opening a session for a flow: ``run.session(...)`` and the result it gives back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flowdrop_tui.core.records.usage import Usage
+from flowdrop_tui.core.sessions.base import Reply
+from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
+from flowdrop_tui.core.sessions.registry import get_backend
+from flowdrop_tui.core.sessions.session import Session
+
+
+@dataclass
+class SessionResult:
+    """What ``run.session(...)`` gives back to the flow."""
+
+    backend: str
+    session: str
+    exit_code: int
+    text: str
+    transcript: Path | None
+    seconds: float
+    interrupted: bool = False
+    link: Path | None = None
+    error: str | None = None
+    usage: Usage | None = None  # tokens in and out, when the backend tells
+
+    @property
+    def ok(self) -> bool:
+        """It ran to its end and succeeded: exit 0 and not interrupted (an agent CLI
+        stopped by Ctrl-C may well exit 0)."""
+        return self.exit_code == 0 and not self.interrupted
+
+
+def open_session(
+    host: SessionHost, frame: SessionFrame, backend: str, prompt_or_argv: Any, **options: Any
+) -> SessionResult:
+    """Open a session with ``backend``; returns its result (exit code, text, transcript)."""
+    chosen = get_backend(backend)
+    session = Session(host, frame, chosen.name)
+    reply: Reply | None = None
+    error: str | None = None
+    seconds = 0.0
+    try:
+        reply = chosen.run(session, prompt_or_argv, dict(options))
+        if not session.opened:  # a backend that ran nothing still opened a session
+            session.open()
+    except KeyboardInterrupt:
+        session.interrupted = True
+        raise
+    except BaseException as exc:
+        error = str(exc) or type(exc).__name__
+        raise
+    finally:
+        if session.opened:
+            seconds = session.close(
+                reply.exit_code if reply is not None else session.exit_code,
+                _error(session, reply, error),
+                _reported_usage(reply),
+            )
+    assert reply is not None
+    return SessionResult(
+        backend=session.backend,
+        session=session.id,
+        exit_code=reply.exit_code,
+        text=reply.text,
+        transcript=session.target,
+        seconds=seconds,
+        interrupted=session.interrupted,
+        link=session.link_path if session.target is not None else None,
+        error=_error(session, reply, None),
+        usage=session.usage,
+    )
+
+
+def _error(session: Session, reply: Reply | None, raised: str | None) -> str | None:
+    """Why the session did not succeed: for one the run interrupted, that first (the
+    CLI's own words after a Ctrl-C are beside the point, or missing: Claude Code exits
+    0 with no answer), then what the backend said."""
+    error = reply.error if reply is not None else raised
+    if session.interrupted:
+        stopped = "interrupted (Ctrl-C or stop --now)"
+        return f"{stopped}; {error}" if error and error != "KeyboardInterrupt" else stopped
+    return error
+
+
+def _reported_usage(reply: Reply | None) -> Usage | None:
+    """A backend's own report of its usage: a :class:`Usage`, or its JSON shape."""
+    if reply is None or reply.usage is None:
+        return None
+    if isinstance(reply.usage, Usage):
+        return reply.usage
+    return Usage.from_json(reply.usage)
