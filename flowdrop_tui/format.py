@@ -130,20 +130,26 @@ def usage_short(usage: Any) -> str:
 
 
 def flows_table(rows: list[dict[str, Any]]) -> str:
+    """The flow list; a USAGE column (tokens in/out since the thread's chain began)
+    only when some flow has usage to show."""
+    metered = any(row.get("usage") for row in rows)
     table = []
     for row in rows:
         resumable = "error" if row.get("error") else "yes" if row.get("resumable") else "no"
-        table.append(
-            [
-                str(row["name"]),
-                resumable,
-                round_label(int(row.get("round") or 0)),
-                status_label(row.get("status")),
-                str(row.get("last_run") or "—"),
-                str(row.get("error") or row.get("description") or ""),
-            ]
-        )
-    return _table(["FLOW", "RESUMABLE", "ROUND", "STATUS", "LAST RUN", "ABOUT"], table)
+        cells = [
+            str(row["name"]),
+            resumable,
+            round_label(int(row.get("round") or 0)),
+            status_label(row.get("status")),
+            str(row.get("last_run") or "—"),
+        ]
+        if metered:
+            cells.append(usage_short(row.get("usage")) or "—")
+        cells.append(str(row.get("error") or row.get("description") or ""))
+        table.append(cells)
+    headers = ["FLOW", "RESUMABLE", "ROUND", "STATUS", "LAST RUN"]
+    headers += ["USAGE"] if metered else []
+    return _table([*headers, "ABOUT"], table)
 
 
 def runs_table(rows: list[dict[str, Any]]) -> str:

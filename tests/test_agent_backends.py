@@ -381,3 +381,39 @@ def test_one_ctrl_c_at_a_terminal_interrupts_a_claude_session_that_exits_0(
         "interrupted": True,
     }
     assert cli.json("show", run_id)["status"] == "cancelled"
+
+
+def test_flows_shows_what_a_thread_spent_since_its_chain_began(
+    cli: CLI, workspace: Path, flow_writer: Callable[[str, str], Path], agents: Path
+) -> None:
+    """`flows --json` adds up the thread's usage along the runs picked up one from
+    another; `--fresh` begins a new chain, counted from nothing; `runs` is per run."""
+    flow_writer(
+        "agent",
+        """
+        from flowdrop_tui import flow
+
+        @flow(resumable=True)
+        def main(run):
+            run.state["runs"] = run.state.get("runs", 0) + 1
+            run.session("claude", "one more time")
+        """,
+    )
+    one = {"input": 1001 + 5001 + 301, "output": 41, "cache_read": 5001, "cache_write": 301}
+
+    def times(n: int) -> dict[str, int]:
+        return {k: v * n for k, v in one.items()}
+
+    def flow_usage() -> object:
+        return next(f for f in cli.json("flows") if f["name"] == "agent")["usage"]
+
+    cli("run", "agent", check=0)
+    assert flow_usage() == one
+    cli("run", "agent", check=0)  # picks the thread up
+    runs = cli.json("runs", "agent")
+    assert runs[0]["picked_up_from"] == runs[1]["run"]
+    assert [r["usage"] for r in runs] == [one, one]
+    assert flow_usage() == times(2)
+    cli("run", "agent", "--fresh", check=0)
+    assert flow_usage() == one
+    assert "USAGE" in cli("flows", check=0).stdout
