@@ -9,7 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from flowdrop_tui.core.records.events import RunInfo
-from flowdrop_tui.format import round_label
+from flowdrop_tui.format import round_label, usage_short
 from flowdrop_tui.tui.labels import short_error
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
@@ -22,6 +22,7 @@ COLUMNS = (
     ("last_run", "LAST RUN"),
     ("about", "ABOUT"),
 )
+USAGE_COLUMN = ("usage", "USAGE")  # before ABOUT, only while some flow has usage
 
 
 class FlowTable(DataTable[Text]):
@@ -59,6 +60,12 @@ class FlowTable(DataTable[Text]):
             return None
         return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
 
+    def _columns(self) -> tuple[tuple[str, str], ...]:
+        """The columns; USAGE (tokens in/out since the thread began) when any flow has it."""
+        if not any(row.get("usage") for row in self.rows_by_name.values()):
+            return COLUMNS
+        return (*COLUMNS[:-1], USAGE_COLUMN, COLUMNS[-1])
+
     def _cells(self, row: dict[str, Any]) -> list[Text]:
         muted = self.get_component_rich_style("flow--muted", partial=True)
         error_style = self.get_component_rich_style("flow--error", partial=True)
@@ -72,14 +79,16 @@ class FlowTable(DataTable[Text]):
         else:
             resumable = Text("yes" if row.get("resumable") else "no")
             about = Text(str(row.get("description") or ""), style=muted)
-        return [
+        cells = [
             Text(str(row["name"])),
             status_text(self, row.get("status")),
             Text(round_label(int(row.get("round") or 0))),
             resumable,
             Text(str(row.get("last_run") or "—"), style=muted),
-            about,
         ]
+        if len(self._columns()) > len(COLUMNS):
+            cells.append(Text(usage_short(row.get("usage")) or "—", style=muted))
+        return [*cells, about]
 
     def show_rows(self, rows: list[dict[str, Any]]) -> None:
         """Show ``rows`` (filtered); cells change in place when the flows are the same."""
@@ -94,10 +103,12 @@ class FlowTable(DataTable[Text]):
         if name not in self.rows:
             return  # filtered out
         cells = self._cells(row)
-        if any(cell.cell_len > width for cell, width in zip(cells, self._widths, strict=True)):
-            self._redraw()  # a column must widen
+        if len(cells) != len(self._widths) or any(
+            cell.cell_len > width for cell, width in zip(cells, self._widths, strict=True)
+        ):
+            self._redraw()  # a column must widen, or USAGE comes or goes
             return
-        for (column, _), cell in zip(COLUMNS, cells, strict=True):
+        for (column, _), cell in zip(self._columns(), cells, strict=True):
             self.update_cell(name, column, cell)  # one row, as a live run moves on
 
     def apply_run(self, info: RunInfo) -> None:
@@ -126,21 +137,22 @@ class FlowTable(DataTable[Text]):
         Column widths are worked out here from the cells and set explicitly: the
         table's own auto-width settles on a later idle, which would make what is on
         screen depend on timing."""
+        columns = self._columns()
         cells = {str(row["name"]): self._cells(row) for row in self._visible()}
         widths = [
             min(MAX_WIDTH, max([len(label), *(row[n].cell_len for row in cells.values())]))
-            for n, (_, label) in enumerate(COLUMNS)
+            for n, (_, label) in enumerate(columns)
         ]
         current = [str(row.key.value) for row in self.ordered_rows]
         if list(cells) == current and widths == self._widths:
             for name, row_cells in cells.items():
-                for (column, _), cell in zip(COLUMNS, row_cells, strict=True):
+                for (column, _), cell in zip(columns, row_cells, strict=True):
                     self.update_cell(name, column, cell)
             return
         selected = self.selected_name
         self.clear(columns=True)
         self._widths = widths
-        for (key, label), width in zip(COLUMNS, widths, strict=True):
+        for (key, label), width in zip(columns, widths, strict=True):
             self.add_column(label, width=width, key=key)
         for name, row_cells in cells.items():
             self.add_row(*row_cells, key=name)
