@@ -14,6 +14,8 @@ import pytest
 
 from flowdrop_tui.core.records.usage import Usage, read_usage, total
 from flowdrop_tui.core.sessions.claude import folder_name, project_folder
+from tests.conftest import CLI, write_flow
+from tests.seeded_records import reindex, seed_run
 
 
 def write(path: Path, *records: Any, tail: str = "") -> Path:
@@ -155,3 +157,44 @@ def test_claude_project_dir_override_is_taken_only_as_claude_code_takes_it(
     for unsafe in ("../up", "a/b", "x" * 65, "con", "LPT1", ""):
         env["CLAUDE_CODE_PROJECT_DIR_NAME"] = unsafe
         assert project_folder(tmp_path, env) == folder_name(str(tmp_path.resolve()))
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [None, "lots", [1, 2], {"input": -3}, {"input": "9"}, {"output": 1e9}, {"input": True}],
+)
+def test_a_damaged_recorded_usage_is_shown_as_none(
+    workspace: Path, cli: CLI, recorded: Any
+) -> None:
+    """A `session_closed` whose usage is not the recorded shape (hand-edited, another
+    version's) is no usage: show, runs and flows answer, with `null`, never a crash."""
+    write_flow(
+        workspace, "k", "from flowdrop_tui import flow\n\n@flow()\ndef main(run):\n    pass\n"
+    )
+    run_id = "20260817T010000.000Z-aaaaaa"
+    seed_run(workspace, run_id, "k", last_round=1)
+    cycle = workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
+    with open(cycle, "a") as out:
+        for event in (
+            {
+                "event": "session_opened",
+                "session": f"{run_id}-000001",
+                "key": "k",
+                "backend": "claude",
+                "link": "sessions/000001-claude.jsonl",
+                "target": None,
+            },
+            {
+                "event": "session_closed",
+                "session": f"{run_id}-000001",
+                "exit_code": 0,
+                "usage": recorded,
+            },
+        ):
+            out.write(json.dumps(event) + "\n")
+    reindex(workspace)
+    detail = cli.json("show", run_id)
+    assert detail["sessions"][0]["usage"] is None and detail["usage"] is None
+    assert cli.json("runs", "k")[0]["usage"] is None
+    assert [f["usage"] for f in cli.json("flows")] == [None]
+    assert "usage" not in cli("show", run_id, check=0).stdout.split("state")[0]
