@@ -387,7 +387,9 @@ def test_flows_shows_what_a_thread_spent_since_its_chain_began(
     cli: CLI, workspace: Path, flow_writer: Callable[[str, str], Path], agents: Path
 ) -> None:
     """`flows --json` adds up the thread's usage along the runs picked up one from
-    another; `--fresh` begins a new chain, counted from nothing; `runs` is per run."""
+    another (a called flow's along its own chain); `--fresh` begins a new chain,
+    counted from nothing; `runs` is per run. Each run records what its chain spent
+    before it (`chain_usage`), so this reads one record per flow."""
     flow_writer(
         "agent",
         """
@@ -397,6 +399,18 @@ def test_flows_shows_what_a_thread_spent_since_its_chain_began(
         def main(run):
             run.state["runs"] = run.state.get("runs", 0) + 1
             run.session("claude", "one more time")
+            run.call("helper")
+        """,
+    )
+    flow_writer(
+        "helper",
+        """
+        from flowdrop_tui import flow
+
+        @flow(resumable=True)
+        def main(run):
+            run.state["calls"] = run.state.get("calls", 0) + 1
+            run.session("claude", "help")
         """,
     )
     one = {"input": 1001 + 5001 + 301, "output": 41, "cache_read": 5001, "cache_write": 301}
@@ -404,16 +418,18 @@ def test_flows_shows_what_a_thread_spent_since_its_chain_began(
     def times(n: int) -> dict[str, int]:
         return {k: v * n for k, v in one.items()}
 
-    def flow_usage() -> object:
-        return next(f for f in cli.json("flows") if f["name"] == "agent")["usage"]
+    def flow_usage(name: str) -> object:
+        return next(f for f in cli.json("flows") if f["name"] == name)["usage"]
 
     cli("run", "agent", check=0)
-    assert flow_usage() == one
+    assert flow_usage("agent") == one and flow_usage("helper") == one
     cli("run", "agent", check=0)  # picks the thread up
     runs = cli.json("runs", "agent")
     assert runs[0]["picked_up_from"] == runs[1]["run"]
-    assert [r["usage"] for r in runs] == [one, one]
-    assert flow_usage() == times(2)
+    assert [r["usage"] for r in runs] == [times(2), times(2)]  # its session and the call's
+    created = next(e for e in events(workspace, runs[0]["run"]) if e["event"] == "created")
+    assert created["chain_usage"] == one
+    assert flow_usage("agent") == times(2) and flow_usage("helper") == times(2)
     cli("run", "agent", "--fresh", check=0)
-    assert flow_usage() == one
+    assert flow_usage("agent") == one
     assert "USAGE" in cli("flows", check=0).stdout

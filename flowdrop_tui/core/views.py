@@ -30,6 +30,7 @@ from flowdrop_tui.core.records.events import (
     read_events,
     read_first_event,
 )
+from flowdrop_tui.core.records.spending import thread_usage
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.records.usage import total as usage_total
@@ -66,48 +67,6 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
         row["usage"] = usage.to_json() if usage is not None else None
         rows.append(row)
     return rows
-
-
-CHAIN_LIMIT = 100_000  # runs followed back along a thread (a guard against a loop)
-# A run that has ended never changes: what it spent per key, and its source, is kept
-# here once read, so the flow list does not re-read a thread's whole chain each time.
-_ended_runs: dict[tuple[str, str], tuple[Usage | None, str | None]] = {}
-
-
-def _run_usage(layout: Layout, run_id: str, key: str) -> tuple[Usage | None, str | None]:
-    """What the sessions ``key`` opened in ``run_id`` spent, and the run it was picked up
-    from; raises ``FlowdropError`` when the run cannot be read."""
-    cache_key = (str(layout.run_dir(run_id)), key)
-    if cache_key in _ended_runs:
-        return _ended_runs[cache_key]
-    info = load_run(layout, run_id)
-    spent = usage_total(
-        Usage.from_json((session.get("closed") or {}).get("usage"))
-        for session in info.sessions
-        if session.get("key") == key
-    )
-    found = (spent, info.source if isinstance(info.source, str) else None)
-    if info.status in TERMINAL:
-        _ended_runs[cache_key] = found
-    return found
-
-
-def thread_usage(layout: Layout, key: str, last_run: str | None) -> Usage | None:
-    """What ``key``'s thread has spent since its chain began (SPEC §14): the usage of the
-    sessions ``key`` opened in ``last_run`` and each run it was picked up from, back to
-    the fresh start (``--fresh`` begins a new chain). A run that cannot be read ends
-    the walk; ``None`` when no session along it reported usage."""
-    found: list[Usage | None] = []
-    seen: set[str] = set()
-    run_id = last_run
-    while run_id and run_id not in seen and len(seen) < CHAIN_LIMIT:
-        seen.add(run_id)
-        try:
-            spent, run_id = _run_usage(layout, run_id, key)
-        except FlowdropError:
-            break
-        found.append(spent)
-    return usage_total(found)
 
 
 def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
