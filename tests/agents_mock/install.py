@@ -63,11 +63,18 @@ def _complete() -> bool:
 
 def ensure_installed() -> Path:
     """The folder holding ``claude`` and ``codex``, installing them on first use."""
-    npm = shutil.which("npm")
-    if shutil.which("node") is None or npm is None:
+    if shutil.which("node") is None:  # Codex's launcher is a Node script
         raise NotInstallable(
-            "node and npm are needed to install the real Claude Code and Codex CLIs "
-            "(apt-get install nodejs npm; .ci/run does it)"
+            "node is needed to run the real Codex CLI, and npm to install it and Claude "
+            "Code (apt-get install nodejs npm; .ci/run does it)"
+        )
+    if _complete():
+        return bin_dir()
+    npm = shutil.which("npm")
+    if npm is None:
+        raise NotInstallable(
+            "npm is needed to install the real Claude Code and Codex CLIs "
+            "(apt-get install npm; .ci/run does it)"
         )
     where = prefix()
     where.mkdir(parents=True, exist_ok=True)
