@@ -153,23 +153,22 @@ def flows_table(rows: list[dict[str, Any]]) -> str:
 
 
 def runs_table(rows: list[dict[str, Any]]) -> str:
+    """The run list; a USAGE column (tokens in/out) only when some run has usage."""
+    metered = any(row.get("usage") for row in rows)
     table = []
     for row in rows:
-        rounds = rounds_range(row.get("first_round"), row.get("last_round"))
-        table.append(
-            [
-                str(row["run"]),
-                str(row.get("flow")),
-                status_label(row.get("status")),
-                rounds,
-                str(row.get("started") or "")[:19].replace("T", " "),
-                duration(row.get("started"), row.get("ended")),
-                str(row.get("picked_up_from") or "—"),
-            ]
-        )
-    return _table(
-        ["RUN", "FLOW", "STATUS", "ROUNDS", "STARTED", "DURATION", "PICKED UP FROM"], table
-    )
+        cells = [
+            str(row["run"]),
+            str(row.get("flow")),
+            status_label(row.get("status")),
+            rounds_range(row.get("first_round"), row.get("last_round")),
+            str(row.get("started") or "")[:19].replace("T", " "),
+            duration(row.get("started"), row.get("ended")),
+            str(row.get("picked_up_from") or "—"),
+        ]
+        table.append([*cells, usage_short(row.get("usage")) or "—"] if metered else cells)
+    headers = ["RUN", "FLOW", "STATUS", "ROUNDS", "STARTED", "DURATION", "PICKED UP FROM"]
+    return _table([*headers, "USAGE"] if metered else headers, table)
 
 
 def show_text(detail: dict[str, Any]) -> str:

@@ -179,3 +179,5 @@ def test_a_plugged_in_backend_reports_usage_in_its_reply(
     assert detail["usage"] == {"input": 107, "output": 23, "cache_read": 62, "cache_write": 1}
     assert cli.json("runs", "spend")[0]["usage"] == detail["usage"]
     assert "107 in (62 cache read, 1 cache write), 23 out" in cli("show", run_id).stdout
+    listed = cli("runs", "spend", check=0).stdout.splitlines()
+    assert listed[0].endswith("USAGE") and listed[1].endswith("107/23")
