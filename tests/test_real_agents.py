@@ -200,24 +200,28 @@ def test_claude_links_its_transcript_from_a_deep_path_and_an_emoji_path(
 ) -> None:
     """Claude Code cuts a project folder name over 200 characters and appends a hash
     of the path, and spells an emoji as two dashes: each transcript is found and
-    linked (with the old rule the first made the lookup fail with ENAMETOOLONG)."""
+    linked. With the old rule a path over 255 characters made the lookup fail with
+    ENAMETOOLONG, and one between 200 and 255 was looked for where it is not."""
     deep = workspace / "/".join(["a-folder-deep-in-the-tree"] * 10)
+    real = os.path.realpath(workspace)
+    middle = workspace / ("m" * (230 - len(real) - 1))  # a path of 230 characters
     emoji = workspace / "launch 🚀 café"
-    for folder in (deep, emoji):
+    folders = (deep, middle, emoji)
+    for folder in folders:
         folder.mkdir(parents=True)
-    assert len(folder_name(os.path.realpath(deep))) < len(os.path.realpath(deep))
+    assert len(os.path.realpath(deep)) > 255 and len(os.path.realpath(middle)) == 230
     run_id = run_flow(
-        cli, flow_writer, "claude", [("from the deep", str(deep)), ("from the rocket", str(emoji))]
+        cli, flow_writer, "claude", [(f"from {f.name[:10]}", str(f)) for f in folders]
     )
     results = state_of(workspace, run_id)["agent"]["results"]
-    assert [r["ok"] for r in results] == [True, True]
+    assert [r["ok"] for r in results] == [True, True, True]
     projects = agents.claude_config / "projects"
     written = sorted(p.parent.name for p in projects.glob("*/*.jsonl"))
-    expected = sorted(folder_name(os.path.realpath(f)) for f in (deep, emoji))
+    expected = sorted(folder_name(os.path.realpath(f)) for f in folders)
     assert written == expected  # the rule is Claude Code's, to the hash
     assert any("--" in name and name.endswith("-caf-") for name in written)
     rows = cli.json("show", run_id)["sessions"]
-    assert [r["exists"] for r in rows] == [True, True]
+    assert [r["exists"] for r in rows] == [True, True, True]
     for row, result in zip(rows, results, strict=True):
         link = workspace / ".flowdrop" / "runs" / run_id / row["link"]
         assert link.resolve() == Path(result["transcript"]).resolve()
