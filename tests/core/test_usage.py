@@ -198,3 +198,38 @@ def test_a_damaged_recorded_usage_is_shown_as_none(
     assert cli.json("runs", "k")[0]["usage"] is None
     assert [f["usage"] for f in cli.json("flows")] == [None]
     assert "usage" not in cli("show", run_id, check=0).stdout.split("state")[0]
+
+
+def test_a_session_never_closed_shows_what_its_transcript_says_so_far(
+    workspace: Path, cli: CLI, tmp_path: Path
+) -> None:
+    """A session still running (or whose run was killed before it closed) has no
+    recorded usage: `show` reads it through the link; `runs` counts closed ones only."""
+    write_flow(
+        workspace, "k", "from flowdrop_tui import flow\n\n@flow()\ndef main(run):\n    pass\n"
+    )
+    run_id = "20260817T010000.000Z-aaaaaa"
+    seed_run(workspace, run_id, "k", last_round=1)
+    transcript = write(
+        tmp_path / "live.jsonl",
+        assistant("msg_1", {"input_tokens": 10, "output_tokens": 2}, "thinking"),
+        assistant("msg_1", {"input_tokens": 10, "output_tokens": 2}),
+    )
+    folder = workspace / ".flowdrop" / "runs" / run_id
+    (folder / "sessions" / "000001-claude.jsonl").symlink_to(transcript)
+    with open(folder / "cycle.jsonl", "a") as out:
+        opened = {
+            "event": "session_opened",
+            "session": f"{run_id}-000001",
+            "key": "k",
+            "backend": "claude",
+            "link": "sessions/000001-claude.jsonl",
+            "target": str(transcript),
+        }
+        out.write(json.dumps(opened) + "\n")
+    reindex(workspace)
+    detail = cli.json("show", run_id)
+    spent = {"input": 10, "output": 2, "cache_read": 0, "cache_write": 0}
+    assert detail["sessions"][0]["closed"] is False
+    assert detail["sessions"][0]["usage"] == spent and detail["usage"] == spent
+    assert cli.json("runs", "k")[0]["usage"] is None
