@@ -9,7 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from flowdrop_tui.core.records.events import RunInfo
-from flowdrop_tui.format import round_label
+from flowdrop_tui.format import round_label, usage_short
 from flowdrop_tui.tui.labels import short_error
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
@@ -22,7 +22,8 @@ COLUMNS = (
     ("last_run", "LAST RUN"),
     ("about", "ABOUT"),
 )
-NARROW_HIDES = frozenset({"last_run"})  # the runs pane shows it, newest first
+USAGE_COLUMN = ("usage", "USAGE")  # before ABOUT, only while some flow has usage
+NARROW_HIDES = frozenset({"last_run", "usage"})  # the runs and run panes show them
 
 
 # Keys a lazygit / k9s user reaches for, in every list (not in the footer: help lists them).
@@ -65,7 +66,10 @@ class FlowTable(DataTable[Text]):
 
     @property
     def shown_columns(self) -> list[tuple[str, str]]:
-        return [c for c in COLUMNS if not (self.narrow and c[0] in NARROW_HIDES)]
+        columns: tuple[tuple[str, str], ...] = COLUMNS
+        if any(row.get("usage") for row in self.rows_by_name.values()):
+            columns = (*COLUMNS[:-1], USAGE_COLUMN, COLUMNS[-1])
+        return [c for c in columns if not (self.narrow and c[0] in NARROW_HIDES)]
 
     def set_fit(self, narrow: bool, width: int) -> None:
         """Fit the columns to a narrow screen (``width`` cells for the table) or not."""
@@ -81,6 +85,12 @@ class FlowTable(DataTable[Text]):
         if not self.row_count:
             return None
         return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+
+    def _columns(self) -> tuple[tuple[str, str], ...]:
+        """The columns; USAGE (tokens in/out since the thread began) when any flow has it."""
+        if not any(row.get("usage") for row in self.rows_by_name.values()):
+            return COLUMNS
+        return (*COLUMNS[:-1], USAGE_COLUMN, COLUMNS[-1])
 
     def _cells(self, row: dict[str, Any]) -> list[Text]:
         muted = self.get_component_rich_style("flow--muted", partial=True)
@@ -101,6 +111,7 @@ class FlowTable(DataTable[Text]):
             "round": Text(round_label(int(row.get("round") or 0))),
             "resumable": resumable,
             "last_run": Text(str(row.get("last_run") or "—"), style=muted),
+            "usage": Text(usage_short(row.get("usage")) or "—", style=muted),
             "about": about,
         }
         return [cells[key] for key, _ in self.shown_columns]
@@ -121,8 +132,10 @@ class FlowTable(DataTable[Text]):
             return
         if name not in self.rows:
             return  # filtered out
-        if any(cell.cell_len > width for cell, width in zip(cells, self._widths, strict=True)):
-            self._redraw()  # a column must widen
+        if len(cells) != len(self._widths) or any(
+            cell.cell_len > width for cell, width in zip(cells, self._widths, strict=True)
+        ):
+            self._redraw()  # a column must widen, or USAGE comes or goes
             return
         for (column, _), cell in zip(self.shown_columns, cells, strict=True):
             self.update_cell(name, column, cell)  # one row, as a live run moves on
