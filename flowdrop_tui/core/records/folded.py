@@ -29,9 +29,10 @@ from flowdrop_tui.core.records.events import (
     line_batches,
     parse_lines,
 )
+from flowdrop_tui.core.records.usage import Usage
 
 CACHE_MIN = 1 << 20  # smaller records are folded whole: faster than a cache file
-_VERSION = 1
+_VERSION = 2
 # RunInfo fields a cached fold must hold with these types (anything else: not trusted)
 _SHAPES: dict[str, type | tuple[type, ...]] = {
     "position": dict,
@@ -43,6 +44,7 @@ _SHAPES: dict[str, type | tuple[type, ...]] = {
     "rounds": int,
     "first_round": int,
     "events": int,
+    "chain_before": dict,
 }
 
 
@@ -111,6 +113,7 @@ def _restore(
             path=path,
             recorded=Status(fields["recorded"]),
             status=Status(fields["status"]),
+            chain_before={k: Usage.from_json(v) for k, v in fields["chain_before"].items()},
         )
         info = RunInfo(**fields)
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
@@ -122,9 +125,13 @@ def _restore(
 
 
 def _save(layout: Layout, run_id: str, run: RunFold, identity: list[int], offset: int) -> None:
-    info = dataclasses.asdict(run.info)
+    info = {f.name: getattr(run.info, f.name) for f in dataclasses.fields(run.info)}
     info.pop("path")
     info.pop("live_pid")
+    info["chain_before"] = {
+        key: usage.to_json() if usage is not None else None
+        for key, usage in run.info.chain_before.items()
+    }
     data = {
         "v": _VERSION,
         "identity": identity,
@@ -137,7 +144,9 @@ def _save(layout: Layout, run_id: str, run: RunFold, identity: list[int], offset
     tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
         layout.folder(target.parent)  # never through a link
-        raw = orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS)
+        # No `default`: a field holding objects this module does not convert (a future
+        # RunInfo field) raises, and the fold is simply not kept.
+        raw = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o644)
         try:
