@@ -23,7 +23,15 @@ from flowdrop_tui.core.control import launch, verbs
 from flowdrop_tui.core.errors import FlowdropError, FlowLoadError, UsageError
 from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
 from flowdrop_tui.core.paths import Layout, find_workspace
-from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import (
+    ENDED,
+    LIVE,
+    Status,
+    list_run_ids,
+    load_run,
+    side_value,
+)
+from flowdrop_tui.core.records.nesting import clip
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
 from flowdrop_tui.format import (
@@ -43,7 +51,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _dump(value: Any) -> str:
-    return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # orjson's own error too: nested past what it writes (a forged record)
+        return orjson.dumps(clip(value), default=str, option=orjson.OPT_INDENT_2).decode()
 
 
 def _err(message: str) -> None:
@@ -170,7 +181,8 @@ def _finish_foreground(execution: Execution, as_json: bool) -> int:
         message += f": {error_words(outcome.error)}"
     _err(message)
     if as_json:
-        print(_dump({**info.summary(), "result": info.result, "error": info.error}))
+        result = side_value(info.path, info.result)  # a big one: from its side file
+        print(_dump({**info.summary(), "result": result, "error": info.error}))
     return outcome.exit_code
 
 
@@ -346,7 +358,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     layout = _layout(args)
     from flowdrop_tui.core.records import index
 
-    data = index.rebuild(layout)
+    data = index.rebuild(layout, strict=True)
     count = len(list_run_ids(layout))
     if args.json:
         print(_dump({"runs": count, "keys": len(data["keys"])}))

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.paths import REQUESTS
+from flowdrop_tui.core.paths import REQUESTS, refuse_link
 
 STOP = "stop"
 STOP_NOW = "stop-now"
@@ -34,10 +34,15 @@ class Request:
 def post(run_dir: Path, kind: str, by: dict[str, Any]) -> bool:
     """The asker's end: leave a request; False when one of that kind is already pending."""
     folder = run_dir / REQUESTS
-    folder.mkdir(exist_ok=True)
+    refuse_link(run_dir)  # never through a link planted in the record
+    refuse_link(folder)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir()
+    refuse_link(folder)  # (made meanwhile: looked at again)
     path = folder / f"{kind}.json"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, flags, 0o644)
     except FileExistsError:
         return False
     try:
@@ -61,6 +66,8 @@ class Inbox:
     def take(self) -> list[Request]:
         """Consume every pending request (each is seen exactly once)."""
         taken: list[Request] = []
+        if self.folder.is_symlink():
+            return taken  # a link planted in the record: never read or delete through it
         with self._lock:
             for kind in KINDS:
                 path = self.folder / f"{kind}.json"

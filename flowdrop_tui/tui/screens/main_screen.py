@@ -17,6 +17,8 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.widget import MountError
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker
 
@@ -159,11 +161,18 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         feed.border_title = "Events"
         detail = RunDetail(id="detail")
         detail.border_title = "Run"
-        await self.query_one("#runs-pane").mount_all(
-            [Static(id="flow-note", markup=False), RunTable(id="runs")]
-        )
-        await self.query_one("#run-pane").mount_all([feed, detail])
-        await self.mount(FilterBar(self._filter_closed), before=self.query_one(Footer))
+        try:
+            await self.query_one("#runs-pane").mount_all(
+                [Static(id="flow-note", markup=False), RunTable(id="runs")]
+            )
+            await self.query_one("#run-pane").mount_all([feed, detail])
+            await self.mount(FilterBar(self._filter_closed), before=self.query_one(Footer))
+        except (MountError, NoMatches):
+            if self.is_attached:
+                raise
+            return  # `q` before the first frame settled: the screen is already gone
+        if not self.is_attached:
+            return
         self.ready = True
         self._fit()
         self._show_flows(list(self.flows.rows_by_name.values()))
