@@ -39,16 +39,23 @@ def post(run_dir: Path, kind: str, by: dict[str, Any]) -> bool:
     with contextlib.suppress(FileExistsError):
         folder.mkdir()
     refuse_link(folder)  # (made meanwhile: looked at again)
-    path = folder / f"{kind}.json"
+    # Written whole under a hidden name, then linked into place: the run, which may
+    # look at any instant, never reads a request half-written (it would lose who
+    # asked), and link() refuses a name that exists — a pending request or a link.
+    draft = folder / f".{kind}.{os.getpid()}.{threading.get_ident()}.draft"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(draft, flags, 0o644)
     try:
-        fd = os.open(path, flags, 0o644)
+        try:
+            os.write(fd, orjson.dumps({"kind": kind, "by": by}))
+        finally:
+            os.close(fd)
+        os.link(draft, folder / f"{kind}.json")
     except FileExistsError:
         return False
-    try:
-        os.write(fd, orjson.dumps({"kind": kind, "by": by}))
     finally:
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(draft)
     return True
 
 
