@@ -17,11 +17,12 @@ from typing import Any, NoReturn
 
 import orjson
 
-from flowdrop_tui.core import views
+from flowdrop_tui.core import retention, views
 from flowdrop_tui.core.control import launch, verbs
 from flowdrop_tui.core.errors import FlowdropError, FlowLoadError, UsageError
 from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
 from flowdrop_tui.core.paths import Layout, find_workspace
+from flowdrop_tui.core.records import ledger, pins
 from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
@@ -29,10 +30,12 @@ from flowdrop_tui.format import (
     asked_text,
     error_words,
     flows_table,
+    prune_text,
     rounds_range,
     runs_table,
     show_text,
     start_words,
+    usage_words,
 )
 
 
@@ -100,7 +103,37 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot = sub.add_parser("snapshot", parents=[common], help="print a run's snapshot")
     snapshot.add_argument("run", metavar="RUN")
     sub.add_parser("reindex", parents=[common, json_flag], help="rebuild .flowdrop/index.json")
+    prune = sub.add_parser(
+        "prune", parents=[common, json_flag], help="delete old ended runs (never what is picked up)"
+    )
+    prune.add_argument(
+        "--keep",
+        type=_count,
+        default=retention.DEFAULT_KEEP,
+        metavar="N",
+        help=f"keep the newest N runs of each flow (default {retention.DEFAULT_KEEP})",
+    )
+    prune.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="delete only runs that ended longer ago than this (30d, 12h, 1d12h)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would go; delete nothing")
+    pin = sub.add_parser("pin", parents=[common, json_flag], help="never prune this run")
+    pin.add_argument("run", metavar="RUN")
+    unpin = sub.add_parser("unpin", parents=[common, json_flag], help="let prune delete it again")
+    unpin.add_argument("run", metavar="RUN")
     return parser
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs (0 or more)")
+    return value
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -286,13 +319,17 @@ def cmd_flows(args: argparse.Namespace) -> int:
         print(f"no flows in {layout.flows} yet — a flow is a folder flows/<name>/ holding flow.py")
     else:
         print(flows_table(rows))
+        used = ledger.workspace_usage(layout)
+        print(f"\n{usage_words(used.runs, used.bytes)} (flowdrop-tui prune deletes old runs)")
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     layout = _layout(args)
     key = views.key_for(layout, args.flow) if args.flow else None
-    rows = [info.summary() for info in views.run_rows(layout, key)]
+    pinned = pins.pinned(layout)
+    infos = views.run_rows(layout, key)
+    rows = [{**info.summary(), "pinned": info.run in pinned} for info in infos]
     if args.json:
         print(_dump(rows))
     elif not rows:
@@ -327,6 +364,33 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    older = retention.parse_duration(args.older_than) if args.older_than is not None else None
+    result = retention.prune(layout, args.keep, older, dry_run=args.dry_run)
+    report = result.as_json()
+    print(_dump(report) if args.json else prune_text(report))
+    return 0
+
+
+def _pin(args: argparse.Namespace, change: Callable[[Layout, str], bool], done: str) -> int:
+    changed = change(_layout(args), args.run)
+    message = f"run {args.run} {done}" if changed else f"run {args.run} was already {done}"
+    if args.json:
+        print(_dump({"run": args.run, "pinned": done == "pinned", "changed": changed}))
+    else:
+        print(message)
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    return _pin(args, pins.pin, "pinned")
+
+
+def cmd_unpin(args: argparse.Namespace) -> int:
+    return _pin(args, pins.unpin, "unpinned")
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     layout = _layout(args)
     from flowdrop_tui.tui.app import (
@@ -346,6 +410,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "show": cmd_show,
     "snapshot": cmd_snapshot,
     "reindex": cmd_reindex,
+    "prune": cmd_prune,
+    "pin": cmd_pin,
+    "unpin": cmd_unpin,
 }
 
 
