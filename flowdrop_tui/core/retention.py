@@ -341,8 +341,7 @@ def prune(
                     moved.append(verdict)
                 else:
                     result.skipped.append((verdict, "gone already"))
-        for verdict in moved:
-            trash.purge(layout, verdict.run)
+        trash.purge_all(layout, [v.run for v in moved])
         result.deleted.extend(moved)
     ledger.forget({v.run for v in result.deleted})
     ledger.save()

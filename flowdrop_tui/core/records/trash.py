@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from flowdrop_tui.core.paths import RUN_ID_RE, SESSIONS, Layout
@@ -109,9 +111,22 @@ def leftovers(layout: Layout) -> list[str]:
         return []
 
 
+# Removing a folder waits on the disk (``rmdir`` measured 2 ms on an ext4 mounted
+# with ``discard``), not on the CPU: several at once overlap those waits (17× faster
+# with 8 threads on that disk; bench/README.md, "prune").
+PURGE_THREADS = 8
+
+
+def purge_all(layout: Layout, names: Iterable[str]) -> None:
+    """``purge`` each name, several at once."""
+    with ThreadPoolExecutor(PURGE_THREADS, thread_name_prefix="purge") as pool:
+        for _ in pool.map(lambda name: purge(layout, name), names):
+            pass
+
+
 def sweep(layout: Layout) -> int:
     """Finish deleting whatever a killed prune left in the trash; returns how many."""
     names = leftovers(layout)
-    for name in names:
-        purge(layout, name)
+    if names:
+        purge_all(layout, names)
     return len(names)
