@@ -28,3 +28,17 @@ def test_runs_by_key_newest_first_learning_new_and_forgetting_gone(workspace: Pa
     catalog.refresh()
     assert ids[0] not in catalog.ids_of("alpha")
     assert catalog.info(ids[2]) is catalog.info(ids[2])  # an ended run is read once
+
+
+def test_runs_pruned_while_as_many_others_appear_are_forgotten(workspace: Path) -> None:
+    """Guards the UI's runs table during a prune: runs deleted between two refreshes are
+    forgotten even when as many new ones appeared (the count alone does not move)."""
+    ids = [f"20260817T0{h}0000.000Z-aaaaa{h}" for h in range(1, 4)]
+    for n, run_id in enumerate(ids):
+        seed_run(workspace, run_id, "alpha", minute=n)
+    catalog = RunCatalog(Layout(workspace))
+    catalog.refresh()
+    shutil.rmtree(workspace / ".flowdrop" / "runs" / ids[0])
+    newest = seed_run(workspace, "20260817T070000.000Z-bbbbbb", "alpha", minute=7)
+    assert catalog.refresh() == [newest]
+    assert catalog.ids_of("alpha") == [newest, ids[2], ids[1]]

@@ -37,7 +37,10 @@ class RunCatalog:
         ids = list_run_ids(self.layout)
         with self._lock:
             new = [run_id for run_id in ids if run_id not in self._key_of]
-            gone = set(self._key_of).difference(ids) if len(ids) < len(self._key_of) else set()
+            # Runs vanish when pruned, possibly while others appear: some are gone
+            # exactly when fewer known runs are listed than are known.
+            vanished = len(self._key_of) > len(ids) - len(new)
+            gone = set(self._key_of).difference(ids) if vanished else set()
         learnt = [(run_id, self._first_key(run_id)) for run_id in new]
         with self._lock:
             for run_id in gone:
