@@ -272,7 +272,8 @@ def _orphans(layout: Layout, run_ids: set[str], now: float) -> list[Orphan]:
 
 def _size(entry: os.DirEntry[str]) -> int:
     try:
-        return entry.stat(follow_symlinks=False).st_blocks * 512
+        regular = entry.is_file(follow_symlinks=False)
+        return entry.stat(follow_symlinks=False).st_size if regular else 0
     except OSError:
         return 0
 

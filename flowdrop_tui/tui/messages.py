@@ -95,6 +95,15 @@ class WorkspaceRead(Message):
         self.git = git
 
 
+class UsageRead(Message):
+    """The workspace's size was measured: runs and bytes on disk under .flowdrop/."""
+
+    def __init__(self, runs: int, used: int) -> None:
+        super().__init__()
+        self.runs = runs
+        self.used = used
+
+
 class PickUpPlanned(Message):
     """A launch was planned that carries state into a new run: ask before it starts."""
 

@@ -15,6 +15,9 @@ checks each run it deletes against its record again (``retention``).
 from __future__ import annotations
 
 import os
+import stat
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +50,7 @@ class RunFacts:
     key: str | None  # None: no readable ``created`` event
     status: Status
     ended: str | None  # when it ended (its last event's time), for an ended run
-    bytes: int  # on disk: its folder and the transcripts it links under .flowdrop/
+    bytes: int  # its files' sizes: its folder and the transcripts it links under .flowdrop/
 
 
 def last_event(path: Path) -> dict[str, Any] | None:
@@ -63,17 +66,20 @@ def last_event(path: Path) -> dict[str, Any] | None:
     return events[-1] if events else None
 
 
-def _blocks(path: str) -> int:
+def _bytes(path: str) -> int:
+    """A file's size; 0 for a folder or a link. What the files hold, not the blocks the
+    file system gives them: the same figure on every file system."""
     try:
-        return os.lstat(path).st_blocks * 512
+        found = os.lstat(path)
     except OSError:
         return 0
+    return found.st_size if stat.S_ISREG(found.st_mode) else 0
 
 
 def disk_bytes(layout: Layout, run_id: str) -> int:
     """A run's folder (never following a link) plus its transcripts under .flowdrop/."""
     folder = layout.runs / run_id
-    total = _blocks(str(folder))
+    total = _bytes(str(folder))
     stack = [str(folder)]
     while stack:
         try:
@@ -81,11 +87,11 @@ def disk_bytes(layout: Layout, run_id: str) -> int:
         except OSError:
             continue
         for entry in entries:
-            total += _blocks(entry.path)
+            total += _bytes(entry.path)
             if entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
     if keeps_transcripts(layout):
-        total += sum(_blocks(str(t)) for t in linked_transcripts(layout, folder, run_id))
+        total += sum(_bytes(str(t)) for t in linked_transcripts(layout, folder, run_id))
     return total
 
 
@@ -215,5 +221,25 @@ def _orphan_bytes(layout: Layout, run_ids: set[str]) -> int:
         return 0
     for name in names:
         if name[:27] not in run_ids:
-            total += _blocks(str(layout.transcripts / name))
+            total += _bytes(str(layout.transcripts / name))
     return total
+
+
+def isolated_usage(layout: Layout) -> Usage | None:
+    """``workspace_usage`` in a child process, for the UI: learning a large workspace's
+    runs the first time reads thousands of files, which must not hold the UI's GIL.
+    ``None`` on failure."""
+    command = [sys.executable, "-m", "flowdrop_tui.core.records.ledger", str(layout.workspace)]
+    try:
+        done = subprocess.run(
+            command, stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=False
+        )
+        answer = orjson.loads(done.stdout)
+        return Usage(int(answer["runs"]), int(answer["bytes"]))
+    except (OSError, subprocess.SubprocessError, orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+if __name__ == "__main__":
+    used = workspace_usage(Layout(Path(sys.argv[1])))
+    sys.stdout.buffer.write(orjson.dumps({"runs": used.runs, "bytes": used.bytes}))

@@ -38,6 +38,7 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
     RunPolled,
     RunsRead,
+    UsageRead,
     WorkspaceRead,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
@@ -140,6 +141,7 @@ class MainScreen(RunActions, WorkspaceReads):
         self._show_flows(list(self.flows.rows_by_name.values()))
         self.read_flows()
         self.read_workspace()
+        self.read_usage()
         self.watch_workspace()
         self.set_interval(1.0, self.runs.tick)
 
@@ -190,10 +192,15 @@ class MainScreen(RunActions, WorkspaceReads):
 
     def on_index_changed(self, _: IndexChanged) -> None:
         self.read_flows()
+        self.read_usage()
 
     @shielded
     def on_workspace_read(self, message: WorkspaceRead) -> None:
         self.query_one(WorkspaceBar).show_git(message.git)
+
+    @shielded
+    def on_usage_read(self, message: UsageRead) -> None:
+        self.query_one(WorkspaceBar).show_usage(message.runs, message.used)
 
     # -- selection --------------------------------------------------------------------------------
 

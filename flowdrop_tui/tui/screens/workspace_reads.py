@@ -17,6 +17,7 @@ from flowdrop_tui.core.git import isolated
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.catalog import RunCatalog
 from flowdrop_tui.core.records.events import RunInfo
+from flowdrop_tui.core.records.ledger import isolated_usage
 from flowdrop_tui.core.watch import WorkspaceWatch
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,
@@ -26,6 +27,7 @@ from flowdrop_tui.tui.messages import (
     RunDetailRead,
     RunPolled,
     RunsRead,
+    UsageRead,
     WorkspaceRead,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
@@ -75,6 +77,13 @@ class WorkspaceReads(Screen[None]):
     @work(thread=True, exclusive=True, group="workspace", exit_on_error=False)
     def read_workspace(self) -> None:
         self.post_message(WorkspaceRead(isolated(self.workspace.workspace, "facts")))
+
+    @work(thread=True, exclusive=True, group="usage", exit_on_error=False)
+    def read_usage(self) -> None:
+        """Runs and disk used (in a child process: a cold ledger reads every run once)."""
+        used = isolated_usage(self.workspace)
+        if used is not None:
+            self.post_message(UsageRead(used.runs, used.bytes))
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def read_runs(self, key: str) -> None:

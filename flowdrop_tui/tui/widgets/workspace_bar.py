@@ -7,6 +7,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from flowdrop_tui.format import usage_words
+
 
 class WorkspaceBar(Static):
     """``flowdrop-tui · ws · git main`` — the folder name, not its path, to keep it short."""
@@ -15,6 +17,7 @@ class WorkspaceBar(Static):
         super().__init__(id="workspace-bar", markup=False)
         self.workspace_name = name
         self.git_text = "reading git…"
+        self.usage_text = ""
 
     def on_mount(self) -> None:
         self._redraw()
@@ -27,5 +30,11 @@ class WorkspaceBar(Static):
             self.git_text = f"git {branch}" + (" (uncommitted changes)" if git.get("dirty") else "")
         self._redraw()
 
+    def show_usage(self, runs: int, used: int) -> None:
+        """Runs and disk used: so the user knows when to prune."""
+        self.usage_text = usage_words(runs, used)
+        self._redraw()
+
     def _redraw(self) -> None:
-        self.update(Text(f"flowdrop-tui · {self.workspace_name} · {self.git_text}"))
+        usage = f" · {self.usage_text}" if self.usage_text else ""
+        self.update(Text(f"flowdrop-tui · {self.workspace_name} · {self.git_text}{usage}"))
