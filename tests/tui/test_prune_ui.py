@@ -63,6 +63,9 @@ async def test_prune_from_the_palette_shows_the_dry_run_and_deletes_on_yes(
         await until(pilot, lambda: app.heard("pruned 3 runs"), what="the prune")
         assert on_disk(workspace) == ids[3:]
         await until(pilot, lambda: "20 runs" in bar.usage_text, what="the size again")
+        await pilot.pause(0.5)  # the watch reports the vanished runs: nothing may fail
+        assert len(app.said) == 1, app.said
+        assert app.said[0].startswith("pruned 3 runs and 0 orphaned transcripts ("), app.said
 
 
 async def test_nothing_to_prune_offers_only_close(workspace: Path) -> None:

@@ -270,7 +270,16 @@ class MainScreen(RunActions, WorkspaceReads):
         self.watcher.follow(self.tracker.wanted(self.selected_run))
 
     def on_run_changed(self, message: RunChanged) -> None:
+        if not (self.workspace.runs / message.run_id).is_dir():
+            self._run_vanished()  # pruned (or deleted by hand): nothing to poll
+            return
         self.poll_run(message.run_id)
+
+    def _run_vanished(self) -> None:
+        """Runs were deleted: list the flow's runs and measure the workspace again."""
+        if self.selected_flow is not None:
+            self.read_runs(self.selected_flow)
+        self.read_usage()
 
     @shielded
     def on_run_polled(self, message: RunPolled) -> None:
