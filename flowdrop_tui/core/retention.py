@@ -37,7 +37,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from flowdrop_tui.core.errors import FlowdropError, UsageError
+from flowdrop_tui.core.errors import FlowdropError, RecordsUnwritableError, UsageError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import RUN_ID_RE, Layout
 from flowdrop_tui.core.records import index, pins, trash
@@ -315,6 +315,16 @@ def _still_deletable(layout: Layout, verdict: Verdict) -> str | None:
     return None if status in ENDED else str(status)
 
 
+def _discard(layout: Layout, run_id: str) -> bool:
+    try:
+        return trash.discard(layout, run_id)
+    except OSError as exc:
+        raise RecordsUnwritableError(
+            f"cannot delete run {run_id}: cannot move it into {layout.trash}: "
+            f"{exc.strerror or exc}; make .flowdrop/ writable and prune again"
+        ) from exc
+
+
 def prune(
     layout: Layout,
     keep: int = DEFAULT_KEEP,
@@ -338,7 +348,7 @@ def prune(
                 why = _still_deletable(layout, verdict)
                 if why is not None:
                     result.skipped.append((verdict, why))
-                elif trash.discard(layout, verdict.run):
+                elif _discard(layout, verdict.run):
                     moved.append(verdict)
                 else:
                     result.skipped.append((verdict, "gone already"))

@@ -342,3 +342,12 @@ def test_runs_starting_and_ending_during_prunes_keep_their_chain(ws: Path) -> No
     # Ten runs of `a`, two rounds each, one increment of n per round: nothing skipped.
     state = orjson.loads((ws / ".flowdrop" / "runs" / last / "state.json").read_bytes())
     assert state["a"]["n"] == 20 and created["first_round"] == 19
+
+
+def test_prune_of_a_workspace_without_runs_says_so(tmp_path: Path) -> None:
+    """Guards the first use: no .flowdrop/ yet is nothing to prune, not an error."""
+    cli = CLI(tmp_path)
+    report = prune(cli, "--workspace", str(tmp_path))
+    assert report["runs"] == 0 and report["delete"] == [] and report["kept"] == []
+    assert "deleted 0 of 0 runs" in cli("prune", "--workspace", str(tmp_path), check=0).stdout
+    assert not (tmp_path / ".flowdrop").exists()
