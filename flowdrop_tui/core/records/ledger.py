@@ -241,5 +241,6 @@ def isolated_usage(layout: Layout) -> Usage | None:
 
 
 if __name__ == "__main__":
+    os.nice(10)  # a background measurement: the UI (and its runs) come first
     used = workspace_usage(Layout(Path(sys.argv[1])))
     sys.stdout.buffer.write(orjson.dumps({"runs": used.runs, "bytes": used.bytes}))
