@@ -53,11 +53,14 @@ class FlowRowsRead(Message):
 class RunsRead(Message):
     """One flow's runs were read, newest first (``total``: how many it has)."""
 
-    def __init__(self, key: str, runs: list[RunInfo], total: int) -> None:
+    def __init__(
+        self, key: str, runs: list[RunInfo], total: int, pinned: frozenset[str] = frozenset()
+    ) -> None:
         super().__init__()
         self.key = key
         self.runs = runs
         self.total = total
+        self.pinned = pinned
 
 
 class RunPolled(Message):

@@ -8,6 +8,7 @@ from pathlib import Path
 from textual.widgets import Static
 
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import pins
 from flowdrop_tui.tui.screens.prune_modal import PruneModal
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 from tests.seeded_records import reindex, seed_run
@@ -66,6 +67,19 @@ async def test_prune_from_the_palette_shows_the_dry_run_and_deletes_on_yes(
         await pilot.pause(0.5)  # the watch reports the vanished runs: nothing may fail
         assert len(app.said) == 1, app.said
         assert app.said[0].startswith("pruned 3 runs and 0 orphaned transcripts ("), app.said
+
+
+async def test_the_run_list_shows_which_runs_are_pinned(workspace: Path) -> None:
+    """Guards 'pinned shown in the UI run list'."""
+    ids = seeded(workspace, 2)
+    pins.pin(Layout(workspace), ids[0])
+    app = RecordingApp(Layout(workspace))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: settled(app), what="the first reads")
+        table = app.main_screen.runs
+        await until(pilot, lambda: table.row_count == 2, what="the runs")
+        assert table.get_cell(ids[0], "status").plain == "cancelled, pinned"
+        assert table.get_cell(ids[1], "status").plain == "cancelled"
 
 
 async def test_nothing_to_prune_offers_only_close(workspace: Path) -> None:

@@ -241,6 +241,7 @@ class MainScreen(RunActions, WorkspaceReads):
     def on_runs_read(self, message: RunsRead) -> None:
         if message.key != self.selected_flow:
             return
+        self.runs.pinned = message.pinned
         self.runs.show_runs(message.key, message.runs)
         self.tracker.saw_live(info.run for info in message.runs if info.status in LIVE)
         shown = len(message.runs)

@@ -15,6 +15,7 @@ from flowdrop_tui.core import views, watch
 from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached, discover
 from flowdrop_tui.core.git import isolated
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import pins
 from flowdrop_tui.core.records.catalog import RunCatalog
 from flowdrop_tui.core.records.events import RunInfo
 from flowdrop_tui.core.records.ledger import isolated_usage
@@ -89,7 +90,8 @@ class WorkspaceReads(Screen[None]):
     def read_runs(self, key: str) -> None:
         self.catalog.refresh()
         runs = self.catalog.runs_of(key, RUNS_SHOWN)
-        self.post_message(RunsRead(key, runs, self.catalog.count(key)))
+        pinned = frozenset(pins.pinned(self.workspace))
+        self.post_message(RunsRead(key, runs, self.catalog.count(key), pinned))
 
     @work(thread=True, group="poll", exit_on_error=False)
     def poll_run(self, run_id: str, history: bool = False) -> None:

@@ -18,7 +18,7 @@ from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 # own auto-width, which settles on a later idle.
 COLUMNS = (
     ("run", "RUN", 27),
-    ("status", "STATUS", 11),
+    ("status", "STATUS", 19),  # "interrupted, pinned"
     ("rounds", "ROUNDS", 11),
     ("started", "STARTED (UTC)", 19),
     ("duration", "DURATION", 8),
@@ -50,6 +50,7 @@ class RunTable(DataTable[Text]):
         self.key: str | None = None
         self.runs: dict[str, RunInfo] = {}
         self.filter_text = ""
+        self.pinned: frozenset[str] = frozenset()  # runs prune never deletes
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -66,12 +67,18 @@ class RunTable(DataTable[Text]):
         muted = self.get_component_rich_style("run--muted", partial=True)
         return [
             Text(info.run),
-            status_text(self, info.status),
+            self._status(info),
             Text(rounds_label(info)),
             Text(stamp(info.started)),
             Text(duration(info.started, info.ended, now)),
             Text(info.source or "—", style=muted),
         ]
+
+    def _status(self, info: RunInfo) -> Text:
+        text = status_text(self, info.status)
+        if info.run in self.pinned:
+            text.append(", pinned")
+        return text
 
     def _matches(self, info: RunInfo) -> bool:
         needle = self.filter_text
