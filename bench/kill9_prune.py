@@ -88,8 +88,7 @@ class PruneHarness:
         self.gen: Generator | None = None
         self.shapes: dict[str, tuple[Any, ...]] = {}
         self.transcripts: dict[str, str] = {}
-        self.startup = 0.3
-        self.per_run = 0.002
+        self.span = 1.0  # seconds from starting `prune` to its exit (learnt)
 
     @property
     def layout(self) -> Layout:
@@ -111,10 +110,7 @@ class PruneHarness:
         self.shapes, self.transcripts = {}, {}
         self.add(120)
         self.gen.orphans(3)
-        began = time.monotonic()
-        subprocess.run(self._argv("--version"), capture_output=True, check=False)
-        self.startup = time.monotonic() - began
-        self.full_prune()  # also calibrates the time per run deleted
+        self.full_prune()  # also measures how long a prune takes
 
     def add(self, count: int) -> None:
         assert self.gen is not None
@@ -145,7 +141,6 @@ class PruneHarness:
         self.gen.forget_gone()
         must_stay = self.gen.keep(keep)
         present = set(list_run_ids(self.layout))
-        to_delete = len(present - must_stay)
         before = plans(self.layout)
         stop_reading = threading.Event()
         reader = threading.Thread(target=self.read_all, args=(stop_reading,))
@@ -157,12 +152,19 @@ class PruneHarness:
             start_new_session=True,
         )
         reader.start()
-        work = self.per_run * max(to_delete, 1)
-        if self.rng.random() < 0.1:
-            delay = self.rng.uniform(0, self.startup + work * 1.2)  # anywhere, start-up included
-        else:
-            delay = self.rng.uniform(self.startup * 0.7, self.startup + work * 1.2)
-        time.sleep(delay)
+        began = time.monotonic()
+        # Aim inside the prune's own work: the span from its start to its exit is learnt
+        # as it goes (a machine's load moves it), and mostly its later part is aimed at;
+        # one kill in ten lands anywhere, Python's start-up included.
+        span = self.span
+        low = 0.0 if self.rng.random() < 0.1 else 0.55 * span
+        delay = self.rng.uniform(low, span * 1.05)
+        while proc.poll() is None and time.monotonic() - began < delay:
+            time.sleep(0.002)
+        if proc.poll() is not None:  # it finished first: its whole span, measured
+            self.span = 0.7 * self.span + 0.3 * (time.monotonic() - began)
+        elif delay > 0.9 * self.span:
+            self.span = delay / 0.9  # it outlived the estimate: aim later
         landed = self.kill(proc)
         stop_reading.set()
         reader.join()
@@ -202,6 +204,7 @@ class PruneHarness:
                     self.loss(f"a reader read run {run_id} as damaged while it was listed")
                 if stop.is_set():
                     return
+            time.sleep(0.02)  # a UI re-reads on change, not in a tight loop
 
     # -- checks ----------------------------------------------------------------------------
     def check(
@@ -260,9 +263,7 @@ class PruneHarness:
         took = time.monotonic() - began
         if done.returncode != 0:
             self.loss(f"a full prune exited {done.returncode}: {done.stderr[-400:]!r}")
-        deleted = len(present - set(list_run_ids(self.layout)))
-        if deleted:
-            self.per_run = max(0.0005, (took - self.startup) / deleted)
+        self.span = took
         self.check(before, must_stay, present, landed=False)
         now = set(list_run_ids(self.layout))
         if now != must_stay & present:
