@@ -169,6 +169,16 @@ class Layout:
         return self.root / "transcripts"
 
     @property
+    def pins(self) -> Path:
+        """One empty file per pinned run: ``pins/<run-id>``."""
+        return self.root / "pins"
+
+    @property
+    def trash(self) -> Path:
+        """Where ``prune`` moves a run's folder (one rename) before deleting it."""
+        return self.root / "trash"
+
+    @property
     def flows(self) -> Path:
         return self.workspace / FLOWS_DIR
 

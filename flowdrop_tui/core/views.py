@@ -20,7 +20,7 @@ from flowdrop_tui.core.flows.discovery import (
     resolve_flow,
 )
 from flowdrop_tui.core.paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
-from flowdrop_tui.core.records import folded, index, key_runs
+from flowdrop_tui.core.records import folded, index, key_runs, pins
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
@@ -261,6 +261,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["called"] = info.called
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow
+    detail["pinned"] = pins.is_pinned(layout, run_id)
     return detail
 
 

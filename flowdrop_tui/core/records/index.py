@@ -25,7 +25,7 @@ import orjson
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
-from flowdrop_tui.core.records import folded, key_runs
+from flowdrop_tui.core.records import folded, key_runs, trash
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
@@ -226,6 +226,7 @@ def rebuild(layout: Layout, *, strict: bool = False) -> Index:
             data = _rescan_locked(layout)
             _write(layout, data)
             key_runs.rebuild_locked(layout)
+        trash.sweep(layout)  # finish what a killed prune left (invisible to readers)
     except locks.LockTimeout:
         if strict:
             raise

@@ -67,6 +67,20 @@ def rebuild_locked(layout: Layout) -> None:
         _write(layout, key, ids)
 
 
+def compact_locked(layout: Layout, keys: set[str]) -> None:
+    """Drop from ``keys``' lists the ids whose record is gone (after a prune), so that
+    counts are right and pages do not walk past them. Call under the index lock."""
+    for key in keys:
+        path = path_of(layout, key)
+        try:
+            ids = path.read_text("ascii", "replace").split()
+        except OSError:
+            continue
+        kept = [run_id for run_id in ids if (layout.runs / run_id).is_dir()]
+        if len(kept) != len(ids):
+            _write(layout, key, kept)
+
+
 def _ensure_locked(layout: Layout, key: str) -> None:
     if not path_of(layout, key).exists():
         _write(layout, key, _scan(layout).get(key, []))

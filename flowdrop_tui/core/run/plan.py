@@ -261,8 +261,25 @@ def _latest(
 ) -> RunInfo | None:
     """The run holding the thread's latest state for ``key`` (SG-12: the thread's latest
     state), checked against the records; ``None`` when there is none (or it is
-    ``this_run``). An index that names a run that is gone, unreadable, or without the
-    key is rebuilt and asked again."""
+    ``this_run``). A live one is refused (it is never picked up from)."""
+    info = _latest_holder(layout, key, warnings, this_run=this_run)
+    if info is not None:
+        _refuse_live(info)
+    return info
+
+
+def pick_up_source(layout: Layout, key: str) -> str | None:
+    """The run a plain ``run KEY`` of a resumable flow (or a call of ``KEY``) would pick
+    up or resume, whatever its status: what ``prune`` must never delete."""
+    info = _latest_holder(layout, key, [])
+    return info.run if info is not None else None
+
+
+def _latest_holder(
+    layout: Layout, key: str, warnings: list[str], *, this_run: str | None = None
+) -> RunInfo | None:
+    """``_latest`` without the refusal. An index that names a run that is gone,
+    unreadable, or without the key is rebuilt and asked again."""
     for _ in range(3):
         entry = index.lookup(layout, key)
         source = entry.get("source") if entry else None
@@ -278,7 +295,6 @@ def _latest(
         if not _holds(info, key):
             index.rebuild(layout)  # the index named a run that never wrote the key
             continue
-        _refuse_live(info)
         return info
     return None
 

@@ -41,6 +41,7 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
     RunPolled,
     RunsRead,
+    UsageRead,
     WorkspaceRead,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
@@ -178,6 +179,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self._show_flows(list(self.flows.rows_by_name.values()))
         self.read_flows()
         self.read_workspace()
+        self.read_usage()
         self.watch_workspace()
         self.set_interval(1.0, self.runs.tick)
         # The header's git state, kept live: a commit or an edit made outside shows
@@ -254,10 +256,15 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
 
     def on_index_changed(self, _: IndexChanged) -> None:
         self.read_flows()
+        self.read_usage()
 
     @shielded
     def on_workspace_read(self, message: WorkspaceRead) -> None:
         self.query_one(WorkspaceBar).show_git(message.git)
+
+    @shielded
+    def on_usage_read(self, message: UsageRead) -> None:
+        self.query_one(WorkspaceBar).show_usage(message.runs, message.used)
 
     # -- selection --------------------------------------------------------------------------------
 
@@ -300,6 +307,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
     def on_runs_read(self, message: RunsRead) -> None:
         if message.key != self.selected_flow or (message.older and self.runs.key != message.key):
             return
+        self.runs.pinned = message.pinned
         runs = message.runs
         if message.older:  # the next page goes below the runs already shown
             shown_now = sorted(self.runs.runs.values(), key=lambda i: i.run, reverse=True)
@@ -360,7 +368,16 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.watcher.follow(self.tracker.wanted(self.selected_run))
 
     def on_run_changed(self, message: RunChanged) -> None:
+        if not (self.workspace.runs / message.run_id).is_dir():
+            self._run_vanished()  # pruned (or deleted by hand): nothing to poll
+            return
         self.poll_run(message.run_id)
+
+    def _run_vanished(self) -> None:
+        """Runs were deleted: list the flow's runs and measure the workspace again."""
+        if self.selected_flow is not None:
+            self.read_runs(self.selected_flow)
+        self.read_usage()
 
     @shielded
     def on_run_polled(self, message: RunPolled) -> None:
