@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import git, index, locks
+from .atomic_file import sync_dir
 from .declaration import LoadedFlow
 from .errors import AlreadyRunningError, RecordsUnwritableError
 from .flows import FlowRef
@@ -100,6 +101,7 @@ def create_record(
             }
 
         index.update_locked(layout, point_at_new_run)
+        log: EventLog | None = None
         try:
             hidden.mkdir()
             (hidden / SESSIONS).mkdir()
@@ -107,12 +109,20 @@ def create_record(
             locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid()))
             write_atomic(hidden / STATE, encode({key: state}))
             log = EventLog(hidden / CYCLE)
-            log.append("created", **created)
+            # Durable before the run exists: a full disk or an I/O error here refuses
+            # the run (it was published and run with no record of its creation), and
+            # a power cut after a run was reported started never loses its record.
+            log.commit("created", **created)
             (hidden / OUTPUT).touch()
+            sync_dir(hidden)
             os.rename(hidden, final)
+            for folder in (layout.runs, layout.root, layout.workspace):
+                sync_dir(folder)  # the run's name, and .flowdrop/ itself the first time
             locks.rekey(hidden / LIVE_LOCK, final / LIVE_LOCK)
             log.path = final / CYCLE
         except BaseException:
+            if log is not None:
+                log.close()
             locks.release(hidden / LIVE_LOCK)
             shutil.rmtree(hidden, ignore_errors=True)
 
