@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import random
 import re
@@ -72,6 +73,17 @@ def valid_state(state: Any) -> bool:
     return set(state) == {"n", "half"} and state["half"] in (n // 2, (n - 1) // 2)
 
 
+def engine() -> tuple[Any, Any, Any]:
+    """The engine's record readers: ``fold``, ``read_events``, ``read_states``."""
+    try:
+        events = importlib.import_module("flowdrop_tui.core.records.events")
+        state = importlib.import_module("flowdrop_tui.core.records.state")
+    except ImportError:  # the layout before issue 9, to measure an older checkout
+        events = importlib.import_module("flowdrop_tui.core.records")
+        state = importlib.import_module("flowdrop_tui.core.state")
+    return events.fold, events.read_events, state.read_states
+
+
 def can_run() -> str | None:
     if shutil.which("strace") is None:
         return "strace is not installed"
@@ -116,8 +128,7 @@ def engine_traceback(stderr: str) -> bool:
 
 
 def check(ws: Path, code: int | None, out: str, err: str, env: dict[str, str]) -> list[str]:
-    from flowdrop_tui.core.records import read_events
-    from flowdrop_tui.core.state import read_states
+    _, read_events, read_states = engine()
 
     problems: list[str] = []
     if code is None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import random
 import re
@@ -99,6 +100,17 @@ def valid_state(state: Any) -> bool:
 
 def sh(*args: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), check=check, capture_output=True, text=True, **kwargs)
+
+
+def engine() -> tuple[Any, Any, Any]:
+    """The engine's record readers: ``fold``, ``read_events``, ``read_states``."""
+    try:
+        events = importlib.import_module("flowdrop_tui.core.records.events")
+        state = importlib.import_module("flowdrop_tui.core.records.state")
+    except ImportError:  # the layout before issue 9, to measure an older checkout
+        events = importlib.import_module("flowdrop_tui.core.records")
+        state = importlib.import_module("flowdrop_tui.core.state")
+    return events.fold, events.read_events, state.read_states
 
 
 def can_run() -> str | None:
@@ -226,8 +238,7 @@ def check_copy(
     disk: Disk, stdout: str, stderr: str, env: dict[str, str]
 ) -> tuple[list[str], dict[str, Any]]:
     """Replay the journal of the copy, mount it, and check it; the losses found."""
-    from flowdrop_tui.core.records import fold, read_events
-    from flowdrop_tui.core.state import read_states
+    fold, read_events, read_states = engine()
 
     losses: list[str] = []
     fsck = sh("e2fsck", "-fy", str(disk.copy), check=False)

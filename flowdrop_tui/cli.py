@@ -18,14 +18,23 @@ from typing import Any, NoReturn
 
 import orjson
 
-from .core import control, views
-from .core.errors import FlowdropError, FlowLoadError, UsageError
-from .core.execution import Execution
-from .core.flows import FlowRef, describe_one, resolve_flow
-from .core.paths import OUTPUT, Layout, find_workspace
-from .core.records import ENDED, LIVE, Status, list_run_ids, load_run
-from .core.runner import flow_of_key, open_run, reopen_paused
-from .format import flows_table, runs_table, show_text
+from flowdrop_tui.core import views
+from flowdrop_tui.core.control import launch, verbs
+from flowdrop_tui.core.errors import FlowdropError, FlowLoadError, UsageError
+from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
+from flowdrop_tui.core.paths import Layout, find_workspace
+from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.run.execution import Execution
+from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
+from flowdrop_tui.format import (
+    asked_text,
+    error_words,
+    flows_table,
+    rounds_range,
+    runs_table,
+    show_text,
+    start_words,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,11 +152,7 @@ def _announce(execution: Execution) -> None:
         _err(f"resuming run {execution.run_id} of {frame.key} at round {frame.round + 1}")
         return
     events = load_run(execution.layout, execution.run_id)
-    how = {
-        "thread": f"picked up from {events.source}",
-        "from": f"picked up from {events.source}",
-        "snapshot": f"started from snapshot {events.snapshot}",
-    }.get(events.start or "", "fresh")
+    how = start_words(events.start, events.source, events.snapshot)
     _err(f"run {execution.run_id} of {frame.key} — {how}, round {frame.first_round}")
 
 
@@ -156,13 +161,16 @@ def _finish_foreground(execution: Execution, as_json: bool) -> int:
     capture = sys.stderr if as_json else sys.stdout
     outcome = execution.execute(capture=capture)
     info = load_run(execution.layout, outcome.run_id)
-    rounds = f"rounds {info.first_round}–{info.last_round}" if info.last_round else "no rounds"
+    rounds = (
+        f"rounds {rounds_range(info.first_round, info.last_round)}"
+        if info.last_round
+        else "no rounds"
+    )
     message = f"run {outcome.run_id} {outcome.status} ({rounds})"
     if outcome.status == Status.PAUSED:
         message += f"; continue it with: flowdrop-tui resume {outcome.run_id}"
     elif outcome.error:
-        where = f" at {outcome.error.get('file')}:{outcome.error.get('line')}"
-        message += f": {outcome.error.get('type')}: {outcome.error.get('message')}{where}"
+        message += f": {error_words(outcome.error)}"
     _err(message)
     if as_json:
         _out(_dump({**info.summary(), "result": info.result, "error": info.error}))
@@ -176,18 +184,9 @@ def _detached_child(args: argparse.Namespace, make: Callable[[list[str]], Execut
     try:
         execution = make(warnings)
     except FlowdropError as exc:
-        os.write(fd, orjson.dumps({**exc.as_json(), "exit": exc.exit_code}))
-        os.close(fd)
+        launch.report_refusal(fd, exc)
         return exc.exit_code
-    out = os.open(execution.run_dir / OUTPUT, os.O_WRONLY | os.O_APPEND)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(out)
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    answer = {"run": execution.run_id, "flow": execution.key, "warnings": warnings}
-    os.write(fd, orjson.dumps(answer))
-    os.close(fd)
+    launch.report_created(fd, execution.run_dir, execution.run_id, execution.key, warnings)
     return execution.execute().exit_code
 
 
@@ -218,7 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ref = _checked_flow(layout, args.flow)
     snapshot = Path(args.snapshot).resolve() if args.snapshot else None
     if args.detach and args.handshake_fd is None:
-        answer = control.launch_run(
+        answer = launch.launch_run(
             layout,
             ref.folder,
             ref.key,
@@ -260,13 +259,13 @@ def _asker(given: str | None) -> dict[str, Any]:
 def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
     if args.detach and args.handshake_fd is None:
-        return _print_launched(control.launch_resume(layout, args.run), args.json)
+        return _print_launched(launch.launch_resume(layout, args.run), args.json)
 
     def make(warnings: list[str]) -> Execution:
         # The flow is loaded in this process to continue the run: first in a child,
         # with its 5 s limit, so one that now fails or hangs at import is refused as
         # `run` refuses it, instead of hanging this process with the run held.
-        info = control.check_resumable(layout, args.run)
+        info = verbs.check_resumable(layout, args.run)
         if info.key is not None:
             _checked_flow(layout, info.key, flow_of_key(layout, info.key))
         notify = warnings.append if args.handshake_fd is not None else _err
@@ -278,28 +277,30 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _asked(
-    args: argparse.Namespace, message: str, done: Callable[[Status], bool], timeout: float
+    args: argparse.Namespace, asked: verbs.Asked, done: Callable[[Status], bool], timeout: float
 ) -> int:
     """Report a stop or pause request; with ``--wait``, once the run has acted on it."""
-    status = None
+    message = asked_text(asked)
+    status: Status | None = Status.CANCELLED if asked.action == verbs.Action.CLOSED else None
     if args.wait:
         status = _wait(_layout(args), args.run, done, timeout)
         message += f"; it is now {status}"
     if args.json:
-        print(_dump({"run": args.run, "message": message, "status": status and str(status)}))
+        shown = {"run": args.run, "action": str(asked.action), "round": asked.round}
+        print(_dump({**shown, "message": message, "status": status and str(status)}))
     else:
         print(message)
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    message = control.stop(_layout(args), args.run, now=args.now)
-    return _asked(args, message, lambda s: s in ENDED, 30.0)
+    asked = verbs.stop(_layout(args), args.run, now=args.now)
+    return _asked(args, asked, lambda s: s in ENDED, 30.0)
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    message = control.pause(_layout(args), args.run)
-    return _asked(args, message, lambda s: s not in LIVE, 3600.0)
+    asked = verbs.pause(_layout(args), args.run)
+    return _asked(args, asked, lambda s: s not in LIVE, 3600.0)
 
 
 def cmd_flows(args: argparse.Namespace) -> int:
@@ -341,7 +342,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     layout = _layout(args)
-    from .core import index
+    from flowdrop_tui.core.records import index
 
     data = index.rebuild(layout)
     count = len(list_run_ids(layout))
@@ -354,7 +355,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     layout = _layout(args)
-    from .tui.app import run_app  # here, not at the top: the commands never load Textual
+    from flowdrop_tui.tui.app import (
+        run_app,  # here, not at the top: the commands never load Textual
+    )
 
     return run_app(layout)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flowdrop_tui.core.atomic_file import open_fd, write_atomic
+from flowdrop_tui.core.files.atomic import open_fd, write_atomic
 from tests.conftest import wait_for
 
 
@@ -140,7 +140,7 @@ def test_kill_9_mid_save_leaves_a_whole_file_and_the_next_writer_carries_on(
     target = tmp_path / "state.json"
     writer_code = f"""
         import sys
-        from flowdrop_tui.core.atomic_file import write_atomic
+        from flowdrop_tui.core.files.atomic import write_atomic
         import orjson
         target = {str(target)!r}
         n = int(sys.argv[1])
@@ -174,7 +174,7 @@ def test_a_save_is_synced_then_renamed_then_its_folder_synced(tmp_path: Path) ->
         pytest.skip("strace is not installed (.ci/run installs it)")
     target = tmp_path / "state.json"
     code = (
-        "from flowdrop_tui.core.atomic_file import write_atomic\n"
+        "from flowdrop_tui.core.files.atomic import write_atomic\n"
         f"write_atomic({str(target)!r}, b'{{}}')\n"
         "print('returned', flush=True)\n"
     )
@@ -212,7 +212,7 @@ def test_record_files_never_take_the_standard_descriptors(tmp_path: Path) -> Non
     own os.write(1, …) lands."""
     code = (
         "import os\n"
-        "from flowdrop_tui.core.atomic_file import open_fd, write_atomic\n"
+        "from flowdrop_tui.core.files.atomic import open_fd, write_atomic\n"
         "os.close(0); os.close(1)\n"
         f"fd = open_fd({str(tmp_path / 'x')!r}, os.O_WRONLY | os.O_CREAT)\n"
         f"write_atomic({str(tmp_path / 'y')!r}, b'{{}}')\n"

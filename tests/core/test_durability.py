@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from flowdrop_tui.core import index
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import index
 from tests.conftest import CLI, events, state_of, wait_for, write_flow
 
 
@@ -218,7 +218,7 @@ def test_a_rebuilt_index_orders_a_thread_by_its_pick_up_chain_not_the_clock(
 
 def test_chain_order_puts_a_run_after_its_source_and_time_breaks_only_ties() -> None:
     """Item 6, the rule itself: links first (even against the clock), then time."""
-    from flowdrop_tui.core.index import _chain_order
+    from flowdrop_tui.core.records.index import _chain_order
 
     runs = {
         "a": ("2026-01-01T10:00", None),
@@ -447,7 +447,7 @@ def test_a_key_set_from_a_signal_handler_mid_save_never_stalls_or_goes_backwards
 
 def test_a_save_that_re_enters_marks_dirty_and_the_outer_save_writes_it(tmp_path: Path) -> None:
     """Item 8, in-process: the nested set is on disk when the outer set returns."""
-    from flowdrop_tui.core import state as state_module
+    from flowdrop_tui.core.records import state as state_module
 
     store = state_module.StateFile(tmp_path / "state.json")
     s = store.state("k")
@@ -600,7 +600,7 @@ def test_values_json_would_change_are_written_as_text_with_a_warning(
 
 def test_plain_values_are_written_as_they_are_without_warnings(tmp_path: Path) -> None:
     """Item 18: the checks add no warning to values JSON holds exactly (None included)."""
-    from flowdrop_tui.core.state import StateFile
+    from flowdrop_tui.core.records.state import StateFile
 
     warnings: list[str] = []
     store = StateFile(tmp_path / "state.json", warnings.append)
