@@ -122,6 +122,8 @@ def engine_traceback(stderr: str) -> bool:
     """A traceback whose innermost frame is in the engine (not the flow, not an import)."""
     for block in stderr.split("Traceback (most recent call last):")[1:]:
         frames = re.findall(r'File "([^"]+)"', block)
+        if any("importlib" in frame for frame in frames):
+            continue  # a module failing to import (an openat fault): before any run exists
         if frames and "flowdrop_tui" in frames[-1] and "/flows/" not in frames[-1]:
             return True
     return False
@@ -134,18 +136,21 @@ def check(ws: Path, code: int | None, out: str, err: str, env: dict[str, str]) -
     if code is None:
         return ["the run hung (no exit in 60 s)"]
     announced = re.search(r"^(?:run|resuming run) (\S+) of count", err, re.M)
-    if engine_traceback(err) and announced:
+    if engine_traceback(err):
         problems.append(f"a traceback from the engine (exit {code}): {err[-600:]}")
     if code not in (0, 1, 3) and announced:
         problems.append(f"exit {code} for a run that existed: {err[-300:]}")
     runs = ws / ".flowdrop" / "runs"
     newest = 0
+    last_status = None
     for folder in sorted(runs.iterdir()) if runs.is_dir() else []:
         if folder.name.startswith(".new-"):
             continue  # swept by the next rebuild; never listed
         if folder.name.startswith("."):
             continue
         evs = read_events(folder / "cycle.jsonl")
+        ended = [e for e in evs if e["event"] == "ended"]
+        last_status = ended[-1].get("outcome") if ended else None
         if not evs or evs[0]["event"] != "created":
             problems.append(f"{folder.name}: a run folder whose record has no created event")
         try:
@@ -156,6 +161,8 @@ def check(ws: Path, code: int | None, out: str, err: str, env: dict[str, str]) -
         if not valid_state(state):
             problems.append(f"{folder.name}/state.json holds a state never set: {state}")
         newest = max(newest, state.get("n", 0))
+    if code == 1 and last_status == "completed":
+        problems.append("a completed run exited 1")
     if announced and not (runs / announced.group(1)).is_dir():
         problems.append(f"run {announced.group(1)} was announced and has no record")
     code2, out2, err2 = run(ws, {**env, "FAULT_ROUNDS": "1"})
@@ -214,6 +221,10 @@ def full_tmpfs_trial(root: Path, index: int, free_kb: int, env: dict[str, str]) 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-kind", type=int, default=8, help="trials per call kind and error")
+    parser.add_argument(
+        "--faults",
+        help="exact faults instead of random ones: KIND:ERROR:WHEN,… (WHEN as strace's when=)",
+    )
     parser.add_argument("--tmpfs", type=int, default=12, help="full-tmpfs trials")
     parser.add_argument("--dir", type=Path)
     parser.add_argument("--seed", type=int, default=None)
@@ -244,31 +255,38 @@ def main(argv: list[str] | None = None) -> int:
         calibration = workspace(root, "calibration")
         counts = calibrate(calibration, {**env, "FAULT_ROUNDS": "3"}, scratch)
         figures["calls_per_run"] = counts
-        for kind in KINDS:
-            for error in ERRORS:
-                ws = workspace(root, f"{kind}-{error}")
+        trials: list[tuple[str, str, str]] = []
+        if args.faults:
+            trials = [tuple(f.split(":")) for f in args.faults.split(",")]  # type: ignore[misc]
+        else:
+            for kind in KINDS:
+                for error in ERRORS:
+                    for trial in range(args.per_kind):
+                        nth = rng.randint(1, max(1, counts.get(kind, 1)))
+                        # once at the Nth call, or every Nth call from then on
+                        trials.append((kind, error, f"{nth}+{nth}" if trial % 2 else str(nth)))
+        workspaces: dict[tuple[str, str], Path] = {}
+        for kind, error, when in trials:
+            ws = workspaces.get((kind, error))
+            if ws is None:
+                ws = workspaces[(kind, error)] = workspace(root, f"{kind}-{error}")
                 run(ws, {**env, "FAULT_ROUNDS": "1"})  # a state to pick up from
-                for trial in range(args.per_kind):
-                    nth = rng.randint(1, max(1, counts.get(kind, 1)))
-                    when = f"{nth}+{nth}" if trial % 2 else str(nth)  # every Nth, or once
-                    prefix = [
-                        "strace", "-qq", "-o", os.devnull,
-                        "-e", f"trace={kind}", "-e", f"inject={kind}:error={error}:when={when}",
-                    ]  # fmt: skip
-                    code, out, err = run(ws, {**env, "FAULT_ROUNDS": "3"}, prefix)
-                    problems = check(ws, code, out, err, env)
-                    figures["trials"] += 1
-                    figures["by_fault"][f"{kind}:{error}"] += 1
-                    figures["outcomes"][f"exit {code}"] += 1
-                    if problems:
-                        figures["unclean"] += 1
-                        figures["details"].append(
-                            {"fault": f"{kind}:{error}:when={when}", "problems": problems}
-                        )
-                    if args.verbose:
-                        print(
-                            f"{kind}:{error}:{when} exit={code} {problems or 'ok'}", file=sys.stderr
-                        )
+            prefix = [
+                "strace", "-qq", "-o", os.devnull,
+                "-e", f"trace={kind}", "-e", f"inject={kind}:error={error}:when={when}",
+            ]  # fmt: skip
+            code, out, err = run(ws, {**env, "FAULT_ROUNDS": "3"}, prefix)
+            problems = check(ws, code, out, err, env)
+            figures["trials"] += 1
+            figures["by_fault"][f"{kind}:{error}"] += 1
+            figures["outcomes"][f"exit {code}"] += 1
+            if problems:
+                figures["unclean"] += 1
+                figures["details"].append(
+                    {"fault": f"{kind}:{error}:when={when}", "problems": problems}
+                )
+            if args.verbose:
+                print(f"{kind}:{error}:{when} exit={code} {problems or 'ok'}", file=sys.stderr)
         if os.geteuid() == 0:
             for i in range(args.tmpfs):
                 free_kb = rng.choice([0, 4, 8, 12, 16, 24, 32, 64])
