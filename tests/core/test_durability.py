@@ -61,13 +61,20 @@ def test_a_flow_that_closes_stdout_never_gets_its_output_into_a_record(
 
             thread = threading.Thread(target=chatter)
             thread.start()
+            saved = os.path.join(run.workspace, ".flowdrop", "runs", run.run_id, "state.json")
+            bad = []
             try:
                 for n in range(200):
                     run.state["n"] = n
                     run.log("set", n=n)
+                    with open(saved, "rb") as handle:  # what a reader sees now
+                        raw = handle.read()
+                    if b"JUNK" in raw or not raw.startswith(b'{"closer":'):
+                        bad.append(raw[:60].decode(errors="replace"))
             finally:
                 done.set()
                 thread.join()
+            run.state["bad"] = bad
             return "done"
         """,
     )
@@ -76,7 +83,7 @@ def test_a_flow_that_closes_stdout_never_gets_its_output_into_a_record(
     folder = workspace / ".flowdrop" / "runs" / run_id
     for name in ("state.json", "cycle.jsonl", "output.log", "live.lock"):
         assert b"JUNK" not in (folder / name).read_bytes(), name
-    assert state_of(workspace, run_id) == {"closer": {"n": 199}}
+    assert state_of(workspace, run_id) == {"closer": {"n": 199, "bad": []}}
     assert [
         e["fields"]["n"] for e in events(workspace, run_id) if e.get("message") == "set"
     ] == list(range(200))
@@ -311,7 +318,7 @@ def test_a_full_disk_keeps_the_final_save_when_only_two_copies_fit(tmp_path: Pat
         filler = disk / "filler"
         free = os.statvfs(disk)
         room = free.f_bavail * free.f_frsize
-        filler.write_bytes(b"\0" * max(0, room - 400_000))
+        filler.write_bytes(b"\0" * max(0, room - 300_000))
         done = cli("run", "big", timeout=120)
         run_id = _only_run(ws)
         assert done.returncode == 0, done.stderr

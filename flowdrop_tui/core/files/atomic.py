@@ -36,14 +36,30 @@ _FIRST_FREE = 3  # above stdin, stdout and stderr
 
 
 def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` that never returns fd 0, 1 or 2 (closed by the flow, maybe)."""
+    """``os.open`` that never puts a file at fd 0, 1 or 2 (closed by the flow, maybe).
+
+    Not even for an instant: a descriptor moved up after the fact would already have
+    been fd 1 while another thread of the flow wrote there. So a standard descriptor
+    found closed is first plugged with ``/dev/null`` (what a write to it then reaches).
+    """
+    _plug_standard_descriptors()
     fd = os.open(path, flags | os.O_CLOEXEC, mode)
     if fd >= _FIRST_FREE:
         return fd
-    try:
+    try:  # closed again between the plug and the open: move it up all the same
         return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _FIRST_FREE)
     finally:
         os.close(fd)
+
+
+def _plug_standard_descriptors() -> None:
+    for fd in range(_FIRST_FREE):
+        try:
+            fcntl.fcntl(fd, fcntl.F_GETFD)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+            if null >= _FIRST_FREE:
+                os.close(null)
 
 
 def sync_dir(folder: Path | str) -> None:
