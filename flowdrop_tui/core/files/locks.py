@@ -52,7 +52,7 @@ def acquire(path: Path, *, content: str | None = None) -> int:
         if key in _held:
             raise LockHeld(key)
         # O_NOFOLLOW: the holder writes into the file it locks; never through a link.
-        # Never fd 0-2 (atomic_file.open_fd): a flow that closed its stdout would write
+        # Never fd 0-2 (files/atomic.py open_fd): a flow that closed its stdout would write
         # into the lock file.
         fd = open_fd(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW)
         try:

@@ -2,7 +2,7 @@
 
 Setting or deleting a key writes the run's whole ``state.json`` again before
 the call returns: the new bytes synced to disk, then published in one atomic
-step, its folder synced (``atomic_file.write_atomic``). A reader, a kill or a
+step, its folder synced (``files.atomic.write_atomic``). A reader, a kill or a
 power cut sees the old file or the new one, never a torn one, and a key set that
 has returned survives a power cut. Nothing about saving may stop a run: a value
 JSON has no shape for is written as its text, one that JSON would change (NaN, a
