@@ -129,7 +129,15 @@ def engine_traceback(stderr: str) -> bool:
     return False
 
 
-def check(ws: Path, code: int | None, out: str, err: str, env: dict[str, str]) -> list[str]:
+def run_ids(ws: Path) -> set[str]:
+    runs = ws / ".flowdrop" / "runs"
+    return {p.name for p in runs.iterdir()} if runs.is_dir() else set()
+
+
+def check(
+    ws: Path, code: int | None, out: str, err: str, env: dict[str, str], before: set[str]
+) -> list[str]:
+    """The trial's problems; ``before``: the run folders there were before it."""
     _, read_events, read_states = engine()
 
     problems: list[str] = []
@@ -150,7 +158,8 @@ def check(ws: Path, code: int | None, out: str, err: str, env: dict[str, str]) -
             continue
         evs = read_events(folder / "cycle.jsonl")
         ended = [e for e in evs if e["event"] == "ended"]
-        last_status = ended[-1].get("outcome") if ended else None
+        if folder.name not in before:  # this trial's run
+            last_status = ended[-1].get("outcome") if ended else None
         if not evs or evs[0]["event"] != "created":
             problems.append(f"{folder.name}: a run folder whose record has no created event")
         try:
@@ -211,9 +220,10 @@ def full_tmpfs_trial(root: Path, index: int, free_kb: int, env: dict[str, str]) 
         os.close(fd)
         with contextlib.suppress(OSError):
             os.truncate(filler, max(0, filler.stat().st_size - free_kb * 1024))
+        before = run_ids(ws)
         code, out, err = run(ws, {**env, "FAULT_ROUNDS": "3"})
         filler.unlink()  # room again for the checks' own next run
-        return check(ws, code, out, err, env)
+        return check(ws, code, out, err, env, before)
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
@@ -275,8 +285,9 @@ def main(argv: list[str] | None = None) -> int:
                 "strace", "-qq", "-o", os.devnull,
                 "-e", f"trace={kind}", "-e", f"inject={kind}:error={error}:when={when}",
             ]  # fmt: skip
+            before = run_ids(ws)
             code, out, err = run(ws, {**env, "FAULT_ROUNDS": "3"}, prefix)
-            problems = check(ws, code, out, err, env)
+            problems = check(ws, code, out, err, env, before)
             figures["trials"] += 1
             figures["by_fault"][f"{kind}:{error}"] += 1
             figures["outcomes"][f"exit {code}"] += 1
