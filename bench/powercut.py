@@ -71,8 +71,7 @@ def main(run):
     done = 0
     for _ in run.rounds():
         n = s.get("n", 0) + 1
-        s["n"] = n
-        s["half"] = n // 2
+        s.update(n=n, half=n // 2)  # one save: every state the flow sets has half == n // 2
         print(f"saved {n}", flush=True)
         done += 1
         if done >= rounds:
@@ -87,15 +86,16 @@ def main(run):
 
 
 def valid_state(state: Any) -> bool:
-    """A state the flow set: ``{}``, ``{"n": 1}``, or ``n`` with ``half`` of it or of n-1."""
+    """A state the flow set: ``{}`` or ``n`` with ``half == n // 2`` (one ``update`` a round,
+    so a torn save or one half of one save and half of another shows)."""
     if state == {}:
         return True
-    if not isinstance(state, dict) or not isinstance(state.get("n"), int):
-        return False
-    n = state["n"]
-    if set(state) == {"n"}:
-        return n == 1
-    return set(state) == {"n", "half"} and state["half"] in (n // 2, (n - 1) // 2)
+    return (
+        isinstance(state, dict)
+        and set(state) == {"n", "half"}
+        and isinstance(state["n"], int)
+        and state["half"] == state["n"] // 2
+    )
 
 
 def sh(*args: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
