@@ -71,6 +71,20 @@ def sync_dir(folder: Path | str) -> None:
         os.close(fd)
 
 
+def sync_entry(path: Path | str) -> None:
+    """Make a new file or folder itself durable, before the name that points at it.
+
+    On a filesystem without a journal (ext2) a name made durable before its inode
+    comes back after a power cut naming whatever that inode held before, and
+    ``e2fsck`` keeps it so: a ``live.lock`` that is a folder refused the next run.
+    """
+    fd = open_fd(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically; ``durable`` also makes it survive a power cut.
 
