@@ -4,9 +4,9 @@ What is timed, per operation, at the same durability:
 
 - ours: ``state["count"] = n`` on the ``State`` a run's flow gets — the real
   path: ``State.__setitem__`` → ``StateFile.save`` → ``encode`` →
-  ``AtomicFile.replace``, whose new bytes are fsync'd before they are
-  published by an atomic rename (a power cut leaves the last save or the one
-  before, never a torn file);
+  ``write_atomic``: a new temporary file, its bytes ``fdatasync``'d, renamed
+  over ``state.json``, the folder ``fsync``'d — when the key set returns it
+  survives a power cut, as a SQLite commit does;
 - theirs: ``SqliteSaver.put`` of a checkpoint holding the same state, on a
   SQLite database in WAL mode with ``synchronous=FULL`` (checked with PRAGMA):
   one sync of the WAL per commit. The checkpoints are built before the clock
@@ -19,7 +19,6 @@ Goal (SPEC §13, issue 2): ≤ 1.0.
 
     python bench/state_write.py           # the full run
     python bench/state_write.py --quick   # a smaller, faster run (smoke test)
-    python bench/state_write.py --plain   # ours through the plain writer, for comparison
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from typing import Any
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from flowdrop_tui.core.files.atomic import AtomicFile
 from flowdrop_tui.core.records.state import State, StateFile
 
 GOAL = 1.0
@@ -89,15 +87,10 @@ def choose_dir(given: Path | None) -> Path:
 class Ours:
     """A run's state as a flow holds it; one key set per operation."""
 
-    def __init__(self, folder: Path, plain: bool) -> None:
+    def __init__(self, folder: Path) -> None:
         self.file = StateFile(folder / "state.json")
-        if plain:  # the writer every save used before AtomicFile, for comparison
-            self.file._file = AtomicFile(self.file.path, swap=False)
         self.state: State = self.file.state(KEY, initial_state())
         self.n = 0
-
-    def path(self) -> str:
-        return "swap (AtomicFile)" if self.file._file.swapping else "plain (write_atomic)"
 
     def batch(self, size: int) -> Callable[[], None]:
         state = self.state
@@ -162,7 +155,6 @@ def main() -> int:
     parser.add_argument("--batches", type=int, help="alternating batch pairs (15; quick: 3)")
     parser.add_argument("--size", type=int, help="operations per batch (300; quick: 50)")
     parser.add_argument("--warmup", type=int, help="operations before timing (2000; quick: 100)")
-    parser.add_argument("--plain", action="store_true", help="time ours via the plain writer")
     parser.add_argument("--dir", type=Path, help="where to write (default: a temp dir on disk)")
     args = parser.parse_args()
     batches = args.batches or (3 if args.quick else 15)
@@ -171,7 +163,7 @@ def main() -> int:
 
     folder = Path(tempfile.mkdtemp(prefix="flowdrop-bench-", dir=choose_dir(args.dir)))
     try:
-        ours, theirs = Ours(folder, args.plain), Theirs(folder)
+        ours, theirs = Ours(folder), Theirs(folder)
         ours.batch(warmup)()
         theirs.batch(warmup)()
         timings: dict[str, list[float]] = {"ours": [], "theirs": []}
@@ -192,7 +184,7 @@ def main() -> int:
     print("state_write: one key set vs SqliteSaver.put of the same state, same durability")
     print(f"  directory: {folder.parent} ({filesystem(folder.parent)})")
     print(f"  sqlite: journal_mode={theirs.mode} synchronous={theirs.sync} (FULL)")
-    print(f"  ours, key set ({ours.path()}): {statistics.median(timings['ours']) * 1e6:7.1f} us")
+    print(f"  ours, key set (write_atomic):  {statistics.median(timings['ours']) * 1e6:7.1f} us")
     print(f"  SqliteSaver.put:{' ' * 24}{statistics.median(timings['theirs']) * 1e6:7.1f} us")
     print(
         f"  ratio (ours / sqlite): {ratio:.3f}  (median of {batches} alternating batch pairs "

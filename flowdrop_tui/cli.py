@@ -61,7 +61,32 @@ def _dump(value: Any) -> str:
 
 
 def _err(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # stderr full, closed or gone: the exit status still tells
+
+
+def _out(text: str) -> None:
+    """Print ``text`` on stdout, now; a stdout that cannot take it (a full disk, a closed
+    descriptor) is said on stderr, never turned into a traceback and another exit status."""
+    try:
+        print(text, flush=True)
+    except (OSError, ValueError) as exc:
+        _stdout_failed(exc)
+
+
+def _stdout_failed(exc: Exception) -> None:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    _err(f"flowdrop-tui: could not write to standard output ({reason})")
+    # What is still buffered goes nowhere from now: the interpreter's own flush at
+    # exit would fail again and turn the exit status into 120.
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,7 +240,7 @@ def _finish_foreground(execution: Execution, as_json: bool) -> int:
     _err(message)
     if as_json:
         result = side_value(info.path, info.result)  # a big one: from its side file
-        print(_dump({**info.summary(), "result": result, "error": info.error}))
+        _out(_dump({**info.summary(), "result": result, "error": info.error}))
     return outcome.exit_code
 
 
@@ -479,7 +504,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         handler = COMMANDS.get(args.command or "", cmd_ui)
-        return handler(args)
+        code = handler(args)
+        try:
+            sys.stdout.flush()  # here, not at exit: a failure is said, and the status kept
+        except (OSError, ValueError) as exc:
+            _stdout_failed(exc)
+        return code
     except FlowdropError as exc:
         if as_json:
             print(_dump(exc.as_json()))

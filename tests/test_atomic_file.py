@@ -1,9 +1,11 @@
-"""AtomicFile: every save whole and durable before it is published, and no reader —
+"""write_atomic: every save whole and durable before it is published, and no reader —
 however long it holds the file open — ever sees a file rewritten under it."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flowdrop_tui.core.files.atomic import AtomicFile
+from flowdrop_tui.core.files.atomic import open_fd, write_atomic
 from tests.conftest import wait_for
 
 
@@ -47,35 +49,17 @@ def child(code: str) -> subprocess.Popen[str]:
 def test_each_save_is_published_whole(tmp_path: Path) -> None:
     """Guards against a save that is lost, stale, or leaves a partial file behind."""
     target = tmp_path / "state.json"
-    file = AtomicFile(target)
     for n in range(40):
-        file.replace(version(n))
+        write_atomic(target, version(n))
         assert whole(target.read_bytes()) == n
-    names = sorted(os.listdir(tmp_path))
-    assert names[-1] == "state.json"
-    assert all(name.startswith(".state.json.spare-") for name in names[:-1])
-
-
-def test_steady_saves_reuse_three_inodes(tmp_path: Path) -> None:
-    """Guards against the lean path silently falling back to a new file per save
-    (what made a key set slower than SQLite)."""
-    target = tmp_path / "state.json"
-    file = AtomicFile(target)
-    if not file.swapping:
-        pytest.skip("this filesystem takes the plain path")
-    inodes = []
-    for n in range(12):
-        file.replace(version(n))
-        inodes.append(target.stat().st_ino)
-    assert len(set(inodes[4:])) == 3
+    assert sorted(os.listdir(tmp_path)) == ["state.json"]
 
 
 def test_a_reader_holding_the_file_never_sees_it_rewritten(tmp_path: Path) -> None:
     """Guards against rewriting in place an inode another process still reads."""
     target = tmp_path / "state.json"
-    file = AtomicFile(target)
     for n in range(3):
-        file.replace(version(n))
+        write_atomic(target, version(n))
     reader = child(
         f"""
         import sys
@@ -88,7 +72,7 @@ def test_a_reader_holding_the_file_never_sees_it_rewritten(tmp_path: Path) -> No
     assert reader.stdout is not None and reader.stdin is not None
     assert reader.stdout.readline().strip() == "open"
     for n in range(3, 30):
-        file.replace(version(n))
+        write_atomic(target, version(n))
     reader.stdin.write("go\n")
     reader.stdin.flush()
     assert whole(reader.stdout.readline().encode()) == 2
@@ -99,8 +83,7 @@ def test_a_reader_holding_the_file_never_sees_it_rewritten(tmp_path: Path) -> No
 def test_concurrent_readers_only_ever_see_whole_saves(tmp_path: Path) -> None:
     """Guards against a torn read: readers that open, dawdle and read at any moment."""
     target = tmp_path / "state.json"
-    file = AtomicFile(target)
-    file.replace(version(0))
+    write_atomic(target, version(0))
     readers = [
         child(
             f"""
@@ -129,8 +112,8 @@ def test_concurrent_readers_only_ever_see_whole_saves(tmp_path: Path) -> None:
         for _ in range(2)
     ]
     for n in range(1, 1500):
-        file.replace(version(n))
-    file.replace(version(-1))
+        write_atomic(target, version(n))
+    write_atomic(target, version(-1))
     for reader in readers:
         out, _ = reader.communicate(timeout=120)
         reads, bad = map(int, out.split())
@@ -140,67 +123,31 @@ def test_concurrent_readers_only_ever_see_whole_saves(tmp_path: Path) -> None:
 def test_a_hard_link_to_the_file_keeps_its_content(tmp_path: Path) -> None:
     """Guards against rewriting an inode that another name (a backup) still shows."""
     target = tmp_path / "state.json"
-    file = AtomicFile(target)
     for n in range(5):
-        file.replace(version(n))
+        write_atomic(target, version(n))
     os.link(target, tmp_path / "backup.json")
     for n in range(5, 25):
-        file.replace(version(n))
+        write_atomic(target, version(n))
     assert whole((tmp_path / "backup.json").read_bytes()) == 4
     assert whole(target.read_bytes()) == 24
-
-
-def test_a_reader_opening_the_spares_does_not_kill_the_writer(tmp_path: Path) -> None:
-    """Guards against the lease-break signal (SIGIO by default, which kills) ending the
-    run: a reader keeps opening the spares while a writer process saves."""
-    target = tmp_path / "state.json"
-    spares = [str(tmp_path / f".state.json.spare-{i}") for i in (0, 1)]
-    reader = child(
-        f"""
-        import time
-        print("ready", flush=True)
-        while time.monotonic() < {time.monotonic()} + 60:
-            for name in {spares!r}:
-                try:
-                    open(name, "rb").close()
-                except OSError:
-                    pass
-        """
-    )
-    assert reader.stdout is not None
-    reader.stdout.readline()
-    code = f"""
-        import orjson
-        from flowdrop_tui.core.files.atomic import AtomicFile
-        file = AtomicFile({str(target)!r})
-        for n in range(800):
-            file.replace(orjson.dumps({{"n": n, "pad": "x" * (n * 37 % 900)}}))
-        """
-    try:
-        writer = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], timeout=120)
-    finally:
-        reader.kill()
-        reader.wait()
-    assert writer.returncode == 0
-    assert whole(target.read_bytes()) == 799
 
 
 def test_kill_9_mid_save_leaves_a_whole_file_and_the_next_writer_carries_on(
     tmp_path: Path,
 ) -> None:
-    """Guards against a torn state.json after kill -9, and against a new writer
-    (a resumed run) trusting spares the killed one left behind."""
+    """Guards against a torn state.json after kill -9, and a new writer (a resumed run)
+    stumbling on the temporary file the killed one left behind."""
     target = tmp_path / "state.json"
     writer_code = f"""
         import sys
-        from flowdrop_tui.core.files.atomic import AtomicFile
+        from flowdrop_tui.core.files.atomic import write_atomic
         import orjson
-        file = AtomicFile({str(target)!r})
+        target = {str(target)!r}
         n = int(sys.argv[1])
         print("go", flush=True)
         while True:
             n += 1
-            file.replace(orjson.dumps({{"n": n, "pad": "x" * (n * 37 % 900)}}))
+            write_atomic(target, orjson.dumps({{"n": n, "pad": "x" * (n * 37 % 900)}}))
         """
     start = 0
     for attempt in range(4):
@@ -217,3 +164,94 @@ def test_kill_9_mid_save_leaves_a_whole_file_and_the_next_writer_carries_on(
         writer.wait()
         start = whole(target.read_bytes())
     assert start > 20
+
+
+def test_a_save_is_synced_then_renamed_then_its_folder_synced(tmp_path: Path) -> None:
+    """Guards SPEC §5.1 against a power cut (issue 10, item 1): the bytes reach the disk
+    before the rename publishes them, and the rename before the save returns."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed (.ci/run installs it)")
+    target = tmp_path / "state.json"
+    code = (
+        "from flowdrop_tui.core.files.atomic import write_atomic\n"
+        f"write_atomic({str(target)!r}, b'{{}}')\n"
+        "print('returned', flush=True)\n"
+    )
+    done = subprocess.run(
+        [
+            strace,
+            "-qq",
+            "-y",
+            "-e",
+            "trace=fsync,fdatasync,rename,renameat,renameat2,write,pwrite64",
+            "-o",
+            str(tmp_path / "trace"),
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    calls = [
+        line
+        for line in (tmp_path / "trace").read_text().splitlines()
+        if str(tmp_path) in line or "returned" in line
+    ]
+    kinds = [line.split("(")[0] for line in calls]
+    assert kinds == ["pwrite64", "fdatasync", "rename", "fsync", "write"], calls
+    assert f"<{target}.tmp>" in calls[0] and f"<{target}.tmp>" in calls[1]
+    assert f"<{tmp_path}>" in calls[3]
+
+
+def test_record_files_never_take_the_standard_descriptors(tmp_path: Path) -> None:
+    """Guards issue 10 item 3: with stdout closed, a new file would be fd 1, where a flow's
+    own os.write(1, …) lands."""
+    code = (
+        "import os\n"
+        "from flowdrop_tui.core.files.atomic import open_fd, write_atomic\n"
+        "os.close(0); os.close(1)\n"
+        f"fd = open_fd({str(tmp_path / 'x')!r}, os.O_WRONLY | os.O_CREAT)\n"
+        f"write_atomic({str(tmp_path / 'y')!r}, b'{{}}')\n"
+        "os.write(2, str(fd).encode())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stderr) >= 3
+    fd = open_fd(tmp_path / "z", os.O_WRONLY | os.O_CREAT)
+    try:
+        assert fd >= 3
+    finally:
+        os.close(fd)
+
+
+def test_a_full_disk_leaves_no_temporary_file_and_frees_old_spares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards issue 10 item 7: a failed save held its space (the in-place writer's two
+    spares: three copies of the state) while saves failed; the final save was lost."""
+    target = tmp_path / "state.json"
+    write_atomic(target, version(1))
+    for i in (0, 1):  # what the in-place writer of earlier versions left
+        (tmp_path / f".state.json.spare-{i}").write_bytes(version(0))
+    real = os.pwrite
+    failures = [1]
+
+    def full_once(fd: int, data: bytes, offset: int) -> int:
+        if failures:
+            failures.pop()
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", full_once)
+    write_atomic(target, version(2))  # the spares go, and the save is tried again
+    assert whole(target.read_bytes()) == 2
+    assert sorted(os.listdir(tmp_path)) == ["state.json"]
+    failures.append(1)
+    with pytest.raises(OSError):
+        write_atomic(target, version(3))  # nothing left to free: it fails, cleanly
+    assert whole(target.read_bytes()) == 2
+    assert sorted(os.listdir(tmp_path)) == ["state.json"]

@@ -335,8 +335,8 @@ def test_state_unwritable_mid_run_carries_on_with_a_warning_and_saves_again(
     run_id = str(cli.json("run", "steady", "--detach")["run"])
     folder = workspace / ".flowdrop" / "runs" / run_id
     wait_for(lambda: sum(e["event"] == "round_ended" for e in events(workspace, run_id)) >= 2)
-    # Folders where each writer's scratch files go: the plain writer's temporary
-    # file and the in-place writer's two spares (see core/files/atomic.py).
+    # Folders where the writer's temporary file goes, and the two spares an older
+    # in-place writer kept (which a save on a full disk now removes).
     blockers = [
         folder / "state.json.tmp",
         folder / ".state.json.spare-0",

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from flowdrop_tui.core.errors import LockTimeoutError
+from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.paths import refuse_link
 
 # struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
@@ -55,7 +56,9 @@ def acquire(path: Path, *, content: str | None = None) -> int:
         if key in _held:
             raise LockHeld(key)
         # O_NOFOLLOW: the holder writes into the file it locks; never through a link.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        # Never fd 0-2 (files/atomic.py open_fd): a flow that closed its stdout would write
+        # into the lock file.
+        fd = open_fd(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -9,6 +9,7 @@ documented in ``docs/records.md``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pwd
 import re
@@ -25,6 +26,8 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.errors import NotFoundError
+from flowdrop_tui.core.files.atomic import datasync as _datasync
+from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, refuse_link
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.usage import Usage
@@ -66,14 +69,20 @@ def who() -> dict[str, Any]:
 
 
 class EventLog:
-    """The append side of a run's ``cycle.jsonl``, held by the process that holds the run."""
+    """The append side of a run's ``cycle.jsonl``, held by the process that holds the run.
+
+    Only that process writes: a flow that forks (no exec) leaves a child holding
+    this same object, and the child's appends (its own end, a signal it gets) are
+    dropped, so a run never gets a second ``ended`` from a copy of itself.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         # O_NOFOLLOW: a record is appended to as the file it is, never through a link
         # left in its place (a resumed or closed run's folder already exists).
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-        self._fd = os.open(path, flags, 0o644)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        self._fd = open_fd(path, flags)  # never fd 0-2: a flow may close its stdout
+        self._owner = os.getpid()
         # Re-entrant: a signal handler in the run appends from the main thread,
         # possibly while that thread is inside append() itself.
         self._lock = threading.RLock()
@@ -89,22 +98,40 @@ class EventLog:
         metadata a snapshot carried, a logged value) goes to a file of its own in the
         run's ``events/`` folder, and the event holds a reference (``side_value``
         reads it back). A reader following the record then never meets a huge line."""
-        record = {"t": now_iso(), "event": event, **fields}
-        try:
-            line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
-        except (orjson.JSONEncodeError, TypeError):
-            record = {"t": record["t"], "event": event, "fields": repr(fields)[:2000]}
-            line = orjson.dumps(record) + b"\n"
+        record, line = self._prepared(event, fields)
+        with contextlib.suppress(OSError):  # full disk or gone: the run carries on (SPEC §5.3)
+            self._write(line)
+        return record
+
+    def commit(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event and make it durable before returning (``created``, ``paused``,
+        ``ended``: what is reported must survive a power cut). Raises ``OSError`` when
+        the event is not wholly on disk."""
+        record, line = self._prepared(event, fields)
+        with self._lock:
+            if self._write(line):
+                _datasync(self._fd)
+        return record
+
+    def _prepared(self, event: str, fields: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        record, line = _line(event, fields)
         if len(line) > EVENT_MAX:
             record, line = self._bounded(record)
+        return record, line
+
+    def _write(self, line: bytes) -> bool:
+        """Write one line whole; whether it was written (not by a forked copy of the run)."""
+        if os.getpid() != self._owner:
+            return False
         with self._lock:
             data = b"\n" + line if self._torn else line
-            try:
-                written = os.write(self._fd, data)  # one write per line: O_APPEND keeps it whole
-                self._torn = written < len(data)  # short only when the disk is full
-            except OSError:
-                pass  # full disk or gone: the run carries on (SPEC §5.3)
-        return record
+            written = os.write(self._fd, data)  # one write per line: O_APPEND keeps it whole
+            self._torn = written < len(data)  # short only when the disk is full
+            if self._torn:
+                raise OSError(
+                    errno.ENOSPC, f"{self.path}: only {written} of {len(data)} bytes written"
+                )
+        return True
 
     def _bounded(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """``record`` with its biggest fields moved to side files until its line fits."""
@@ -134,7 +161,9 @@ class EventLog:
                 folder.mkdir()
             refuse_link(folder)  # never through a link left in the record
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(self.path.parent / relative, flags, 0o644)
+            if os.getpid() != self._owner:
+                raise OSError(errno.EPERM, "a forked copy of the run writes no record")
+            fd = open_fd(self.path.parent / relative, flags)
             try:
                 view = memoryview(raw)
                 while view:
@@ -179,6 +208,16 @@ def side_value(run_dir: Path, value: Any) -> Any:
         return orjson.loads(raw)
     except (OSError, orjson.JSONDecodeError):
         return value
+
+
+def _line(event: str, fields: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    record = {"t": now_iso(), "event": event, **fields}
+    try:
+        line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+    except (orjson.JSONEncodeError, TypeError):
+        record = {"t": record["t"], "event": event, "fields": repr(fields)[:2000]}
+        line = orjson.dumps(record) + b"\n"
+    return record, line
 
 
 def _ends_mid_line(fd: int) -> bool:

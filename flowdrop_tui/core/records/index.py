@@ -166,36 +166,72 @@ def entry_for(info: RunInfo, key: str, flow: str | None) -> Entry:
     return new_entry(info.run, info.recorded, info.key_rounds.get(key, info.first_round - 1), flow)
 
 
+Order = tuple[str, int, str]
+
+
+def _chain_order(runs: dict[str, tuple[str, str | None]]) -> dict[str, Order]:
+    """Each run of one key (``run -> (start time, source run)``), ordered along its
+    pick-up chain: a run comes after the run it picked up from, whatever the clocks
+    said (a clock stepped back had a rebuild pick an older run up); time orders only
+    what the links leave open (separate chains, two runs picked up from one)."""
+    order: dict[str, Order] = {}
+    for start in runs:
+        path: list[str] = []
+        on_path: set[str] = set()
+        run: str | None = start
+        while run is not None and run in runs and run not in order and run not in on_path:
+            path.append(run)
+            on_path.add(run)
+            run = runs[run][1]
+        base = order.get(run) if run is not None else None  # None: the chain starts here
+        for run in reversed(path):
+            t = runs[run][0]
+            base = (t, 0, run) if base is None or t > base[0] else (base[0], base[1] + 1, run)
+            order[run] = base
+    return order
+
+
 def _scan(layout: Layout) -> Index:
     """The index as the records say it should be."""
-    touched: dict[str, tuple[str, str, RunInfo, str | None]] = {}
-    holders: dict[str, tuple[str, str]] = {}
+    runs: dict[str, dict[str, tuple[str, str | None]]] = {}  # key -> run -> (t, source)
+    facts: dict[tuple[str, str], tuple[RunInfo, str | None, bool]] = {}
     for run_id in list_run_ids(layout):
         run_dir = layout.runs / run_id
         events = read_events(run_dir / CYCLE)
         info = fold(run_id, run_dir, events)
         if not info.has_created or info.key is None:
             continue  # a half-made or foreign folder: not a run
-        begins: list[tuple[str, str, str | None]] = [(info.key, info.started or "", info.flow)]
+        source = info.source if isinstance(info.source, str) else None
+        begins: list[tuple[str, str, str | None, str | None]] = [
+            (info.key, info.started or "", info.flow, source)
+        ]
         for ev in events:
             if ev["event"] == "call_started" and isinstance(ev.get("key"), str):
-                begins.append((ev["key"], str(ev.get("t", "")), ev.get("flow")))
+                called_source = ev.get("source")
+                begins.append(
+                    (
+                        ev["key"],
+                        str(ev.get("t", "")),
+                        ev.get("flow"),
+                        called_source if isinstance(called_source, str) else None,
+                    )
+                )
         held = _state_keys(layout, run_id)
-        for key, t, flow in begins:
-            order = (t, run_id)
-            if key not in touched or order > touched[key][:2]:
-                touched[key] = (t, run_id, info, flow)
+        for key, t, flow, from_run in begins:
+            if (key, run_id) in facts:
+                continue  # a key called twice in one run: its first start places it
+            runs.setdefault(key, {})[run_id] = (t, from_run)
             # A record whose state cannot be read still counts as holding its keys:
             # picking up must then refuse naming that file (INT-15), not look past it.
-            if (held is None or key in held) and (key not in holders or order > holders[key]):
-                holders[key] = order
+            facts[(key, run_id)] = (info, flow, held is None or key in held)
     data = _empty()
-    for key, (_, _, info, flow) in touched.items():
+    for key, of_key in runs.items():
+        order = _chain_order(of_key)
+        last = max(of_key, key=order.__getitem__)
+        info, flow, _ = facts[(key, last)]
         entry = entry_for(info, key, flow)
-        if key in holders:
-            entry["source"] = holders[key][1]
-        else:
-            entry["source"] = None
+        holding = [run for run in of_key if facts[(key, run)][2]]
+        entry["source"] = max(holding, key=order.__getitem__) if holding else None
         data["keys"][key] = entry
     return data
 

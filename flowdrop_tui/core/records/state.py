@@ -2,15 +2,19 @@
 
 Setting or deleting a key writes the run's whole ``state.json`` again before
 the call returns: the new bytes synced to disk, then published in one atomic
-step (``files.atomic.AtomicFile``). A reader, a kill or a power cut sees the old
-file or the new one, never a torn one. Nothing about saving may stop a run: a value JSON has no
-shape for is written as its text, and a save that fails leaves the last save
-standing and reports a warning.
+step, its folder synced (``files.atomic.write_atomic``). A reader, a kill or a
+power cut sees the old file or the new one, never a torn one, and a key set that
+has returned survives a power cut. Nothing about saving may stop a run: a value
+JSON has no shape for is written as its text, one that JSON would change (NaN, a
+big integer, colliding keys) as its text with a warning, one that cannot be
+written at all keeps its last saved value while the other keys are saved, and a
+save that fails leaves the last save standing and reports a warning.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,11 +23,19 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.errors import UnusableStateError
-from flowdrop_tui.core.files.atomic import AtomicFile
+from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.records.nesting import MAX_DEPTH, too_deep
 
 _MISSING: Any = object()
-_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+# The fast path: no option lets a value change on the way. Integers beyond 2^53
+# (which JavaScript and many JSON readers turn into floats) and keys that are not
+# text raise, and go the slow way, which writes them as text with a warning.
+_FAST = orjson.OPT_STRICT_INTEGER | orjson.OPT_SERIALIZE_NUMPY
+_SAFE_INT = 2**53
+
+
+class Unsaveable(Exception):
+    """A value that cannot be written at all (its ``str`` raises, or it nests too deep)."""
 
 
 def _as_text(value: Any) -> Any:
@@ -31,41 +43,129 @@ def _as_text(value: Any) -> Any:
     return str(value)
 
 
-def _plain(value: Any, seen: set[int]) -> Any:
-    """A JSON-shaped copy of ``value``; anything else becomes ``str(value)``.
+def _has_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity is in ``value`` (orjson would write it as ``null``)."""
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, Mapping | list | tuple) and id(item) not in seen:
+            seen.add(id(item))
+            stack.extend(item.values() if isinstance(item, Mapping) else item)
+    return False
 
-    Only used when orjson refuses the fast path (integers over 64 bits, cycles,
-    nesting deeper than orjson allows); ``str`` may raise, which the caller reports.
+
+def _key_text(key: Any) -> str:
+    """A mapping key as orjson's ``OPT_NON_STR_KEYS`` writes it."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return "null" if key is None else "true" if key else "false"
+    return str(key)
+
+
+class _Plain:
+    """A JSON-shaped copy of a value that nothing can change on the way (SPEC §5.3).
+
+    What JSON has no shape for becomes its text; what JSON *can* hold but would
+    change — NaN and infinities (written ``null`` otherwise), integers beyond 2^53
+    (floats or text when read back), non-text keys that collide once written as
+    text (one would be dropped) — becomes its text too, with a warning naming where.
     """
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, int):
-        return value if -(2**63) <= value < 2**64 else str(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping | list | tuple):
-        if id(value) in seen:
+
+    def __init__(self) -> None:
+        self.altered: list[tuple[str, str]] = []  # (where, what was done)
+
+    def value(self, value: Any, where: str, seen: set[int]) -> Any:
+        if value is None or isinstance(value, bool | str):
+            return value
+        if isinstance(value, int):
+            if -_SAFE_INT <= value <= _SAFE_INT:
+                return int(value)
+            self.altered.append((where, "an integer beyond 2^53, written as its text"))
             return str(value)
-        seen.add(id(value))
-        try:
-            if isinstance(value, Mapping):
-                return {str(k): _plain(v, seen) for k, v in value.items()}
-            return [_plain(v, seen) for v in value]
-        finally:
-            seen.discard(id(value))
-    return str(value)
+        if isinstance(value, float):
+            if math.isfinite(value):
+                return float(value)
+            self.altered.append((where, f"{value} (not a JSON number), written as its text"))
+            return str(value)
+        if isinstance(value, Mapping | list | tuple):
+            if id(value) in seen:
+                return str(value)  # a cycle: its text, as any value JSON has no shape for
+            seen.add(id(value))
+            try:
+                if isinstance(value, Mapping):
+                    return self.mapping(value, where, seen)
+                return [self.value(v, f"{where}[{i}]", seen) for i, v in enumerate(value)]
+            finally:
+                seen.discard(id(value))
+        return str(value)
+
+    def mapping(self, value: Mapping[Any, Any], where: str, seen: set[int]) -> Any:
+        keys = [_key_text(k) for k in value]
+        if len(set(keys)) != len(keys):
+            self.altered.append(
+                (where, "keys that collide once written as text, written as its text")
+            )
+            return str(dict(value))
+        return {
+            text: self.value(v, f"{where}[{k!r}]", seen)
+            for text, (k, v) in zip(keys, value.items(), strict=True)
+        }
 
 
-def encode(states: Mapping[str, Any]) -> bytes:
-    """Serialize a run's states; raises only when a value cannot be written at all."""
+def encode_states(
+    states: Mapping[str, Mapping[Any, Any]], last: Mapping[str, Any] | None = None
+) -> tuple[bytes, list[str], list[str]]:
+    """Serialize a run's states: ``(bytes, altered, unsaved)`` — each list says where, in words.
+
+    A value that cannot be written at all (``unsaved``) keeps what ``last`` (the
+    last good save) held for it, or is left out; every other key is written.
+    """
     try:
-        return orjson.dumps(states, default=_as_text, option=_OPTS)
+        data = orjson.dumps(states, default=_as_text, option=_FAST)
     except (orjson.JSONEncodeError, TypeError):
         pass
-    try:
-        return orjson.dumps(_plain(states, set()), default=_as_text, option=_OPTS)
-    except RecursionError as exc:
-        raise ValueError("the state is nested too deeply to be written") from exc
+    else:
+        if b"null" not in data or not _has_non_finite(states):
+            return data, [], []
+    plain = _Plain()
+    unsaved: list[str] = []
+    out: dict[str, dict[str, Any]] = {}
+    for run_key, state in states.items():
+        kept = last.get(run_key) if last is not None else None
+        written: dict[str, Any] = {}
+        for key, value in dict(state).items():  # a copy: a signal handler may set a key
+            text = _key_text(key)
+            where = f"{run_key}[{key!r}]"
+            if text != key and (text in written or text in state):
+                unsaved.append(f"{where}: its key collides with another once written as text")
+                continue
+            try:
+                written[text] = plain.value(value, where, set())
+            except (Exception, RecursionError) as exc:
+                reason = (
+                    "nested too deeply"
+                    if isinstance(exc, RecursionError)
+                    else (f"{type(exc).__name__}: {exc}")
+                )
+                unsaved.append(f"{where} ({reason})")
+                if isinstance(kept, dict) and text in kept:
+                    written[text] = kept[text]
+        out[run_key] = written
+    altered = [f"{where} was {what}" for where, what in plain.altered]
+    return orjson.dumps(out), altered, unsaved
+
+
+def encode(states: Mapping[str, Mapping[Any, Any]]) -> bytes:
+    """Serialize a run's states; raises ``Unsaveable`` when a value cannot be written at all."""
+    data, _, unsaved = encode_states(states)
+    if unsaved:
+        raise Unsaveable("; ".join(unsaved))
+    return data
 
 
 def read_states(path: Path) -> dict[str, dict[str, Any]]:
@@ -106,15 +206,24 @@ def read_states(path: Path) -> dict[str, dict[str, Any]]:
 
 
 class StateFile:
-    """One run's ``state.json``: the states of every key the run writes, saved together."""
+    """One run's ``state.json``: the states of every key the run writes, saved together.
+
+    Written only by the process that holds the run: a flow that forks (no exec)
+    has a child holding this same object, and that child's saves are skipped —
+    otherwise its exit would write the fork-time state back over the run's.
+    """
 
     def __init__(self, path: Path, on_warning: Callable[[str], None] | None = None) -> None:
         self.path = path
-        self._file = AtomicFile(path)
         self.on_warning: Callable[[str], None] = on_warning or (lambda message: None)
         self._states: dict[str, State] = {}
         self._lock = threading.RLock()
+        self._owner = os.getpid()
         self._failing: str | None = None
+        self._saving = False
+        self._dirty = False
+        self._last: bytes | None = None  # the last good save, for a value that cannot be written
+        self._altered_told: set[str] = set()
 
     def state(self, key: str, initial: Mapping[str, Any] | None = None) -> State:
         """The mapping for ``key``, created with ``initial`` (and saved) the first time."""
@@ -138,26 +247,72 @@ class StateFile:
             return {key: dict(value) for key, value in self._states.items()}
 
     def save(self) -> bool:
-        """Write every key's state; on failure keep the last save and warn once per cause."""
+        """Write every key's state; on failure keep the last save and warn.
+
+        A save that re-enters (a key set from a signal handler while this thread is
+        saving) only marks the state dirty: the save in flight writes again when it
+        is done, so the file never goes backwards and nothing waits on itself.
+        """
+        if os.getpid() != self._owner:
+            return False  # a forked child of the flow: only the run's process writes
         with self._lock:
+            if self._saving:
+                self._dirty = True
+                return True
+            self._saving = True
             try:
-                data = encode(self._states)
-                self._file.replace(data)
-            except Exception as exc:  # SPEC §5.3: nothing about keeping state may stop a run
-                message = f"state not saved ({type(exc).__name__}: {exc}); the last save stands"
-                if message != self._failing:
-                    self._failing = message
-                    self.on_warning(message)
-                return False
-            if self._failing is not None:
-                self._failing = None
-                self.on_warning("state saved again after earlier failures")
-            return True
+                saved = self._save_once()
+                if self._dirty:
+                    # Once more for what re-entered; a handler firing faster than a save
+                    # takes leaves it dirty for the next save (a key set, a round's end,
+                    # the run's end) rather than never returning.
+                    saved = self._save_once()
+                return saved
+            finally:
+                self._saving = False
+
+    def _save_once(self) -> bool:
+        self._dirty = False
+        try:
+            last = None
+            data, altered, unsaved = encode_states(self._states)
+            if unsaved:  # SPEC §5.3: one bad value never freezes the rest
+                last = self._last_good()
+                data, altered, unsaved = encode_states(self._states, last)
+            write_atomic(self.path, data)
+        except Exception as exc:  # SPEC §5.3: nothing about keeping state may stop a run
+            message = f"state not saved ({type(exc).__name__}: {exc}); the last save stands"
+            if message != self._failing:
+                self._failing = message
+                self.on_warning(message)
+            return False
+        self._last = data
+        for where in altered:
+            if where not in self._altered_told:  # the value is saved: say so once
+                self._altered_told.add(where)
+                self.on_warning(f"state value {where} (SPEC §5.3: never altered silently)")
+        for where in unsaved:  # not saved: say so every time
+            self.on_warning(
+                f"state value {where} cannot be written; it keeps its last saved value "
+                "and every other key was saved"
+            )
+        if self._failing is not None:
+            self._failing = None
+            self.on_warning("state saved again after earlier failures")
+        return not unsaved
+
+    def _last_good(self) -> dict[str, Any] | None:
+        raw = self._last
+        try:
+            if raw is None:
+                raw = self.path.read_bytes()  # a resumed run: what the file holds
+            data = orjson.loads(raw)
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
 
     def close(self) -> None:
-        """The run is done writing: leave only ``state.json`` in its folder."""
-        with self._lock:
-            self._file.discard_spares()
+        """The run is done writing."""
 
 
 class State(dict[str, Any]):

@@ -21,7 +21,7 @@ from typing import Any
 from flowdrop_tui.core import git
 from flowdrop_tui.core.errors import AlreadyRunningError
 from flowdrop_tui.core.files import locks
-from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.atomic import sync_dir, sync_entry, write_atomic
 from flowdrop_tui.core.flows.declaration import LoadedFlow
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import (
@@ -46,7 +46,8 @@ def take_key(layout: Layout, key: str, run_id: str) -> Path:
     """Hold ``key``'s lock for ``run_id``; refuse, naming the live run, when it is taken."""
     path = layout.key_lock(key)
     try:
-        locks.acquire(path, content=run_id)
+        os.fsync(locks.acquire(path, content=run_id))
+        sync_dir(layout.keys)  # the lock file whole before its name (see sync_entry)
     except OSError as exc:
         raise unwritable(path, exc) from exc
     except locks.LockHeld:
@@ -143,19 +144,32 @@ def _create(
     if with_index:
         index.update_locked(layout, point_at_new_run)
         key_runs.append_locked(layout, key, run_id)  # before the record, as the entry
+    log: EventLog | None = None
     try:
         hidden.mkdir()
         (hidden / SESSIONS).mkdir()
         (hidden / REQUESTS).mkdir()
-        locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid()))
+        # Synced through the descriptor that holds the lock: closing any other
+        # descriptor of a locked file would drop the lock (files/locks.py).
+        os.fsync(locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid())))
         write_atomic(hidden / STATE, encode({key: state}))
         log = EventLog(hidden / CYCLE)
-        log.append("created", **created)
+        # Durable before the run exists: a full disk or an I/O error here refuses
+        # the run (it was published and run with no record of its creation), and
+        # a power cut after a run was reported started never loses its record.
+        log.commit("created", **created)
         (hidden / OUTPUT).touch()
+        for entry in (OUTPUT, SESSIONS, REQUESTS):
+            sync_entry(hidden / entry)  # each whole before its name (see sync_entry)
+        sync_dir(hidden)
         os.rename(hidden, final)
+        for folder in (layout.runs, layout.root, layout.workspace):
+            sync_dir(folder)  # the run's name, and .flowdrop/ itself the first time
         locks.rekey(hidden / LIVE_LOCK, final / LIVE_LOCK)
         log.path = final / CYCLE
     except BaseException:
+        if log is not None:
+            log.close()
         locks.release(hidden / LIVE_LOCK)
         shutil.rmtree(hidden, ignore_errors=True)
 

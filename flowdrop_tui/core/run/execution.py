@@ -15,10 +15,11 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from flowdrop_tui.core import git
 from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
 from flowdrop_tui.core.records import index
@@ -94,6 +95,7 @@ class Execution:
         self.signals = RunSignals(self.run_dir, log, notify, lambda: self.main.round, self.children)
         self.flags = self.signals.flags
         self._end_position: dict[str, Any] | None = None
+        self._owner = os.getpid()  # the process holding the run; a fork of it never writes
 
     # -- what the flow sees ---------------------------------------------------------
     @property
@@ -198,6 +200,8 @@ class Execution:
     def update_index(self, write: Callable[[], None]) -> None:
         """The index is a cache: failing to write it never stops a run. A failed write
         removes it (index.update_locked), so readers rebuild it from the records."""
+        if os.getpid() != self._owner:
+            return  # a forked child of the flow never writes the run's records
         try:
             write()
         except OSError as exc:
@@ -215,9 +219,8 @@ class Execution:
         result: Any = None
         error: dict[str, Any] | None = None
         with contextlib.ExitStack() as stack:  # unwound after the run has ended
-            output = stack.enter_context(
-                open(self.run_dir / OUTPUT, "a", buffering=1, errors="replace")
-            )
+            fd = open_fd(self.run_dir / OUTPUT, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            output = stack.enter_context(open(fd, "a", buffering=1, errors="replace"))
             try:
                 stack.enter_context(
                     process_setup(self.layout.workspace, capture, output, self.signals)
@@ -225,18 +228,26 @@ class Execution:
                 self._announce_start()
                 try:
                     result = self.loaded.function(RunContext(self, self.main))
+                    if os.getpid() != self._owner:
+                        _leave_forked_child(None)
                     status = Status.CANCELLED if self.flags.stop else Status.COMPLETED
                     self.reap()
                 except BaseException as exc:
+                    if os.getpid() != self._owner:
+                        _leave_forked_child(exc)
                     status, error = self._classify(exc)
                     self._end_position = self.position()  # where the run was, before closing
                     # Close open rounds now, while the flow's frame (and its rounds()
                     # generator) is still alive: once the exception is dropped, the
                     # generator is closed and would record the round as finished "ok".
                     self.close_loops(list(self.known_frames.values()), _round_outcome(status))
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
+                if os.getpid() != self._owner:
+                    _leave_forked_child(exc)
                 status = Status.CANCELLED
             finally:
+                if os.getpid() != self._owner:
+                    _leave_forked_child(None)
                 self.flags.finishing = True
                 outcome = self._finish(status, result, error)
         return outcome
@@ -271,17 +282,25 @@ class Execution:
         self.close_loops(list(self.known_frames.values()), _round_outcome(status))
         self.states.save()  # SPEC §5.2: the end of the run saves changes inside values
         self.states.close()
-        if status == Status.PAUSED:
-            self.log.append("paused", position=position, round=self.main.round)
-        else:
-            self.log.append(
-                "ended",
-                outcome=str(status),
-                result=result,
-                error=error,
-                git=git.facts(self.layout.workspace),
-                position=position,
-                round=self.main.round,
+        # Durable before the run says so (a power cut must not lose a pause the user
+        # was told about, or an end): committed, not just appended.
+        try:
+            if status == Status.PAUSED:
+                self.log.commit("paused", position=position, round=self.main.round)
+            else:
+                self.log.commit(
+                    "ended",
+                    outcome=str(status),
+                    result=result,
+                    error=error,
+                    git=git.facts(self.layout.workspace),
+                    position=position,
+                    round=self.main.round,
+                )
+        except OSError as exc:
+            self.notify(
+                f"warning: the run's end could not be recorded in {self.run_dir / CYCLE} "
+                f"({exc.strerror or exc}); it will show as interrupted"
             )
         self.signals.ended()
         try:
@@ -301,6 +320,26 @@ class Execution:
             first_round=self.main.first_round,
             last_round=self.main.round if self.main.round >= self.main.first_round else None,
         )
+
+
+def _leave_forked_child(exc: BaseException | None) -> NoReturn:
+    """A flow forked (no exec) and the child came back out of the flow: it exits here,
+    as the child of a fork does, and never writes the run's record — its parent holds
+    the run (the child had ended the run a second time and rewritten its state)."""
+    code = 0
+    if isinstance(exc, SystemExit):
+        if isinstance(exc.code, int):
+            code = exc.code
+        elif exc.code is not None:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    elif exc is not None and not isinstance(exc, PauseRun | StopRun):
+        traceback.print_exception(exc, file=sys.stderr)
+        code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _round_outcome(status: Status) -> str:
