@@ -41,6 +41,24 @@ def _err(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+class Warnings:
+    """What a command warns of: printed on stderr as it happens (the core's ``notify``)
+    and kept, without the ``warning:`` prefix, for its ``--json`` output's ``"warnings"``."""
+
+    PREFIX = "warning: "
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def __call__(self, text: str) -> None:
+        _err(text)
+        if text.startswith(self.PREFIX):
+            self.items.append(text.removeprefix(self.PREFIX))
+
+    def add(self, text: str) -> None:
+        self(self.PREFIX + text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
@@ -89,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("flow", metavar="FLOW", nargs="?")
     show = sub.add_parser("show", parents=[common, json_flag], help="one run in full")
     show.add_argument("run", metavar="RUN")
-    snapshot = sub.add_parser("snapshot", parents=[common], help="print a run's snapshot")
+    snapshot = sub.add_parser(
+        "snapshot", parents=[common, json_flag], help="print a run's snapshot (always JSON)"
+    )
     snapshot.add_argument("run", metavar="RUN")
     sub.add_parser("reindex", parents=[common, json_flag], help="rebuild .flowdrop/index.json")
     return parser
@@ -126,7 +146,7 @@ def _announce(execution: Execution) -> None:
     _err(f"run {execution.run_id} of {frame.key} — {how}, round {frame.first_round}")
 
 
-def _finish_foreground(execution: Execution, as_json: bool) -> int:
+def _finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) -> int:
     _announce(execution)
     capture = sys.stderr if as_json else sys.stdout
     outcome = execution.execute(capture=capture)
@@ -140,14 +160,17 @@ def _finish_foreground(execution: Execution, as_json: bool) -> int:
         message += f": {outcome.error.get('type')}: {outcome.error.get('message')}{where}"
     _err(message)
     if as_json:
-        print(_dump({**info.summary(), "result": info.result, "error": info.error}))
+        answer = {**info.summary(), "result": info.result, "error": info.error}
+        print(_dump({**answer, "warnings": warnings.items}))
     return outcome.exit_code
 
 
-def _detached_child(args: argparse.Namespace, make: Callable[[list[str]], Execution]) -> int:
-    """This process is a detached run: report creation (or refusal) through the pipe."""
+def _detached_child(args: argparse.Namespace, make: Callable[[Warnings], Execution]) -> int:
+    """This process is a detached run: report creation (or refusal) through the pipe.
+    What it warns of goes to the starter through the pipe; once the run exists, also to
+    its ``output.log`` (this process's stderr from then on)."""
     fd = int(args.handshake_fd)
-    warnings: list[str] = []
+    warnings: Warnings = args.warnings
     try:
         execution = make(warnings)
     except FlowdropError as exc:
@@ -160,17 +183,21 @@ def _detached_child(args: argparse.Namespace, make: Callable[[list[str]], Execut
     os.close(out)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    answer = {"run": execution.run_id, "flow": execution.key, "warnings": warnings}
+    for warning in warnings.items:
+        _err(f"{Warnings.PREFIX}{warning}")
+    answer = {"run": execution.run_id, "flow": execution.key, "warnings": warnings.items}
     os.write(fd, orjson.dumps(answer))
     os.close(fd)
     return execution.execute().exit_code
 
 
-def _print_launched(answer: dict[str, Any], as_json: bool) -> int:
+def _print_launched(answer: dict[str, Any], args: argparse.Namespace) -> int:
+    warnings: Warnings = args.warnings
     for warning in answer.get("warnings") or []:
-        _err(f"warning: {warning}")
-    if as_json:
-        print(_dump({"run": answer.get("run"), "flow": answer.get("flow")}))
+        warnings.add(str(warning))
+    if args.json:
+        launched = {"run": answer.get("run"), "flow": answer.get("flow")}
+        print(_dump({**launched, "warnings": warnings.items}))
     else:
         print(answer.get("run"))
     return 0
@@ -202,9 +229,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             snapshot=snapshot,
             fresh=args.fresh,
         )
-        return _print_launched(answer, args.json)
+        return _print_launched(answer, args)
 
-    def make(warnings: list[str]) -> Execution:
+    def make(warnings: Warnings) -> Execution:
         return open_run(
             layout,
             ref,
@@ -212,12 +239,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             resume=args.resume,
             from_run=args.from_run,
             fresh=args.fresh,
-            notify=warnings.append if args.handshake_fd is not None else _err,
+            notify=warnings,
         )
 
     if args.handshake_fd is not None:
         return _detached_child(args, make)
-    return _finish_foreground(make([]), args.json)
+    return _finish_foreground(make(args.warnings), args.json, args.warnings)
 
 
 def _asker(given: str | None) -> dict[str, Any]:
@@ -235,33 +262,35 @@ def _asker(given: str | None) -> dict[str, Any]:
 def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
     if args.detach and args.handshake_fd is None:
-        return _print_launched(control.launch_resume(layout, args.run), args.json)
+        return _print_launched(control.launch_resume(layout, args.run), args)
 
-    def make(warnings: list[str]) -> Execution:
+    def make(warnings: Warnings) -> Execution:
         # The flow is loaded in this process to continue the run: first in a child,
         # with its 5 s limit, so one that now fails or hangs at import is refused as
         # `run` refuses it, instead of hanging this process with the run held.
         info = control.check_resumable(layout, args.run)
         if info.key is not None:
             _checked_flow(layout, info.key, flow_of_key(layout, info.key))
-        notify = warnings.append if args.handshake_fd is not None else _err
-        return reopen_paused(layout, args.run, by=_asker(args.by), notify=notify)
+        return reopen_paused(layout, args.run, by=_asker(args.by), notify=warnings)
 
     if args.handshake_fd is not None:
         return _detached_child(args, make)
-    return _finish_foreground(make([]), args.json)
+    return _finish_foreground(make(args.warnings), args.json, args.warnings)
 
 
 def _asked(
     args: argparse.Namespace, message: str, done: Callable[[Status], bool], timeout: float
 ) -> int:
-    """Report a stop or pause request; with ``--wait``, once the run has acted on it."""
-    status = None
+    """Report a stop or pause request; with ``--wait``, once the run has acted on it.
+    ``status`` is the run's status as the command returns: a paused run that ``stop``
+    closed is ``cancelled`` at once; a live one without ``--wait`` is still ``running``."""
     if args.wait:
         status = _wait(_layout(args), args.run, done, timeout)
         message += f"; it is now {status}"
+    else:
+        status = load_run(_layout(args), args.run).status
     if args.json:
-        print(_dump({"run": args.run, "message": message, "status": status and str(status)}))
+        print(_dump({"run": args.run, "message": message, "status": str(status)}))
     else:
         print(message)
     return 0
@@ -291,8 +320,10 @@ def cmd_flows(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     layout = _layout(args)
-    key = views.key_for(layout, args.flow) if args.flow else None
-    rows = [info.summary() for info in views.run_rows(layout, key)]
+    key, infos = (
+        views.runs_named(layout, args.flow) if args.flow else (None, views.run_rows(layout))
+    )
+    rows = [info.summary() for info in infos]
     if args.json:
         print(_dump(rows))
     elif not rows:
@@ -350,13 +381,16 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
+    warnings = Warnings()
     try:
         args = build_parser().parse_args(argv)
+        args.warnings = warnings
         handler = COMMANDS.get(args.command or "", cmd_ui)
         return handler(args)
     except FlowdropError as exc:
         if as_json:
-            print(_dump(exc.as_json()))
+            extra = {"warnings": warnings.items} if warnings.items else {}
+            print(_dump({**exc.as_json(), **extra}))
         _err(f"flowdrop-tui: {exc.message}")
         return exc.exit_code
     except KeyboardInterrupt:

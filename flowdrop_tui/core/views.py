@@ -98,6 +98,21 @@ def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
         return validate_flow_name(arg)
 
 
+def runs_named(layout: Layout, arg: str, cwd: Path | None = None) -> tuple[str, list[RunInfo]]:
+    """``runs FLOW``: the key FLOW names and its runs, newest first. The runs of a flow
+    whose folder is gone are still listed; a name that is neither a flow on disk nor
+    the key of any run is not found (exit 2), as ``run`` says of it."""
+    try:
+        key = resolve_flow(layout, arg, cwd).key
+    except NotFoundError as missing:
+        key = key_for(layout, arg, cwd)
+        rows = run_rows(layout, key)
+        if not rows:
+            raise NotFoundError(f"{missing.message}; no run has key {key!r} either") from None
+        return key, rows
+    return key, run_rows(layout, key)
+
+
 def run_rows(layout: Layout, key: str | None = None) -> list[RunInfo]:
     """Runs newest first, of one key when given (the runs whose own key it is)."""
     found = []
