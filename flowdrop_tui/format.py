@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import orjson
 
 
-def _parse(stamp: Any) -> datetime | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def duration(started: Any, ended: Any, now: datetime | None = None) -> str:
-    """``1h02m``, ``3m05s``, ``12s``; empty when the start is unknown."""
-    begin = _parse(started)
-    if begin is None:
+def duration(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``12s``; empty when unknown (``RunInfo.seconds``: a run's
+    running time, fixed once it has stopped)."""
+    if seconds is None:
         return ""
-    finish = _parse(ended) or now or datetime.now(begin.tzinfo)
-    seconds = max(0, int((finish - begin).total_seconds()))
+    seconds = max(0, int(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -80,7 +69,7 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
                 status_label(row.get("status")),
                 rounds,
                 str(row.get("started") or "")[:19].replace("T", " "),
-                duration(row.get("started"), row.get("ended")),
+                duration(row.get("duration")),
                 str(row.get("picked_up_from") or "—"),
             ]
         )
@@ -100,8 +89,7 @@ def show_text(detail: dict[str, Any]) -> str:
         f"start           {detail.get('start')}"
         + (f", picked up from {detail['picked_up_from']}" if detail.get("picked_up_from") else ""),
         f"started         {detail.get('started')}",
-        f"ended           {detail.get('ended') or '—'}"
-        + f"  ({duration(detail.get('started'), detail.get('ended'))})",
+        f"ended           {_ended(detail)}",
     ]
     if detail.get("error"):
         error = detail["error"]
@@ -133,6 +121,16 @@ def show_text(detail: dict[str, Any]) -> str:
         for commit in commits:
             lines.append(f"  {str(commit.get('sha'))[:10]} {commit.get('summary')}")
     return "\n".join(lines)
+
+
+def _ended(detail: dict[str, Any]) -> str:
+    """When it ended and how long it ran; a paused or killed run recorded no end."""
+    took = duration(detail.get("duration"))
+    if detail.get("ended"):
+        return f"{detail['ended']}  (ran {took})"
+    if detail.get("status") in ("running", "pending"):
+        return f"—  (running for {took})"
+    return f"—  (ran {took}, up to its last event)"
 
 
 def _session_outcome(session: dict[str, Any], run_status: Any) -> str:

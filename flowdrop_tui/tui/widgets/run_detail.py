@@ -99,9 +99,11 @@ class RunDetail(VerticalScroll):
         else:
             text.append("\nfresh start")
         text.append(f"\nrounds {rounds_label(info)} ({info.rounds} in this run)")
-        text.append(f"\nstarted {stamp(info.started)} · {duration(info.started, info.ended)}")
+        text.append(f"\nstarted {stamp(info.started)} · {duration(info.seconds())}")
         if info.ended:
             text.append(f"\nended   {stamp(info.ended)}")
+        elif info.stopped_at:  # paused or killed: its running time ends at its last event
+            text.append(f"\nlast event {stamp(info.stopped_at)}", style=self._style("muted"))
         if info.stop_pending:
             text.append("\nstop asked: " + ("now" if info.stop_now else "after its round"))
         if info.pause_pending:

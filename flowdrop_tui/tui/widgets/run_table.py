@@ -69,7 +69,7 @@ class RunTable(DataTable[Text]):
             status_text(self, info.status),
             Text(rounds_label(info)),
             Text(stamp(info.started)),
-            Text(duration(info.started, info.ended, now)),
+            Text(duration(info.seconds(now))),
             Text(info.source or "—", style=muted),
         ]
 
@@ -116,4 +116,4 @@ class RunTable(DataTable[Text]):
         now = datetime.now(UTC)
         for info in self.runs.values():
             if info.status in LIVE and info.run in self.rows:
-                self.update_cell(info.run, "duration", Text(duration(info.started, None, now)))
+                self.update_cell(info.run, "duration", Text(duration(info.seconds(now))))
