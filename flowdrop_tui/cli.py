@@ -18,10 +18,11 @@ from typing import Any, NoReturn
 
 import orjson
 
-from .core import control, views
+from .core import control, output_log, views
 from .core.errors import FlowdropError, FlowLoadError, UsageError
 from .core.execution import Execution
 from .core.flows import FlowRef, describe_one, resolve_flow
+from .core.follow import RunFollower
 from .core.paths import OUTPUT, Layout, find_workspace
 from .core.records import ENDED, LIVE, Status, list_run_ids, load_run
 from .core.runner import flow_of_key, open_run, reopen_paused
@@ -107,6 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("flow", metavar="FLOW", nargs="?")
     show = sub.add_parser("show", parents=[common, json_flag], help="one run in full")
     show.add_argument("run", metavar="RUN")
+    logs = sub.add_parser(
+        "logs", parents=[common, json_flag], help="what a run's flow printed (its output.log)"
+    )
+    logs.add_argument("run", metavar="RUN")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run stops"
+    )
+    logs.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
     snapshot = sub.add_parser(
         "snapshot", parents=[common, json_flag], help="print a run's snapshot (always JSON)"
     )
@@ -340,6 +349,61 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+FOLLOW_EVERY = 0.2  # seconds between looks at a followed run's output and status
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """SPEC §15: the run's output.log; ``-f`` follows it until the run stops (ends or
+    pauses). With ``--json``: one object; with ``-f --json``, JSON lines, then the status."""
+    layout = _layout(args)
+    info = load_run(layout, args.run)
+    if args.lines is not None and args.lines < 1:
+        raise UsageError(f"--lines takes a number of lines, 1 or more (not {args.lines})")
+    path = info.path / OUTPUT
+    tail = output_log.OutputTail(path, last=args.lines, max_bytes=None)
+    if args.follow:
+        return _follow_output(layout, info.run, tail, args.json)
+    if args.json:
+        lines = tail.read_all(final=True).lines
+        answer = {"run": info.run, "status": str(info.status), "path": str(path)}
+        print(_dump({**answer, "lines": lines, "truncated": tail.skipped > 0}))
+        return 0
+    while True:  # chunk by chunk: a week-long run's log is never held whole
+        read = tail.read(final=True)
+        _print_lines(read.lines, False)
+        if not read.more:
+            return 0
+
+
+def _follow_output(layout: Layout, run_id: str, tail: output_log.OutputTail, as_json: bool) -> int:
+    follower = RunFollower(layout, run_id, output=False)
+    while True:
+        status = follower.poll().info.status  # first: once it is seen stopped, all is written
+        live = status in LIVE
+        while True:
+            read = tail.read(final=not live)
+            if read.restarted:
+                _err(f"flowdrop-tui: {tail.path} was replaced or cut short; read from its start")
+            _print_lines(read.lines, as_json)
+            if not read.more:
+                break
+        if not live:
+            break
+        time.sleep(FOLLOW_EVERY)
+    if as_json:
+        print(orjson.dumps({"run": run_id, "status": str(status)}).decode(), flush=True)
+    else:
+        _err(f"run {run_id}: {status}")
+    return 0
+
+
+def _print_lines(lines: list[str], as_json: bool) -> None:
+    out = [orjson.dumps({"line": line}).decode() for line in lines] if as_json else lines
+    if out:
+        sys.stdout.write("\n".join(out) + "\n")
+        sys.stdout.flush()
+
+
 def cmd_snapshot(args: argparse.Namespace) -> int:
     print(_dump(views.run_snapshot(_layout(args), args.run)))
     return 0
@@ -373,6 +437,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "flows": cmd_flows,
     "runs": cmd_runs,
     "show": cmd_show,
+    "logs": cmd_logs,
     "snapshot": cmd_snapshot,
     "reindex": cmd_reindex,
 }

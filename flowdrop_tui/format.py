@@ -120,7 +120,23 @@ def show_text(detail: dict[str, Any]) -> str:
         lines.append(f"commits         {len(commits) or 'none'}")
         for commit in commits:
             lines.append(f"  {str(commit.get('sha'))[:10]} {commit.get('summary')}")
+    lines.extend(_output(detail))
     return "\n".join(lines)
+
+
+def _output(detail: dict[str, Any]) -> list[str]:
+    """The last lines the flow printed, tracebacks included (``output.log``)."""
+    if detail.get("output_error"):
+        return [f"output          unreadable: {detail['output_error']}"]
+    tail = detail.get("output_tail") or []
+    if not tail:
+        return ["output          nothing printed"]
+    if detail.get("output_more"):
+        head = f"last {len(tail)} lines of output.log; all of it: flowdrop-tui logs {detail['run']}"
+    else:
+        head = "what the flow printed (output.log)"
+    head = f"output          {head}"
+    return [head, *("  " + line for line in tail)]
 
 
 def _ended(detail: dict[str, Any]) -> str:

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from . import git, index
-from .errors import FlowdropError, InvalidNameError, NotFoundError
+from .errors import FlowdropError, InvalidNameError, NotFoundError, OutputUnreadableError
 from .flows import FlowInfo, describe, describe_cached, discover, resolve_flow
-from .paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
+from .output_log import tail_lines
+from .paths import CYCLE, OUTPUT, SESSIONS, STATE, Layout, validate_flow_name, validate_key
 from .records import (
     LIVE,
     TERMINAL,
@@ -230,7 +231,18 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["called"] = info.called
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow
+    detail.update(output_tail(info))
     return detail
+
+
+def output_tail(info: RunInfo) -> dict[str, Any]:
+    """``show``'s view of ``output.log``: its last lines (``output_tail``), whether earlier
+    ones were left out (``output_more``), and why it could not be read (``output_error``)."""
+    try:
+        lines, more = tail_lines(info.path / OUTPUT)
+    except OutputUnreadableError as exc:
+        return {"output_tail": [], "output_more": False, "output_error": exc.message}
+    return {"output_tail": lines, "output_more": more, "output_error": None}
 
 
 def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:

@@ -25,7 +25,17 @@ from pathlib import Path
 
 from . import locks
 from .errors import FlowdropError
-from .paths import CYCLE, FLOWS_DIR, LIVE_LOCK, RECORDS_DIR, RUN_ID_RE, SESSIONS, STATE, Layout
+from .paths import (
+    CYCLE,
+    FLOWS_DIR,
+    LIVE_LOCK,
+    OUTPUT,
+    RECORDS_DIR,
+    RUN_ID_RE,
+    SESSIONS,
+    STATE,
+    Layout,
+)
 
 STEP_MS = 50  # watchfiles' default: a change is reported after this long without another
 DEBOUNCE_MS = 400  # a run appending without pause is still reported this often
@@ -53,7 +63,7 @@ class IndexChanged:
 
 WorkspaceEvent = RunChanged | FlowsChanged | IndexChanged
 
-_RUN_FILES = frozenset({CYCLE, STATE, SESSIONS})
+_RUN_FILES = frozenset({CYCLE, STATE, SESSIONS, OUTPUT})  # OUTPUT: the Run pane follows it
 _RESTART = object()
 
 

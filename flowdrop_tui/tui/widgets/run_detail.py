@@ -1,8 +1,11 @@
-"""The selected run in full: what it is, its state (and what changed since the run it
-was picked up from), its sessions with link health, and the git commits it made."""
+"""The selected run in full: what it is, the last lines it printed (a traceback
+included), its state (and what changed since the run it was picked up from), its
+sessions with link health, and the git commits it made."""
 
 from __future__ import annotations
 
+import re
+from collections import deque
 from typing import Any, ClassVar
 
 import orjson
@@ -11,10 +14,23 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...core.records import RunInfo
+from ...core.records import LIVE, RunInfo
 from ...format import duration
 from ..labels import rounds_label, stamp
 from .status import STATUS_CLASSES, status_text
+
+OUTPUT_SHOWN = 20  # the newest lines of output.log in the pane (``logs RUN`` has them all)
+OUTPUT_WIDTH = 300  # a longer printed line is cut here
+# Escape sequences and control characters a flow printed: shown, they would drive the
+# terminal itself; they are dropped (colour codes) or shown as a replacement character.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printed_line(line: str) -> str:
+    """One line of output.log as it can be shown safely in the pane."""
+    text = _CONTROLS.sub("\ufffd", _ESCAPES.sub("", line)).replace("\t", "    ")
+    return text if len(text) <= OUTPUT_WIDTH else text[: OUTPUT_WIDTH - 1] + "…"
 
 
 def _short(value: Any, width: int = 40) -> str:
@@ -41,6 +57,9 @@ class RunDetail(VerticalScroll):
         self.info: RunInfo | None = None
         self.extra: dict[str, Any] | None = None  # state, sessions, git: read separately
         self.empty_text = "no run selected"
+        self.output: deque[str] = deque(maxlen=OUTPUT_SHOWN)  # the newest lines it printed
+        self.output_seen = 0  # lines printed since it was selected (more than are shown?)
+        self.output_error: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-text", markup=False)
@@ -51,7 +70,26 @@ class RunDetail(VerticalScroll):
     def show_run(self, info: RunInfo | None) -> None:
         if info is None or self.info is None or info.run != self.info.run:
             self.extra = None
+            self.output.clear()
+            self.output_seen = 0
+            self.output_error = None
         self.info = info
+        self._redraw()
+
+    def show_output(
+        self, run_id: str, lines: list[str], *, fresh: bool, error: str | None = None
+    ) -> None:
+        """What the run printed since the last call (``fresh``: its last lines, anew)."""
+        if self.info is None or self.info.run != run_id:
+            return
+        if not (fresh or lines or error != self.output_error):
+            return
+        if fresh:
+            self.output.clear()
+            self.output_seen = 0
+        self.output.extend(printed_line(line) for line in lines)
+        self.output_seen += len(lines)
+        self.output_error = error
         self._redraw()
 
     def show_extra(self, run_id: str, extra: dict[str, Any]) -> None:
@@ -74,6 +112,7 @@ class RunDetail(VerticalScroll):
             text.append(self.empty_text, style=self._style("muted"))
         else:
             self._about(text, self.info)
+            self._output(text, self.info)
             if self.extra is not None:
                 self._state(text, self.extra["state"])
                 self._sessions(text, self.extra["sessions"])
@@ -116,6 +155,26 @@ class RunDetail(VerticalScroll):
             text.append(f"\nresult {_short(info.result, 60)}")
         for warning in info.warnings[-3:]:
             text.append(f"\nwarning {warning}", style=self._style("bad"))
+
+    def _output(self, text: Text, info: RunInfo) -> None:
+        """The newest lines it printed, following as it prints: a failed run's traceback
+        is here, under its one-line error."""
+        if not self.output and not self.output_error:  # the common case: one line
+            text.rstrip()
+            text.append("\n\noutput ", style=self._style("heading"))
+            live = info.status in LIVE
+            text.append("nothing printed" + (" yet" if live else ""), style=self._style("muted"))
+            return
+        if self.output_seen > len(self.output):
+            self._heading(text, f"output · last {len(self.output)} lines")
+            text.append(f"all of it: flowdrop-tui logs {info.run}\n", style=self._style("muted"))
+        else:
+            self._heading(text, "output")
+        if self.output_error:
+            text.append(f"unreadable: {self.output_error}", style=self._style("bad"))
+        for line in self.output:
+            text.append(line + "\n")
+        text.rstrip()
 
     def _state(self, text: Text, view: dict[str, Any]) -> None:
         """Each key's state one value a line; the run's own key marks what changed since
