@@ -33,9 +33,9 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core import index
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import list_run_ids, load_run
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import list_run_ids, load_run
 
 LOOP = """
 import time

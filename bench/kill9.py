@@ -54,11 +54,14 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core import control, index, locks, start
+from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout
-from flowdrop_tui.core.records import Status, fold, list_run_ids, parse_lines, read_events
-from flowdrop_tui.core.state import read_states
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import Status, fold, list_run_ids, parse_lines, read_events
+from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.run import plan as start_plan
 
 KEY = "kill9"
 FLOW = """
@@ -81,7 +84,7 @@ def main(run):
 INDEX_WRITER = """
 import sys, itertools
 from pathlib import Path
-from flowdrop_tui.core import index
+from flowdrop_tui.core.records import index
 from flowdrop_tui.core.paths import Layout
 layout = Layout(Path(sys.argv[1]))
 for i in itertools.count():
@@ -330,7 +333,7 @@ class Harness:
         if run_id is None:
             return None
         self.wait_rounds(run_id, 2, 0 if run_id != self.expect.source else self.expect.events)
-        control.pause(self.layout, run_id)
+        verbs.pause(self.layout, run_id)
         self.wait_dead(run_id)
         self.after(None)
         return run_id if self.expect.paused else None
@@ -375,11 +378,11 @@ class Harness:
         return scenario
 
     def sc_pause(self) -> str | None:
-        return self._request_then_kill("pause", lambda r: control.pause(self.layout, r))
+        return self._request_then_kill("pause", lambda r: verbs.pause(self.layout, r))
 
     def sc_stop(self) -> str | None:
         now = self.rng.random() < 0.4
-        return self._request_then_kill("stop", lambda r: control.stop(self.layout, r, now=now))
+        return self._request_then_kill("stop", lambda r: verbs.stop(self.layout, r, now=now))
 
     def sc_resume(self) -> str | None:
         run_id = self.ensure_paused()
@@ -527,14 +530,18 @@ class Harness:
             looked = index.lookup(self.layout, KEY)
             if looked != scanned:
                 self.loss(f"index.lookup gave {looked}, the records say {scanned}")
-            plan = start.plan(self.layout, KEY, resumable=True)
+            chosen = start_plan.plan(self.layout, KEY, resumable=True)
             exp = self.expect
             if exp.paused:
-                if plan.resume != exp.source:
+                if chosen.resume != exp.source:
                     self.loss(f"the start plan does not resume paused run {exp.source}")
-            elif (plan.source, plan.first_round, plan.state) != (exp.source, exp.round, exp.state):
+            elif (chosen.source, chosen.first_round, chosen.state) != (
+                exp.source,
+                exp.round,
+                exp.state,
+            ):
                 self.loss(
-                    f"the start plan picks up {plan.source} at round {plan.first_round}, "
+                    f"the start plan picks up {chosen.source} at round {chosen.first_round}, "
                     f"the records say {exp.source} at {exp.round}"
                 )
 

@@ -1,6 +1,6 @@
 """Benchmark (b): resolving what ``run FLOW`` picks up, with 10 runs and with 10,000.
 
-What is timed: ``flowdrop_tui.core.start.plan(layout, key, resumable=True)`` for a
+What is timed: ``flowdrop_tui.core.run.plan.plan(layout, key, resumable=True)`` for a
 key whose thread has a latest run — the index lookup, reading that run's record
 and its ``state.json``, and seeding the new run's state from it. Goal (SPEC §13,
 issue 2): the cost does not grow with the number of runs, ratio ≤ 1.2.
@@ -36,11 +36,12 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core import index
+from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, OUTPUT, SESSIONS, STATE, Layout, new_run_id
-from flowdrop_tui.core.records import list_run_ids
-from flowdrop_tui.core.start import plan
-from flowdrop_tui.core.state import encode, read_states, write_atomic
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import list_run_ids
+from flowdrop_tui.core.records.state import encode, read_states
+from flowdrop_tui.core.run.plan import plan
 
 GOAL = 1.2
 TARGET = "flow-00"  # the timed key
@@ -211,8 +212,7 @@ def main() -> int:
         templates = real_runs(base)
         sizes = {"small": args.small, "large": large}
         expected = {
-            name: workspace(base, name, runs, args.keys, templates)
-            for name, runs in sizes.items()
+            name: workspace(base, name, runs, args.keys, templates) for name, runs in sizes.items()
         }
         made = time.perf_counter() - made
         layouts = {name: Layout(base / name) for name in sizes}

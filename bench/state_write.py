@@ -39,8 +39,8 @@ from typing import Any
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from flowdrop_tui.core.atomic_file import AtomicFile
-from flowdrop_tui.core.state import State, StateFile
+from flowdrop_tui.core.files.atomic import AtomicFile
+from flowdrop_tui.core.records.state import State, StateFile
 
 GOAL = 1.0
 KEY = "nightly"

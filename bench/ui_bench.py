@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core import control
-from flowdrop_tui.core.records import LIVE, load_run
+from flowdrop_tui.core.control import launch, verbs
+from flowdrop_tui.core.records.events import LIVE, load_run
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -131,14 +131,14 @@ def main() -> int:
     if not all(r["settled"] for r in ours):
         print("note: a start-up had not settled within the limit when memory was read")
 
-    launched = control.launch_run(layout, layout.flows / "flow_00", "flow_00", fresh=True)
+    launched = launch.launch_run(layout, layout.flows / "flow_00", "flow_00", fresh=True)
     run_id = str(launched["run"])
     try:
         raw = measure_latency("latency-raw", layout.runs / run_id, scratch, args.samples)
         ui = measure_latency("latency-ours", layout.workspace, scratch, args.samples)
     finally:
         if load_run(layout, run_id).status in LIVE:
-            control.stop(layout, run_id, now=True)
+            verbs.stop(layout, run_id, now=True)
     shutil.rmtree(scratch, ignore_errors=True)
     latency_raw = statistics.median(raw)
     latency_ui = statistics.median(ui)

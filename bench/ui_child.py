@@ -182,7 +182,7 @@ def latency_ours(workspace: str, out: str, samples: int) -> None:
 def latency_raw(run_dir: str, out: str, samples: int) -> None:
     from watchfiles import awatch
 
-    from flowdrop_tui.core.event_tail import EventTail
+    from flowdrop_tui.core.records.tail import EventTail
 
     async def main() -> None:
         tail = EventTail(Path(run_dir) / "cycle.jsonl")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import orjson
 
-from flowdrop_tui.core import index
-from flowdrop_tui.core.flows import describe, discover
+from flowdrop_tui.core.flows.discovery import describe, discover
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import Status, list_run_ids, load_run
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import Status, list_run_ids, load_run
 
 FLOWS = 50
 RUNS = 10_000

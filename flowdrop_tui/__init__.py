@@ -14,8 +14,7 @@ Importing this package never imports the terminal UI.
 
 from __future__ import annotations
 
-from .core.declaration import flow
-from .core.errors import (
+from flowdrop_tui.core.errors import (
     AlreadyRunningError,
     FlowdropError,
     FlowLoadError,
@@ -27,7 +26,8 @@ from .core.errors import (
     UnusableStateError,
     UsageError,
 )
-from .core.snapshot import ensure_resumable, seed_next_turn
+from flowdrop_tui.core.flows.declaration import flow
+from flowdrop_tui.core.records.snapshot import ensure_resumable, seed_next_turn
 
 __version__ = "0.1.0"
 

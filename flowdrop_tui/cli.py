@@ -9,7 +9,6 @@ exist; 3 refused; 130 stopped (cancelled). With ``--json``, errors are
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,15 +17,25 @@ from typing import Any, NoReturn
 
 import orjson
 
-from .core import control, output_log, views
-from .core.errors import FlowdropError, FlowLoadError, UsageError
-from .core.execution import Execution
-from .core.flows import FlowRef, describe_one, resolve_flow
-from .core.follow import RunFollower
-from .core.paths import OUTPUT, Layout, find_workspace
-from .core.records import ENDED, LIVE, Status, list_run_ids, load_run
-from .core.runner import flow_of_key, open_run, reopen_paused
-from .format import flows_table, runs_table, show_text
+from flowdrop_tui.core import views
+from flowdrop_tui.core.control import launch, verbs
+from flowdrop_tui.core.errors import FlowdropError, FlowLoadError, UsageError
+from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
+from flowdrop_tui.core.paths import OUTPUT, Layout, find_workspace
+from flowdrop_tui.core.records import output_log
+from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.follow import RunFollower
+from flowdrop_tui.core.run.execution import Execution
+from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
+from flowdrop_tui.format import (
+    asked_text,
+    error_words,
+    flows_table,
+    rounds_range,
+    runs_table,
+    show_text,
+    start_words,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -147,11 +156,7 @@ def _announce(execution: Execution) -> None:
         _err(f"resuming run {execution.run_id} of {frame.key} at round {frame.round + 1}")
         return
     events = load_run(execution.layout, execution.run_id)
-    how = {
-        "thread": f"picked up from {events.source}",
-        "from": f"picked up from {events.source}",
-        "snapshot": f"started from snapshot {events.snapshot}",
-    }.get(events.start or "", "fresh")
+    how = start_words(events.start, events.source, events.snapshot)
     _err(f"run {execution.run_id} of {frame.key} — {how}, round {frame.first_round}")
 
 
@@ -160,13 +165,16 @@ def _finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) 
     capture = sys.stderr if as_json else sys.stdout
     outcome = execution.execute(capture=capture)
     info = load_run(execution.layout, outcome.run_id)
-    rounds = f"rounds {info.first_round}–{info.last_round}" if info.last_round else "no rounds"
+    rounds = (
+        f"rounds {rounds_range(info.first_round, info.last_round)}"
+        if info.last_round
+        else "no rounds"
+    )
     message = f"run {outcome.run_id} {outcome.status} ({rounds})"
     if outcome.status == Status.PAUSED:
         message += f"; continue it with: flowdrop-tui resume {outcome.run_id}"
     elif outcome.error:
-        where = f" at {outcome.error.get('file')}:{outcome.error.get('line')}"
-        message += f": {outcome.error.get('type')}: {outcome.error.get('message')}{where}"
+        message += f": {error_words(outcome.error)}"
     _err(message)
     if as_json:
         answer = {**info.summary(), "result": info.result, "error": info.error}
@@ -183,20 +191,11 @@ def _detached_child(args: argparse.Namespace, make: Callable[[Warnings], Executi
     try:
         execution = make(warnings)
     except FlowdropError as exc:
-        os.write(fd, orjson.dumps({**exc.as_json(), "exit": exc.exit_code}))
-        os.close(fd)
+        launch.report_refusal(fd, exc)
         return exc.exit_code
-    out = os.open(execution.run_dir / OUTPUT, os.O_WRONLY | os.O_APPEND)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(out)
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    for warning in warnings.items:
+    launch.report_created(fd, execution.run_dir, execution.run_id, execution.key, warnings.items)
+    for warning in warnings.items:  # the run's output.log from now on
         _err(f"{Warnings.PREFIX}{warning}")
-    answer = {"run": execution.run_id, "flow": execution.key, "warnings": warnings.items}
-    os.write(fd, orjson.dumps(answer))
-    os.close(fd)
     return execution.execute().exit_code
 
 
@@ -229,7 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ref = _checked_flow(layout, args.flow)
     snapshot = Path(args.snapshot).resolve() if args.snapshot else None
     if args.detach and args.handshake_fd is None:
-        answer = control.launch_run(
+        answer = launch.launch_run(
             layout,
             ref.folder,
             ref.key,
@@ -271,13 +270,13 @@ def _asker(given: str | None) -> dict[str, Any]:
 def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
     if args.detach and args.handshake_fd is None:
-        return _print_launched(control.launch_resume(layout, args.run), args)
+        return _print_launched(launch.launch_resume(layout, args.run), args)
 
     def make(warnings: Warnings) -> Execution:
         # The flow is loaded in this process to continue the run: first in a child,
         # with its 5 s limit, so one that now fails or hangs at import is refused as
         # `run` refuses it, instead of hanging this process with the run held.
-        info = control.check_resumable(layout, args.run)
+        info = verbs.check_resumable(layout, args.run)
         if info.key is not None:
             _checked_flow(layout, info.key, flow_of_key(layout, info.key))
         return reopen_paused(layout, args.run, by=_asker(args.by), notify=warnings)
@@ -288,31 +287,33 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _asked(
-    args: argparse.Namespace, message: str, done: Callable[[Status], bool], timeout: float
+    args: argparse.Namespace, asked: verbs.Asked, done: Callable[[Status], bool], timeout: float
 ) -> int:
     """Report a stop or pause request; with ``--wait``, once the run has acted on it.
     ``status`` is the run's status as the command returns: a paused run that ``stop``
     closed is ``cancelled`` at once; a live one without ``--wait`` is still ``running``."""
+    message = asked_text(asked)
     if args.wait:
         status = _wait(_layout(args), args.run, done, timeout)
         message += f"; it is now {status}"
     else:
         status = load_run(_layout(args), args.run).status
     if args.json:
-        print(_dump({"run": args.run, "message": message, "status": str(status)}))
+        shown = {"run": args.run, "action": str(asked.action), "round": asked.round}
+        print(_dump({**shown, "message": message, "status": str(status)}))
     else:
         print(message)
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    message = control.stop(_layout(args), args.run, now=args.now)
-    return _asked(args, message, lambda s: s in ENDED, 30.0)
+    asked = verbs.stop(_layout(args), args.run, now=args.now)
+    return _asked(args, asked, lambda s: s in ENDED, 30.0)
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    message = control.pause(_layout(args), args.run)
-    return _asked(args, message, lambda s: s not in LIVE, 3600.0)
+    asked = verbs.pause(_layout(args), args.run)
+    return _asked(args, asked, lambda s: s not in LIVE, 3600.0)
 
 
 def cmd_flows(args: argparse.Namespace) -> int:
@@ -411,7 +412,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     layout = _layout(args)
-    from .core import index
+    from flowdrop_tui.core.records import index
 
     data = index.rebuild(layout)
     count = len(list_run_ids(layout))
@@ -424,7 +425,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     layout = _layout(args)
-    from .tui.app import run_app  # here, not at the top: the commands never load Textual
+    from flowdrop_tui.tui.app import (
+        run_app,  # here, not at the top: the commands never load Textual
+    )
 
     return run_app(layout)
 

@@ -1,10 +1,17 @@
-"""Plain-text tables for the command line (``--json`` gives the same data as JSON)."""
+"""How the faces word the core's data: the CLI's tables and the phrases the UI shares.
+
+The core answers in data; each fact is worded here once (a rounds range, a run's
+error, how a run started, what a stop or pause did), for the CLI and the UI alike.
+``--json`` gives the same data unworded.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
+
+from flowdrop_tui.core.control.verbs import Action, Asked
 
 
 def duration(seconds: float | None) -> str:
@@ -20,6 +27,46 @@ def duration(seconds: float | None) -> str:
     if minutes:
         return f"{minutes}m{secs:02d}s"
     return f"{secs}s"
+
+
+def rounds_range(first: Any, last: Any, empty: str = "—") -> str:
+    """``26–34``; ``7`` for a run of one round; ``empty`` before any round."""
+    if not last:
+        return empty
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def error_words(error: Any, *, place: bool = True) -> str:
+    """A run's recorded error: ``KeyError: 'x' at flows/a/flow.py:4``."""
+    if not isinstance(error, dict):
+        return str(error)
+    words = f"{error.get('type')}: {error.get('message')}"
+    if place and error.get("line"):
+        words += f" at {error.get('file')}:{error.get('line')}"
+    return words
+
+
+def start_words(start: Any, source: Any, snapshot: Any = None) -> str:
+    """How a run's starting state was chosen: ``picked up from RUN``, ``fresh``, …"""
+    if start in ("thread", "from"):
+        return f"picked up from {source}"
+    if start == "snapshot":
+        return f"started from snapshot {snapshot or source}"
+    return "fresh"
+
+
+def asked_text(asked: Asked) -> str:
+    """What a stop or pause request did, in a sentence."""
+    if asked.action == Action.CLOSED:
+        return f"run {asked.run} was paused; it is now closed cancelled"
+    if asked.action == Action.STOP_NOW:
+        return f"run {asked.run} is stopping now (its round in flight is interrupted)"
+    if asked.action == Action.PAUSE_AFTER_ROUND:
+        return f"run {asked.run} will pause after round {asked.round}"
+    return (
+        f"run {asked.run} will stop after round {asked.round} "
+        "(stop again, or stop --now, to stop it at once)"
+    )
 
 
 def round_label(number: int) -> str:
@@ -60,8 +107,7 @@ def flows_table(rows: list[dict[str, Any]]) -> str:
 def runs_table(rows: list[dict[str, Any]]) -> str:
     table = []
     for row in rows:
-        first, last = row.get("first_round"), row.get("last_round")
-        rounds = f"{first}–{last}" if last else "—"
+        rounds = rounds_range(row.get("first_round"), row.get("last_round"))
         table.append(
             [
                 str(row["run"]),
@@ -79,21 +125,20 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
 
 
 def show_text(detail: dict[str, Any]) -> str:
-    first, last = detail.get("first_round"), detail.get("last_round")
     lines = [
         f"run             {detail['run']}",
         f"flow            {detail.get('flow')}  ({detail.get('flow_path')})",
         f"status          {status_label(detail.get('status'))}",
-        f"rounds          {f'{first}–{last}' if last else 'none'}"
-        f" ({detail.get('rounds')} in this run)",
+        "rounds          "
+        + rounds_range(detail.get("first_round"), detail.get("last_round"), "none")
+        + f" ({detail.get('rounds')} in this run)",
         f"start           {detail.get('start')}"
         + (f", picked up from {detail['picked_up_from']}" if detail.get("picked_up_from") else ""),
         f"started         {detail.get('started')}",
         f"ended           {_ended(detail)}",
     ]
     if detail.get("error"):
-        error = detail["error"]
-        lines.append(f"error           {error.get('type')}: {error.get('message')}")
+        lines.append(f"error           {error_words(detail['error'], place=False)}")
     if detail.get("result") is not None:
         lines.append(f"result          {detail['result']!r}")
     for warning in detail.get("warnings") or []:

@@ -124,7 +124,7 @@ def kill_live_runs(ws: Path) -> list[str]:
     Detached runs outlive the test that started them (that is the product); a test
     that fails halfway must not leave one running for the rest of the session.
     """
-    from flowdrop_tui.core import locks
+    from flowdrop_tui.core.files import locks
 
     killed = []
     for lock in sorted((ws / ".flowdrop" / "runs").glob("*/live.lock")):

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core import index
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import index
 
 
 def seed_run(

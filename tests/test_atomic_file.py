@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flowdrop_tui.core.atomic_file import AtomicFile
+from flowdrop_tui.core.files.atomic import AtomicFile
 from tests.conftest import wait_for
 
 
@@ -171,7 +171,7 @@ def test_a_reader_opening_the_spares_does_not_kill_the_writer(tmp_path: Path) ->
     reader.stdout.readline()
     code = f"""
         import orjson
-        from flowdrop_tui.core.atomic_file import AtomicFile
+        from flowdrop_tui.core.files.atomic import AtomicFile
         file = AtomicFile({str(target)!r})
         for n in range(800):
             file.replace(orjson.dumps({{"n": n, "pad": "x" * (n * 37 % 900)}}))
@@ -193,7 +193,7 @@ def test_kill_9_mid_save_leaves_a_whole_file_and_the_next_writer_carries_on(
     target = tmp_path / "state.json"
     writer_code = f"""
         import sys
-        from flowdrop_tui.core.atomic_file import AtomicFile
+        from flowdrop_tui.core.files.atomic import AtomicFile
         import orjson
         file = AtomicFile({str(target)!r})
         n = int(sys.argv[1])

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import Status, load_run
+from flowdrop_tui.core.records.events import Status, load_run
 from flowdrop_tui.format import duration
 from tests.conftest import CLI, events, wait_for, write_flow
 from tests.seeded_records import reindex, seed_run

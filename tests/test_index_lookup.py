@@ -8,9 +8,9 @@ from pathlib import Path
 
 import orjson
 
-from flowdrop_tui.core import index
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.start import plan
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.run.plan import plan
 
 COUNTING = """
 from flowdrop_tui import flow

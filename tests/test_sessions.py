@@ -134,7 +134,7 @@ def test_commits_after_a_pause_are_not_the_paused_runs(
         "pauser",
         f"""
         from flowdrop_tui import flow
-        from flowdrop_tui.core import control
+        from flowdrop_tui.core.control import verbs
         from flowdrop_tui.core.paths import Layout
 
         @flow()
@@ -143,7 +143,7 @@ def test_commits_after_a_pause_are_not_the_paused_runs(
                 run.session("command", f"touch p{{n}} && git add p{{n}} && "
                             f"{GIT} commit -q -m 'paused run {{n}}'", shell=True)
                 if n == 0:
-                    control.pause(Layout(run.workspace), run.run_id)
+                    verbs.pause(Layout(run.workspace), run.run_id)
         """,
     )
     cli("run", "pauser", check=0)

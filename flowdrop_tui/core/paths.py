@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import InvalidNameError, NotFoundError, RecordsUnwritableError
+from flowdrop_tui.core.errors import InvalidNameError, NotFoundError, RecordsUnwritableError
 
 RECORDS_DIR = ".flowdrop"
 FLOWS_DIR = "flows"

@@ -10,12 +10,31 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import git, index
-from .errors import FlowdropError, InvalidNameError, NotFoundError, OutputUnreadableError
-from .flows import FlowInfo, describe, describe_cached, discover, resolve_flow
-from .output_log import tail_lines
-from .paths import CYCLE, OUTPUT, SESSIONS, STATE, Layout, validate_flow_name, validate_key
-from .records import (
+from flowdrop_tui.core import git
+from flowdrop_tui.core.errors import (
+    FlowdropError,
+    InvalidNameError,
+    NotFoundError,
+    OutputUnreadableError,
+)
+from flowdrop_tui.core.flows.discovery import (
+    FlowInfo,
+    describe,
+    describe_cached,
+    discover,
+    resolve_flow,
+)
+from flowdrop_tui.core.paths import (
+    CYCLE,
+    OUTPUT,
+    SESSIONS,
+    STATE,
+    Layout,
+    validate_flow_name,
+    validate_key,
+)
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
     RunInfo,
@@ -24,8 +43,9 @@ from .records import (
     read_events,
     read_first_event,
 )
-from .start import snapshot_of
-from .state import read_states
+from flowdrop_tui.core.records.output_log import tail_lines
+from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.run.plan import snapshot_of
 
 
 def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[str, Any]]:

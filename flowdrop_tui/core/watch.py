@@ -23,12 +23,10 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import locks
-from .errors import FlowdropError
-from .paths import (
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.paths import (
     CYCLE,
     FLOWS_DIR,
-    LIVE_LOCK,
     OUTPUT,
     RECORDS_DIR,
     RUN_ID_RE,
@@ -36,6 +34,7 @@ from .paths import (
     STATE,
     Layout,
 )
+from flowdrop_tui.core.records.liveness import live_pid
 
 STEP_MS = 50  # watchfiles' default: a change is reported after this long without another
 DEBOUNCE_MS = 400  # a run appending without pause is still reported this often
@@ -169,7 +168,7 @@ class WorkspaceWatch:
                     for run_id in sorted(watching - self._watching):
                         # Read once now (whatever happened before it was watched), and note
                         # who holds it, so that a death from here on is seen as a change.
-                        self._holders[run_id] = locks.holder_pid(self.runs / run_id / LIVE_LOCK)
+                        self._holders[run_id] = live_pid(self.runs / run_id)
                         resync.append(RunChanged(run_id))
                     self._watching = watching
                 if self._flows_stale:
@@ -215,7 +214,7 @@ class WorkspaceWatch:
         changed: list[WorkspaceEvent] = []
         holders: dict[str, int | None] = {}
         for run_id in sorted(self._watching):
-            holders[run_id] = locks.holder_pid(self.runs / run_id / LIVE_LOCK)
+            holders[run_id] = live_pid(self.runs / run_id)
             if run_id in self._holders and self._holders[run_id] != holders[run_id]:
                 changed.append(RunChanged(run_id))
         self._holders = holders

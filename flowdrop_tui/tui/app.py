@@ -12,12 +12,12 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from ..core import watch
-from ..core.paths import Layout
-from .errors import report
-from .screens.main_screen import MainScreen
-from .widgets.flow_table import FlowTable
-from .widgets.run_table import RunTable
+from flowdrop_tui.core import watch
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.tui.errors import report
+from flowdrop_tui.tui.screens.main_screen import MainScreen
+from flowdrop_tui.tui.widgets.flow_table import FlowTable
+from flowdrop_tui.tui.widgets.run_table import RunTable
 
 
 class FlowdropApp(App[int]):
@@ -65,7 +65,9 @@ class FlowdropApp(App[int]):
         return found
 
     def action_help(self) -> None:
-        from .screens.help_screen import HelpScreen  # loaded when first asked, not at start
+        from flowdrop_tui.tui.screens.help_screen import (
+            HelpScreen,  # loaded when first asked, not at start
+        )
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.key_help()))

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from textual.app import App
 
-from ..core.errors import FlowdropError
+from flowdrop_tui.core.errors import FlowdropError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

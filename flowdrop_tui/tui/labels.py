@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..core.records import RunInfo, Status
+from flowdrop_tui.core.records.events import RunInfo, Status
+from flowdrop_tui.format import error_words, rounds_range, start_words
 
 _WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)
 
@@ -41,11 +42,7 @@ def clock(value: Any) -> str:
 
 
 def rounds_label(info: RunInfo) -> str:
-    if info.last_round is None:
-        return "—"
-    if info.last_round == info.first_round:
-        return str(info.first_round)
-    return f"{info.first_round}–{info.last_round}"
+    return rounds_range(info.first_round, info.last_round)
 
 
 def _by(value: Any) -> str:
@@ -66,11 +63,7 @@ def event_detail(ev: dict[str, Any]) -> str:
     """What an event says, in a few words."""
     name = ev.get("event")
     if name == "created":
-        how = {
-            "thread": f"picked up from {ev.get('source')}",
-            "from": f"picked up from {ev.get('source')}",
-            "snapshot": f"from snapshot {ev.get('snapshot')}",
-        }.get(str(ev.get("start")), "fresh")
+        how = start_words(ev.get("start"), ev.get("source"), ev.get("snapshot"))
         return f"{ev.get('key')} · {how} · first round {ev.get('first_round')}"
     if name in ("started", "resumed"):
         by = _by(ev.get("by"))
@@ -104,7 +97,7 @@ def event_detail(ev: dict[str, Any]) -> str:
     if name == "ended":
         error = ev.get("error")
         if isinstance(error, dict):
-            return f"{ev.get('outcome')} · {error.get('type')}: {error.get('message')}"
+            return f"{ev.get('outcome')} · {error_words(error, place=False)}"
         result = ev.get("result")
         return f"{ev.get('outcome')}" + (f" · {result!r}" if result is not None else "")
     if name == "warning":
@@ -127,12 +120,7 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
         result = f": {info.result!r}" if info.result is not None else ""
         return f"{head} completed after round {info.round}{result}", "information"
     if info.status == Status.FAILED:
-        error = info.error if isinstance(info.error, dict) else {}
-        where = f" ({error.get('file')}:{error.get('line')})" if error.get("line") else ""
-        return (
-            f"{head} failed: {error.get('type')}: {error.get('message')}{where}",
-            "error",
-        )
+        return f"{head} failed: {error_words(info.error or {})}", "error"
     if info.status == Status.CANCELLED:
         return f"{head} stopped after round {info.round}; enter picks it up", "information"
     if info.status == Status.PAUSED:

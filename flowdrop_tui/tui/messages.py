@@ -11,9 +11,9 @@ from typing import Any
 
 from textual.message import Message
 
-from ..core.follow import RunUpdate
-from ..core.records import RunInfo
-from ..core.start import StartPlan
+from flowdrop_tui.core.records.events import RunInfo
+from flowdrop_tui.core.records.follow import RunUpdate
+from flowdrop_tui.core.run.plan import StartPlan
 
 
 class RunChanged(Message):

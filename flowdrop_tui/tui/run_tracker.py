@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..core.follow import RunFollower
-from ..core.paths import Layout
-from ..core.records import LIVE, RunInfo
-from .labels import ended_text
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.events import LIVE, RunInfo
+from flowdrop_tui.core.records.follow import RunFollower
+from flowdrop_tui.tui.labels import ended_text
 
 GIT_EVENTS = frozenset({"round_ended", "paused", "ended"})  # when a run may have committed
 GIT_EVERY = 5.0  # a live run's commits are read again at most this often (seconds)

@@ -15,8 +15,9 @@ import orjson
 import pytest
 
 from flowdrop_tui import ensure_resumable, seed_next_turn
-from flowdrop_tui.core import index, locks
+from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import index
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 
 COUNTER = """
@@ -335,7 +336,7 @@ def test_state_unwritable_mid_run_carries_on_with_a_warning_and_saves_again(
     folder = workspace / ".flowdrop" / "runs" / run_id
     wait_for(lambda: sum(e["event"] == "round_ended" for e in events(workspace, run_id)) >= 2)
     # Folders where each writer's scratch files go: the plain writer's temporary
-    # file and the in-place writer's two spares (see core/atomic_file.py).
+    # file and the in-place writer's two spares (see core/files/atomic.py).
     blockers = [
         folder / "state.json.tmp",
         folder / ".state.json.spare-0",

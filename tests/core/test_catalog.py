@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from flowdrop_tui.core.catalog import RunCatalog
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.catalog import RunCatalog
 from tests.seeded_records import seed_run
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 
-from flowdrop_tui.core.event_tail import EventTail
-from flowdrop_tui.core.records import read_events
+from flowdrop_tui.core.records.events import read_events
+from flowdrop_tui.core.records.tail import EventTail
 
 
 def line(n: int) -> bytes:

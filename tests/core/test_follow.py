@@ -8,9 +8,9 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from flowdrop_tui.core.follow import RunFollower
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import RunFold, Status, fold, list_run_ids, load_run
+from flowdrop_tui.core.records.events import RunFold, Status, fold, list_run_ids, load_run
+from flowdrop_tui.core.records.follow import RunFollower
 from tests.conftest import CLI, events, wait_for
 
 CALLER = """

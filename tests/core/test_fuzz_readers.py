@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flowdrop_tui import TerminalSnapshotError, ensure_resumable, seed_next_turn
-from flowdrop_tui.core import index, start, views
+from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError, UnusableStateError
-from flowdrop_tui.core.flows import FlowInfo
+from flowdrop_tui.core.flows.discovery import FlowInfo
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import (
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import (
     RunInfo,
     derive_status,
     fold,
@@ -32,8 +33,9 @@ from flowdrop_tui.core.records import (
     read_events,
     read_first_event,
 )
-from flowdrop_tui.core.snapshot import check_shape, read_snapshot_file
-from flowdrop_tui.core.state import read_states
+from flowdrop_tui.core.records.snapshot import check_shape, read_snapshot_file
+from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.run import plan as start_plan
 
 # FLOWDROP_FUZZ_EXAMPLES=5000 for a deep search; CI keeps the default small.
 EXAMPLES = int(os.environ.get("FLOWDROP_FUZZ_EXAMPLES", "150"))
@@ -157,7 +159,7 @@ def test_cycle_parse_and_fold_never_raise(raw: bytes, tmp_path: Path) -> None:
     derive_status(info)  # no live.lock here: a live-looking record reads as interrupted
     assert info.status != "running" and info.status != "pending"
     orjson.dumps(info.summary(), default=str)
-    snap = start.snapshot_of(info, {})
+    snap = start_plan.snapshot_of(info, {})
     seed_next_turn(snap)
     ensure_resumable_or_refused(snap)
 
@@ -250,14 +252,14 @@ def test_index_readers_answer_from_the_records_whatever_the_file_says(raw: bytes
     entry = index.lookup(layout, "k")
     layout.index.write_bytes(raw)
     try:
-        plan = start.plan(layout, "k", resumable=True)
+        chosen = start_plan.plan(layout, "k", resumable=True)
     except FlowdropError:
         assert trusted
         return
     if not trusted:
         assert entry is not None and (entry["last_run"], entry["source"]) == (RUN_A, RUN_A)
         assert rows[0]["last_run"] == RUN_A and rows[0]["round"] == 1
-        assert (plan.source, plan.state, plan.first_round) == (RUN_A, {"n": 1}, 2)
+        assert (chosen.source, chosen.state, chosen.first_round) == (RUN_A, {"n": 1}, 2)
 
 
 snapshot_values = st.one_of(
@@ -324,11 +326,11 @@ def test_start_plan_from_any_snapshot_file_is_a_plan_or_a_clean_refusal(
     path.write_bytes(raw)
     try:
         read_snapshot_file(path)
-        plan = start.plan(Layout(ws), "k", resumable=True, snapshot=path)
+        chosen = start_plan.plan(Layout(ws), "k", resumable=True, snapshot=path)
     except FlowdropError as exc:
         assert str(path) in exc.message
         assert path.read_bytes() == raw
         return
-    assert plan.start == "snapshot" and isinstance(plan.state, dict)
-    assert isinstance(plan.first_round, int) and plan.first_round >= 1
-    orjson.dumps({"carried": plan.carried, "position": plan.position}, default=str)
+    assert chosen.start == "snapshot" and isinstance(chosen.state, dict)
+    assert isinstance(chosen.first_round, int) and chosen.first_round >= 1
+    orjson.dumps({"carried": chosen.carried, "position": chosen.position}, default=str)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowdrop_tui.core import views
-from flowdrop_tui.core.flows import describe, discover
+from flowdrop_tui.core.flows.discovery import describe, discover
 from flowdrop_tui.core.paths import Layout
 from tests.seeded_records import reindex, seed_run
 

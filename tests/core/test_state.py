@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.errors import UnusableStateError
-from flowdrop_tui.core.state import StateFile, read_states, write_atomic
+from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.records.state import StateFile, read_states
 
 
 def _file(tmp_path: Path) -> tuple[StateFile, list[str]]:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button
 
-from flowdrop_tui.core import control
+from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
 from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from tests.conftest import CLI, events
@@ -73,7 +73,7 @@ def layout(workspace: Path) -> Iterator[Layout]:
     yield layout
     for run_id in list_run_ids(layout):
         if load_run(layout, run_id).status in LIVE:
-            control.stop(layout, run_id, now=True)
+            verbs.stop(layout, run_id, now=True)
 
 
 def status(layout: Layout, run_id: str) -> Status:

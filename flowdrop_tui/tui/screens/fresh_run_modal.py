@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from ...core.start import StartPlan
+from flowdrop_tui.core.run.plan import StartPlan
 
 
 class FreshRunModal(ModalScreen[bool]):

@@ -19,15 +19,15 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker
 
-from ...core import views
-from ...core.catalog import RunCatalog
-from ...core.errors import FlowdropError
-from ...core.follow import RunUpdate
-from ...core.paths import FLOWS_DIR, Layout
-from ...core.records import LIVE, RunInfo
-from ...core.watch import WorkspaceWatch
-from ..errors import shielded
-from ..messages import (
+from flowdrop_tui.core import views
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.paths import FLOWS_DIR, Layout
+from flowdrop_tui.core.records.catalog import RunCatalog
+from flowdrop_tui.core.records.events import LIVE, RunInfo
+from flowdrop_tui.core.records.follow import RunUpdate
+from flowdrop_tui.core.watch import WorkspaceWatch
+from flowdrop_tui.tui.errors import shielded
+from flowdrop_tui.tui.messages import (
     FlowRowsRead,
     FlowsChanged,
     IndexChanged,
@@ -40,16 +40,16 @@ from ..messages import (
     RunsRead,
     WorkspaceRead,
 )
-from ..run_tracker import RunTracker
-from ..widgets.event_feed import EventFeed
-from ..widgets.filter_bar import FilterBar
-from ..widgets.flow_table import FlowTable
-from ..widgets.no_flows import NoFlows
-from ..widgets.run_detail import RunDetail
-from ..widgets.run_table import RunTable
-from ..widgets.workspace_bar import WorkspaceBar
-from .run_actions import RunActions
-from .workspace_reads import WorkspaceReads
+from flowdrop_tui.tui.run_tracker import RunTracker
+from flowdrop_tui.tui.screens.run_actions import RunActions
+from flowdrop_tui.tui.screens.workspace_reads import WorkspaceReads
+from flowdrop_tui.tui.widgets.event_feed import EventFeed
+from flowdrop_tui.tui.widgets.filter_bar import FilterBar
+from flowdrop_tui.tui.widgets.flow_table import FlowTable
+from flowdrop_tui.tui.widgets.no_flows import NoFlows
+from flowdrop_tui.tui.widgets.run_detail import RunDetail
+from flowdrop_tui.tui.widgets.run_table import RunTable
+from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 
 
 class MainScreen(RunActions, WorkspaceReads):

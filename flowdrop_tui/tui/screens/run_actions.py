@@ -15,19 +15,21 @@ from textual import work
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from ...core import control, start
-from ...core.errors import FlowdropError, FlowLoadError
-from ...core.flows import FlowRef, describe_one, resolve_flow
-from ...core.paths import Layout
-from ...core.records import LIVE, RunInfo, Status, load_run
-from ..messages import (
+from flowdrop_tui.core.control import launch, verbs
+from flowdrop_tui.core.errors import FlowdropError, FlowLoadError
+from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run
+from flowdrop_tui.core.run import plan as start_plan
+from flowdrop_tui.format import asked_text
+from flowdrop_tui.tui.messages import (
     FreshRunPlanned,
     PickUpPlanned,
     RunActionRefused,
     RunActionTaken,
     RunLaunched,
 )
-from ..run_tracker import RunTracker
+from flowdrop_tui.tui.run_tracker import RunTracker
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
@@ -118,7 +120,7 @@ class RunActions(Screen[None]):
         """Work out where the run would start; ask first when it carries state forward."""
         try:
             ref, resumable = self._checked_ref(key)
-            plan = start.plan(self.workspace, ref.key, resumable=resumable, from_run=from_run)
+            plan = start_plan.plan(self.workspace, ref.key, resumable=resumable, from_run=from_run)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -130,7 +132,9 @@ class RunActions(Screen[None]):
             self.app.call_from_thread(self._launch_fresh, ref.key, False)
 
     def on_pick_up_planned(self, message: PickUpPlanned) -> None:
-        from .pick_up_modal import PickUpModal  # loaded when first asked, not at start
+        from flowdrop_tui.tui.screens.pick_up_modal import (
+            PickUpModal,  # loaded when first asked, not at start
+        )
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -143,7 +147,7 @@ class RunActions(Screen[None]):
     def launch(self, key: str, *, from_run: str | None, fresh: bool, what: str) -> None:
         try:
             ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
-            answer = control.launch_run(
+            answer = launch.launch_run(
                 self.workspace, ref.folder, ref.key, from_run=from_run, fresh=fresh
             )
         except FlowdropError as exc:
@@ -168,10 +172,10 @@ class RunActions(Screen[None]):
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
-        plan: start.StartPlan | None = None
+        plan: start_plan.StartPlan | None = None
         if resumable:
             try:
-                plan = start.plan(self.workspace, ref.key, resumable=True)
+                plan = start_plan.plan(self.workspace, ref.key, resumable=True)
             except FlowdropError:
                 plan = None  # nothing usable to drop; the launch reports any refusal
         if plan is not None and (plan.resume is not None or plan.source is not None):
@@ -183,7 +187,9 @@ class RunActions(Screen[None]):
         self.launch(key, from_run=None, fresh=fresh, what="fresh, round 1")
 
     def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
-        from .fresh_run_modal import FreshRunModal  # loaded when first asked, not at start
+        from flowdrop_tui.tui.screens.fresh_run_modal import (
+            FreshRunModal,  # loaded when first asked, not at start
+        )
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -209,17 +215,16 @@ class RunActions(Screen[None]):
     @work(thread=True, group="control", exit_on_error=False)
     def stop(self, run_id: str, now: bool) -> None:
         try:
-            info = load_run(self.workspace, run_id)
-            said = control.stop(self.workspace, run_id, now=now, by=UI)
+            asked = verbs.stop(self.workspace, run_id, now=now, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
-        if info.status == Status.PAUSED:
-            text = said  # a paused run is closed cancelled at once
-        elif now:
-            text = f"stopping run {run_id} now: round {info.round} is interrupted"
+        if asked.action == verbs.Action.CLOSED:
+            text = asked_text(asked)
+        elif asked.action == verbs.Action.STOP_NOW:
+            text = f"stopping run {run_id} now: round {asked.round} is interrupted"
         else:
-            text = f"stopping after round {info.round} — escape again to stop now"
+            text = f"stopping after round {asked.round} — escape again to stop now"
         self.post_message(RunActionTaken(run_id, text))
 
     def action_pause_run(self) -> None:
@@ -236,7 +241,7 @@ class RunActions(Screen[None]):
     def pause(self, run_id: str) -> None:
         try:
             info = load_run(self.workspace, run_id)
-            control.pause(self.workspace, run_id, by=UI)
+            verbs.pause(self.workspace, run_id, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -257,7 +262,7 @@ class RunActions(Screen[None]):
     def resume(self, run_id: str, key: str) -> None:
         try:
             info = load_run(self.workspace, run_id)
-            answer: dict[str, Any] = control.launch_resume(self.workspace, run_id, by={"via": "ui"})
+            answer: dict[str, Any] = launch.launch_resume(self.workspace, run_id, by={"via": "ui"})
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return

@@ -11,14 +11,14 @@ from textual import work
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from ...core import views, watch
-from ...core.catalog import RunCatalog
-from ...core.flows import FlowInfo, describe, describe_cached, discover
-from ...core.git import isolated
-from ...core.paths import Layout
-from ...core.records import RunInfo
-from ...core.watch import WorkspaceWatch
-from ..messages import (
+from flowdrop_tui.core import views, watch
+from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached, discover
+from flowdrop_tui.core.git import isolated
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.catalog import RunCatalog
+from flowdrop_tui.core.records.events import RunInfo
+from flowdrop_tui.core.watch import WorkspaceWatch
+from flowdrop_tui.tui.messages import (
     FlowRowsRead,
     FlowsChanged,
     IndexChanged,
@@ -28,7 +28,7 @@ from ..messages import (
     RunsRead,
     WorkspaceRead,
 )
-from ..run_tracker import RunTracker
+from flowdrop_tui.tui.run_tracker import RunTracker
 
 RUNS_SHOWN = 500  # the newest runs of a flow in the table; older ones stay on disk
 

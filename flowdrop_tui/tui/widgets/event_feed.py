@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.widgets import Log
 
-from ..labels import event_line
+from flowdrop_tui.tui.labels import event_line
 
 KEEP = 2000  # lines on screen; older ones scroll out (the record keeps them all)
 

@@ -8,10 +8,10 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from ...core.records import RunInfo
-from ...format import round_label
-from ..labels import short_error
-from .status import STATUS_CLASSES, status_text
+from flowdrop_tui.core.records.events import RunInfo
+from flowdrop_tui.format import round_label
+from flowdrop_tui.tui.labels import short_error
+from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
 MAX_WIDTH = 80  # a long description or error is cut here; the runs pane shows it whole
 COLUMNS = (

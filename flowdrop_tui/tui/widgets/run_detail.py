@@ -14,10 +14,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ...core.records import LIVE, RunInfo
-from ...format import duration
-from ..labels import rounds_label, stamp
-from .status import STATUS_CLASSES, status_text
+from flowdrop_tui.core.records.events import LIVE, RunInfo
+from flowdrop_tui.format import duration, error_words, start_words
+from flowdrop_tui.tui.labels import rounds_label, stamp
+from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
 OUTPUT_SHOWN = 20  # the newest lines of output.log in the pane (``logs RUN`` has them all)
 OUTPUT_WIDTH = 300  # a longer printed line is cut here
@@ -130,13 +130,8 @@ class RunDetail(VerticalScroll):
         text.append(info.run + "  ")
         text.append_text(status_text(self, info.status))
         text.append(f"\n{info.key} ({info.flow})", style=muted)
-        how = {"thread": "picked up from", "from": "picked up from"}.get(str(info.start))
-        if how and info.source:
-            text.append(f"\n{how} {info.source}")
-        elif info.start == "snapshot":
-            text.append(f"\nstarted from snapshot {info.snapshot}")
-        else:
-            text.append("\nfresh start")
+        how = start_words(info.start, info.source, info.snapshot)
+        text.append("\n" + ("fresh start" if how == "fresh" else how))
         text.append(f"\nrounds {rounds_label(info)} ({info.rounds} in this run)")
         text.append(f"\nstarted {stamp(info.started)} · {duration(info.seconds())}")
         if info.ended:
@@ -148,9 +143,7 @@ class RunDetail(VerticalScroll):
         if info.pause_pending:
             text.append("\npause asked: after its round")
         if isinstance(info.error, dict):
-            where = f" at {info.error.get('file')}:{info.error.get('line')}"
-            message = f"{info.error.get('type')}: {info.error.get('message')}"
-            text.append(f"\nerror {message}{where}", style=self._style("bad"))
+            text.append(f"\nerror {error_words(info.error)}", style=self._style("bad"))
         elif info.result is not None:
             text.append(f"\nresult {_short(info.result, 60)}")
         for warning in info.warnings[-3:]:

@@ -9,10 +9,10 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from ...core.records import LIVE, RunInfo
-from ...format import duration
-from ..labels import rounds_label, stamp
-from .status import STATUS_CLASSES, status_text
+from flowdrop_tui.core.records.events import LIVE, RunInfo
+from flowdrop_tui.format import duration
+from flowdrop_tui.tui.labels import rounds_label, stamp
+from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
 # Fixed widths (ids have one length): what is on screen never waits for the table's
 # own auto-width, which settles on a later idle.

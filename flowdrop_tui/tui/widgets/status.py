@@ -9,7 +9,7 @@ from typing import Any
 from rich.text import Text
 from textual.widget import Widget
 
-from ...format import status_label
+from flowdrop_tui.format import status_label
 
 STATUSES = (
     "never",

@@ -1,0 +1,174 @@
+"""A detached run (``run --detach``, ``resume --detach``): both ends of its handshake.
+
+The parent starts ``python -m flowdrop_tui … --handshake-fd N`` in its own
+session and process group and waits only until the run exists. The child
+creates the record itself (the only writer of a run's record is the process
+holding it) and reports through the pipe: the run id, or the refusal it met
+before any run existed. Its output then goes to the run's ``output.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.control.verbs import check_resumable
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.records.events import who
+
+
+class LaunchRefused(FlowdropError):
+    """A refusal the detached run's process met before any run existed."""
+
+    def __init__(self, message: str, code: str, exit_code: int) -> None:
+        super().__init__(message, code)
+        self.exit_code = exit_code  # type: ignore[misc]
+
+
+# -- the parent's end ------------------------------------------------------------------
+
+
+def launch_run(
+    layout: Layout,
+    flow_folder: Path,
+    key: str,
+    *,
+    from_run: str | None = None,
+    resume: str | None = None,
+    snapshot: Path | None = None,
+    fresh: bool = False,
+) -> dict[str, Any]:
+    """``run FLOW --detach``: returns ``{"run", "flow", "warnings"}`` once the run exists,
+    or raises the refusal (exit code and INT-16 code included) it met before that."""
+    layout.check_writable()
+    child = ["run", key if "/" not in key else str(flow_folder)]
+    if from_run:
+        child += ["--from", from_run]
+    if resume:
+        child += ["--resume", resume]
+    if snapshot:
+        child += ["--snapshot", str(snapshot)]
+    if fresh:
+        child.append("--fresh")
+    return _answer(launch(layout, child))
+
+
+def launch_resume(
+    layout: Layout, run_id: str, *, by: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``resume RUN --detach``: the paused run continues in a background process.
+
+    ``by`` is who asked (recorded in the run's ``resumed`` event): the asker, not
+    the background process that does the resuming."""
+    check_resumable(layout, run_id)
+    asker = {**who(), "via": "cli", **(by or {})}
+    return _answer(launch(layout, ["resume", run_id, "--by", orjson.dumps(asker).decode()]))
+
+
+def _answer(message: dict[str, Any]) -> dict[str, Any]:
+    error = message.get("error")
+    if isinstance(error, dict):
+        raise LaunchRefused(
+            str(error.get("message")), str(error.get("code")), int(message.get("exit", 1))
+        )
+    return message
+
+
+def launch(layout: Layout, child_args: list[str], *, timeout: float = 120.0) -> dict[str, Any]:
+    """Start a run in its own session and process group; wait only for it to be created."""
+    read_fd, write_fd = os.pipe()
+    command = [
+        sys.executable,
+        "-m",
+        "flowdrop_tui",
+        "--workspace",
+        str(layout.workspace),
+        *child_args,
+        "--handshake-fd",
+        str(write_fd),
+    ]
+    try:
+        child = subprocess.Popen(
+            command,
+            cwd=layout.workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise FlowdropError(f"could not start the run process: {exc}") from exc
+    os.close(write_fd)
+    deadline = time.monotonic() + timeout
+    try:
+        answer = _read_until_eof(read_fd, deadline)
+    finally:
+        os.close(read_fd)
+    early_output = b""
+    if child.stdout is not None:
+        early_output = _read_until_eof(child.stdout.fileno(), min(deadline, time.monotonic() + 2))
+        child.stdout.close()
+    try:
+        message = orjson.loads(answer) if answer.strip() else None
+    except orjson.JSONDecodeError:
+        message = None
+    if not isinstance(message, dict):
+        if child.poll() is None and time.monotonic() >= deadline:
+            child.kill()
+        child.wait(timeout=5)
+        tail = early_output.decode(errors="replace").strip()[-2000:]
+        raise FlowdropError(
+            "the run process ended before the run was created"
+            + (f":\n{tail}" if tail else f" (exit status {child.returncode})")
+        )
+    # The child lives on in its own session; it is reaped by init when it ends.
+    threading.Thread(target=child.wait, daemon=True).start()
+    return message
+
+
+def _read_until_eof(fd: int, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                break
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# -- the child's end ------------------------------------------------------------------
+
+
+def report_refusal(fd: int, exc: FlowdropError) -> None:
+    """The detached process met a refusal before any run existed: say so and close."""
+    os.write(fd, orjson.dumps({**exc.as_json(), "exit": exc.exit_code}))
+    os.close(fd)
+
+
+def report_created(fd: int, run_dir: Path, run_id: str, key: str, warnings: list[str]) -> None:
+    """The run exists: send its output to ``output.log`` from now on, then answer."""
+    out = os.open(run_dir / OUTPUT, os.O_WRONLY | os.O_APPEND)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    os.write(fd, orjson.dumps({"run": run_id, "flow": key, "warnings": warnings}))
+    os.close(fd)

@@ -1,0 +1,43 @@
+"""Every signal the project sends to a process lives here (STYLE: stopping escalates).
+
+The asker interrupts a run (``stop --now``); the run passes an interrupt on to
+the sessions it started and, past its grace period, kills its own group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+
+def interrupt(pid: int) -> None:
+    """SIGINT to the run's process group, as Ctrl-C would send it.
+
+    Only when the run leads its group (detached runs always do; so does a
+    foreground run started from a shell). Otherwise its group is somebody else's
+    (a test runner's, a pipeline's) and only the run itself is signalled; the run
+    passes the interrupt on to the sessions it started.
+    """
+    try:
+        group = os.getpgid(pid)
+        if group == pid:
+            os.killpg(group, signal.SIGINT)
+        else:
+            os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+
+
+def kill_own_group() -> None:
+    """The run's last resort after its grace period: SIGKILL itself and what it started."""
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def forward_interrupt(pids: list[int]) -> None:
+    """Pass an interrupt on to session processes (a run that does not lead its group)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGINT)

@@ -1,0 +1,79 @@
+"""Requests from other processes to a run: both ends of the request file.
+
+A request (stop, stop now, pause) is a small file in the run's ``requests/``
+folder, created with ``O_EXCL`` so two requests of one kind cannot both be
+pending. The asker posts it; the run takes it between rounds (and a watcher
+thread within a fraction of a second) and records it with who asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.paths import REQUESTS
+
+STOP = "stop"
+STOP_NOW = "stop-now"
+PAUSE = "pause"
+KINDS = (STOP_NOW, STOP, PAUSE)
+
+
+@dataclass(frozen=True)
+class Request:
+    kind: str
+    by: dict[str, Any]
+
+
+def post(run_dir: Path, kind: str, by: dict[str, Any]) -> bool:
+    """The asker's end: leave a request; False when one of that kind is already pending."""
+    folder = run_dir / REQUESTS
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{kind}.json"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, orjson.dumps({"kind": kind, "by": by}))
+    finally:
+        os.close(fd)
+    return True
+
+
+def is_pending(run_dir: Path, kind: str) -> bool:
+    return (run_dir / REQUESTS / f"{kind}.json").exists()
+
+
+class Inbox:
+    """The run's end: the requests folder as the run reads it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.folder = run_dir / REQUESTS
+        self._lock = threading.RLock()
+
+    def take(self) -> list[Request]:
+        """Consume every pending request (each is seen exactly once)."""
+        taken: list[Request] = []
+        with self._lock:
+            for kind in KINDS:
+                path = self.folder / f"{kind}.json"
+                try:
+                    raw = path.read_bytes()
+                except OSError:
+                    continue
+                try:
+                    data = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    data = {}
+                by = data.get("by") if isinstance(data, dict) else None
+                taken.append(Request(kind, by if isinstance(by, dict) else {}))
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return taken

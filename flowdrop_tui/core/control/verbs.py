@@ -1,0 +1,168 @@
+"""What others ask of a run: stop, pause, resume's check, and closing a paused run (SPEC §10).
+
+The core answers in data (``Asked``); the CLI and the UI word it. Refusals carry
+INT-16 codes. Only ``stop --now`` also signals (``process.interrupt``); every
+other request is a file the run takes between rounds (``requests``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from flowdrop_tui.core import git
+from flowdrop_tui.core.control import process, requests
+from flowdrop_tui.core.errors import (
+    ALREADY_PAUSED,
+    INWARD_SIGNAL_ALREADY_PENDING,
+    NO_ACTIVE_PAUSE,
+    PIPELINE_TERMINAL,
+    SignalRefusedError,
+)
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import (
+    ENDED,
+    LIVE,
+    EventLog,
+    RunInfo,
+    Status,
+    fold,
+    load_run,
+    read_events,
+    who,
+)
+from flowdrop_tui.core.records.folder import refuse_links, unwritable
+from flowdrop_tui.core.records.liveness import live_pid
+
+
+class Action(StrEnum):
+    """What a stop or pause request did."""
+
+    STOP_AFTER_ROUND = "stop"  # the run stops after the round in flight
+    STOP_NOW = "stop_now"  # the round in flight is interrupted
+    CLOSED = "closed"  # a paused run was closed cancelled without running
+    PAUSE_AFTER_ROUND = "pause"  # the run pauses after the round in flight
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The answer to ``stop`` or ``pause``: which run, what was done, at which round."""
+
+    run: str
+    key: str | None
+    action: Action
+    round: int
+
+
+def _refuse_ended(info: RunInfo, verb: str) -> None:
+    if info.status in ENDED:
+        raise SignalRefusedError(
+            f"cannot {verb} run {info.run}: it has ended ({info.status}); "
+            f"pick it up with: flowdrop-tui run {info.key} --from {info.run}",
+            PIPELINE_TERMINAL,
+        )
+
+
+def stop(
+    layout: Layout, run_id: str, *, now: bool = False, by: dict[str, Any] | None = None
+) -> Asked:
+    """Ask a run to stop after its round (``now``: at once); a paused run is closed."""
+    by = {**who(), "via": "cli", **(by or {})}
+    info = load_run(layout, run_id)
+    _refuse_ended(info, "stop")
+    if info.status == Status.PAUSED:
+        if close_paused(layout, run_id, by):
+            return Asked(run_id, info.key, Action.CLOSED, info.round)
+        info = load_run(layout, run_id)  # it was resumed meanwhile: ask it like a live run
+        _refuse_ended(info, "stop")
+    if now or info.stop_pending or requests.is_pending(info.path, requests.STOP):
+        requests.post(info.path, requests.STOP_NOW, by)
+        pid = live_pid(info.path)
+        if pid is not None:
+            process.interrupt(pid)
+        return Asked(run_id, info.key, Action.STOP_NOW, info.round)
+    requests.post(info.path, requests.STOP, by)
+    return Asked(run_id, info.key, Action.STOP_AFTER_ROUND, info.round)
+
+
+def pause(layout: Layout, run_id: str, *, by: dict[str, Any] | None = None) -> Asked:
+    """Ask a run to pause after its round; its process saves and exits."""
+    by = {**who(), "via": "cli", **(by or {})}
+    info = load_run(layout, run_id)
+    _refuse_ended(info, "pause")
+    if info.status == Status.PAUSED:
+        raise SignalRefusedError(
+            f"run {run_id} is already paused; resume it with: flowdrop-tui resume {run_id}",
+            ALREADY_PAUSED,
+        )
+    if info.pause_pending or info.stop_pending or not requests.post(info.path, requests.PAUSE, by):
+        what = "a stop" if info.stop_pending else "a pause"
+        raise SignalRefusedError(
+            f"run {run_id} already has {what} pending; it acts on it after round {info.round}",
+            INWARD_SIGNAL_ALREADY_PENDING,
+        )
+    return Asked(run_id, info.key, Action.PAUSE_AFTER_ROUND, info.round)
+
+
+def check_resumable(layout: Layout, run_id: str) -> RunInfo:
+    """Refuse (INT-16) resuming a run that is not paused."""
+    info = load_run(layout, run_id)
+    if info.status in ENDED:
+        raise SignalRefusedError(
+            f"cannot resume run {run_id}: it has ended ({info.status}) and a finished run is "
+            f"never resumed; pick it up with: flowdrop-tui run {info.key} --from {run_id}",
+            PIPELINE_TERMINAL,
+        )
+    if info.status in LIVE:
+        raise SignalRefusedError(
+            f"run {run_id} is not paused (it is {info.status}); only a paused run is resumed",
+            NO_ACTIVE_PAUSE,
+        )
+    return info
+
+
+def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
+    """``stop`` of a paused run: close it ``cancelled`` without running it.
+
+    This process holds the run (its ``live.lock``) while it writes the record, so
+    it is the record's only writer. Returns False when the run is no longer
+    paused (it was resumed meanwhile).
+    """
+    run_dir = layout.run_dir(run_id)
+    refuse_links(run_dir)
+    try:
+        locks.acquire(run_dir / LIVE_LOCK, content=str(os.getpid()))
+    except locks.LockHeld:
+        return False
+    except OSError as exc:
+        raise unwritable(run_dir / LIVE_LOCK, exc) from exc
+    try:
+        info = load_run(layout, run_id)
+        if info.status != Status.PAUSED:
+            return False
+        try:
+            log = EventLog(run_dir / CYCLE)
+        except OSError as exc:
+            raise unwritable(run_dir / CYCLE, exc) from exc
+        log.append("stop_requested", by=by, now=False)
+        log.append(
+            "ended",
+            outcome=str(Status.CANCELLED),
+            result=None,
+            error=None,
+            git=git.facts(layout.workspace),
+            position=info.position,
+            round=info.round,
+        )
+        log.close()
+        final = fold(run_id, run_dir, read_events(run_dir / CYCLE))
+        with contextlib.suppress(OSError):  # the index was removed: readers rebuild it
+            index.record_status(layout, final, [info.key or "", *final.called])
+        return True
+    finally:
+        locks.release(run_dir / LIVE_LOCK)

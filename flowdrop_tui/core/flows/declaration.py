@@ -1,0 +1,171 @@
+"""The ``@flow`` decorator and loading a flow's module in this process.
+
+Only a process that is going to *run* a flow imports it; listing flows asks a
+child process instead (``describe.py``), so a broken or hanging flow cannot
+hurt the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+from flowdrop_tui.core.errors import FlowLoadError
+from flowdrop_tui.core.records.events import now_iso
+
+F = TypeVar("F", bound=Callable[..., Any])
+MARK = "__flowdrop_flow__"
+
+
+@dataclass(frozen=True)
+class FlowDeclaration:
+    resumable: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class LoadedFlow:
+    function: Callable[..., Any]
+    declaration: FlowDeclaration
+    file: Path
+
+
+@overload
+def flow(function: F, /) -> F: ...
+@overload
+def flow(*, resumable: bool = False, description: str = "") -> Callable[[F], F]: ...
+def flow(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    resumable: bool = False,
+    description: str = "",
+) -> Any:
+    """Declare a flow: ``@flow(resumable=True, description="...")`` on its one function."""
+    if not isinstance(resumable, bool):
+        raise TypeError(f"@flow(resumable=...) takes True or False, not {resumable!r}")
+    if not isinstance(description, str):
+        raise TypeError(f"@flow(description=...) takes a string, not {description!r}")
+    declaration = FlowDeclaration(resumable=resumable, description=description)
+
+    def mark(target: F) -> F:
+        if not callable(target):
+            raise TypeError("@flow decorates a function")
+        setattr(target, MARK, declaration)
+        return target
+
+    return mark(function) if function is not None else mark
+
+
+def frame_in_flow(exc: BaseException, file: Path) -> traceback.FrameSummary | None:
+    """The innermost traceback frame of ``exc`` in the flow's own folder, if any."""
+    folder = str(file.parent) + os.sep
+    frames = traceback.extract_tb(exc.__traceback__)
+    return next((f for f in reversed(frames) if f.filename.startswith(folder)), None)
+
+
+def _where(exc: BaseException, file: Path) -> tuple[str, int | None]:
+    """The file and line in the flow's own folder closest to where ``exc`` happened."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return exc.filename, exc.lineno
+    frame = frame_in_flow(exc, file)
+    return (frame.filename, frame.lineno) if frame is not None else (str(file), None)
+
+
+def describe_error(exc: BaseException, file: Path, workspace: Path | None = None) -> dict[str, Any]:
+    """A load failure as plain data: file (workspace-relative when possible), line, message."""
+    where, line = _where(exc, file)
+    if workspace is not None:
+        with contextlib.suppress(ValueError, OSError):
+            where = Path(where).resolve().relative_to(workspace.resolve()).as_posix()
+    if isinstance(exc, SyntaxError):
+        message = f"SyntaxError: {exc.msg}"
+    else:
+        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = f"{where}:{line}: {message}" if line else f"{where}: {message}"
+    return {"file": where, "line": line, "message": message, "text": text}
+
+
+def _shown(file: Path, workspace: Path | None) -> str:
+    """``file`` as a user would name it: workspace-relative when it is inside."""
+    if workspace is not None:
+        try:
+            return file.resolve().relative_to(workspace.resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+    return str(file)
+
+
+def find_flow_function(
+    module: Any, module_name: str, file: Path, workspace: Path | None = None
+) -> LoadedFlow:
+    found = [
+        value
+        for value in vars(module).values()
+        if callable(value)
+        and isinstance(getattr(value, MARK, None), FlowDeclaration)
+        and getattr(value, "__module__", None) == module_name
+    ]
+    if not found:
+        raise FlowLoadError(
+            f"{_shown(file, workspace)}: no @flow function "
+            "(decorate exactly one function with @flow)"
+        )
+    if len(found) > 1:
+        names = ", ".join(getattr(f, "__name__", "?") for f in found)
+        raise FlowLoadError(
+            f"{_shown(file, workspace)}: more than one @flow function ({names}); keep exactly one"
+        )
+    function = found[0]
+    return LoadedFlow(function, getattr(function, MARK), file)
+
+
+def module_name_for(file: Path) -> str:
+    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:12]
+    return f"flowdrop_flow_{digest}"
+
+
+def load_flow(file: Path, workspace: Path | None = None) -> LoadedFlow:
+    """Import ``file`` and return its one ``@flow`` function; ``FlowLoadError`` names file:line."""
+    name = module_name_for(file)
+    if name in sys.modules:
+        return find_flow_function(sys.modules[name], name, file, workspace)
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise FlowLoadError(f"{file}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(file.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # a flow may import helpers that sit beside it
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(name, None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise FlowLoadError(describe_error(exc, file, workspace)["text"]) from exc
+    return find_flow_function(module, name, file, workspace)
+
+
+def error_info(exc: BaseException, file: Path) -> dict[str, Any]:
+    """A flow's exception as the record keeps it: type, message, and where in the flow."""
+    where = frame_in_flow(exc, file)
+    if where is None:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = frames[-1] if frames else None
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "file": where.filename if where else None,
+        "line": where.lineno if where else None,
+        "at": now_iso(),
+    }

@@ -1,0 +1,268 @@
+"""Discover flows and describe them by running them in child processes (SPEC §3).
+
+Resumability is read by running the flow, never from an old run's record: each
+flow is loaded in its own child Python process with a 5 s limit, so a broken or
+hanging flow is listed with its error and never hides the others. Answers are
+cached by the content of the flow's folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, NotFoundError
+from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.paths import FLOW_FILE, FLOWS_DIR, Layout, validate_flow_name, validate_key
+
+DESCRIBE_TIMEOUT = 5.0
+CACHE_VERSION = 1
+_SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+
+
+@dataclass(frozen=True)
+class FlowRef:
+    """A flow on disk and the key it runs under."""
+
+    key: str
+    name: str
+    folder: Path
+    file: Path
+
+    def rel(self, layout: Layout) -> str:
+        return layout.rel(self.folder)
+
+
+@dataclass(frozen=True)
+class FlowInfo:
+    """What describing a flow found: its declaration, or why it could not be read."""
+
+    name: str
+    path: str
+    resumable: bool | None
+    description: str
+    error: str | None
+
+
+def _by_name(layout: Layout, name: str) -> FlowRef:
+    validate_flow_name(name)
+    folder = layout.flows / name
+    file = folder / FLOW_FILE
+    if not file.is_file():
+        known = ", ".join(ref.name for ref in discover(layout)) or "none yet"
+        raise NotFoundError(
+            f"no flow named {name!r}: {FLOWS_DIR}/{name}/{FLOW_FILE} does not exist "
+            f"(flows here: {known})"
+        )
+    return FlowRef(key=name, name=name, folder=folder, file=file)
+
+
+def _by_path(layout: Layout, arg: str, cwd: Path) -> FlowRef:
+    given = Path(os.path.abspath(cwd / arg))
+    folder = given.parent if given.name.endswith(".py") else given
+    file = given if given.name.endswith(".py") else given / FLOW_FILE
+    if file.name != FLOW_FILE:
+        raise InvalidNameError(f"{arg}: a flow is a folder holding {FLOW_FILE}, not {file.name}")
+    try:
+        rel = folder.relative_to(Path(os.path.abspath(layout.workspace)))
+    except ValueError:
+        raise InvalidNameError(
+            f"flow path {arg!r} is outside the workspace {layout.workspace}"
+        ) from None
+    key = validate_key(rel.as_posix()) if rel.parts else ""
+    if not key:
+        raise InvalidNameError(f"flow path {arg!r} is the workspace itself, not a flow folder")
+    if not file.is_file():
+        raise NotFoundError(f"no flow at {arg!r}: {layout.rel(file)} does not exist")
+    return FlowRef(key=key, name=folder.name, folder=folder, file=file)
+
+
+def resolve_flow(layout: Layout, arg: str, cwd: Path | None = None) -> FlowRef:
+    """``FLOW`` as typed: a name (key = name) or a path to a folder or its ``flow.py``
+    (key = the folder's workspace-relative path with ``/``). Two names, two states."""
+    if not arg or "\x00" in arg:
+        raise InvalidNameError("a flow name cannot be empty")
+    if "/" in arg or os.sep in arg or arg.endswith(".py") or arg in (".", ".."):
+        return _by_path(layout, arg, cwd or Path.cwd())
+    return _by_name(layout, arg)
+
+
+def discover(layout: Layout) -> list[FlowRef]:
+    """Every ``flows/<name>/flow.py``, by name."""
+    try:
+        entries = sorted(os.scandir(layout.flows), key=lambda e: e.name)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        file = Path(entry.path) / FLOW_FILE
+        if file.is_file():
+            found.append(
+                FlowRef(key=entry.name, name=entry.name, folder=Path(entry.path), file=file)
+            )
+    return found
+
+
+def content_hash(folder: Path) -> str:
+    """A digest of every file in the folder: the cache key for its description."""
+    digest = hashlib.sha256(b"flowdrop-describe-v1")
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, folder).encode() + b"\0")
+            try:
+                with open(path, "rb") as handle:
+                    digest.update(handle.read())
+            except OSError:
+                digest.update(b"<unreadable>")
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _run_child(layout: Layout, ref: FlowRef) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        "-m",
+        "flowdrop_tui.core.flows.describe_child",
+        str(ref.file),
+        str(layout.workspace),
+    ]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        child = subprocess.Popen(
+            command,
+            cwd=layout.workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a hang is killed with everything it started
+            env=env,
+        )
+    except OSError as exc:
+        return {"ok": False, "error": f"could not start Python to load the flow: {exc}"}
+    try:
+        out, _ = child.communicate(timeout=DESCRIBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        return {
+            "ok": False,
+            "error": f"{layout.rel(ref.file)}: did not answer in {DESCRIBE_TIMEOUT:g} s "
+            "(does it loop or wait at import?)",
+            "timeout": True,
+        }
+    for line in reversed(out.splitlines()):
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(answer, dict) and "ok" in answer:
+            return answer
+    return {
+        "ok": False,
+        "error": f"{layout.rel(ref.file)}: loading it ended the process "
+        f"(exit status {child.returncode}) before it answered",
+    }
+
+
+def _info(layout: Layout, ref: FlowRef, answer: dict[str, Any]) -> FlowInfo:
+    ok = bool(answer.get("ok"))
+    return FlowInfo(
+        name=ref.name,
+        path=ref.rel(layout),
+        resumable=bool(answer.get("resumable")) if ok else None,
+        description=str(answer.get("description") or "") if ok else "",
+        error=None if ok else str(answer.get("error") or "could not be loaded"),
+    )
+
+
+class DescribeCache:
+    """``.flowdrop/cache/flows.json``: answers by flow folder and content hash."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.path = layout.cache / "flows.json"
+        self.entries: dict[str, Any] = {}
+        try:
+            data = orjson.loads(self.path.read_bytes())
+            if isinstance(data, dict) and data.get("v") == CACHE_VERSION:
+                entries = data.get("entries")
+                self.entries = entries if isinstance(entries, dict) else {}
+        except (OSError, orjson.JSONDecodeError):
+            pass
+
+    def get(self, folder: str, digest: str) -> dict[str, Any] | None:
+        entry = self.entries.get(folder)
+        if isinstance(entry, dict) and entry.get("hash") == digest:
+            answer = entry.get("answer")
+            return answer if isinstance(answer, dict) else None
+        return None
+
+    def put(self, folder: str, digest: str, answer: dict[str, Any]) -> None:
+        self.entries[folder] = {"hash": digest, "answer": answer}
+
+    def save(self) -> None:
+        try:
+            self.layout.ensure()  # .flowdrop/ is created on first use, with its .gitignore
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            data = orjson.dumps({"v": CACHE_VERSION, "entries": self.entries})
+            write_atomic(self.path, data, durable=False)  # a cache: losing it costs a re-read
+        except (OSError, FlowdropError):
+            pass  # read-only workspace: describe again next time
+
+
+def describe(layout: Layout, refs: list[FlowRef], *, use_cache: bool = True) -> list[FlowInfo]:
+    """Describe ``refs`` (in order), loading the uncached ones in parallel child processes."""
+    cache = DescribeCache(layout) if use_cache else None
+    digests = {ref.folder: content_hash(ref.folder) for ref in refs}
+    answers: dict[Path, dict[str, Any]] = {}
+    missing: list[FlowRef] = []
+    for ref in refs:
+        cached = cache.get(ref.rel(layout), digests[ref.folder]) if cache else None
+        if cached is not None:
+            answers[ref.folder] = cached
+        else:
+            missing.append(ref)
+    if missing:
+        workers = max(1, min(len(missing), (os.cpu_count() or 2) * 2, 8))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for ref, answer in zip(
+                missing, pool.map(lambda r: _run_child(layout, r), missing), strict=False
+            ):
+                answers[ref.folder] = answer
+        if cache is not None:
+            for ref in missing:
+                cache.put(ref.rel(layout), digests[ref.folder], answers[ref.folder])
+            cache.save()
+    return [_info(layout, ref, answers[ref.folder]) for ref in refs]
+
+
+def describe_cached(layout: Layout, refs: list[FlowRef]) -> list[FlowInfo | None]:
+    """What the describe cache already knows about ``refs``, starting no process:
+    ``None`` for a flow that is new or changed since it was last described."""
+    cache = DescribeCache(layout)
+    known: list[FlowInfo | None] = []
+    for ref in refs:
+        answer = cache.get(ref.rel(layout), content_hash(ref.folder))
+        known.append(None if answer is None else _info(layout, ref, answer))
+    return known
+
+
+def describe_one(layout: Layout, ref: FlowRef) -> FlowInfo:
+    return describe(layout, [ref])[0]

@@ -1,0 +1,397 @@
+"""``cycle.jsonl``: appended one line per write, read tolerantly, folded into a status.
+
+Each event is one JSON object on one line, written with a single ``write`` on a
+descriptor opened ``O_APPEND``: a kill leaves at most one torn last line, and
+readers skip any line that does not parse. Event names and fields are
+documented in ``docs/records.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import socket
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.errors import NotFoundError
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
+from flowdrop_tui.core.records.liveness import live_pid
+
+RECORD_VERSION = 1
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+ENDED = TERMINAL | {Status.INTERRUPTED}
+LIVE = frozenset({Status.PENDING, Status.RUNNING})
+
+
+def now_iso() -> str:
+    """ISO-8601 UTC with milliseconds, as every event's ``t``."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(stamp: Any) -> datetime | None:
+    """An event's ``t`` as an aware datetime; None when it is not an ISO time."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def who() -> dict[str, Any]:
+    """Who is asking: recorded with every stop and pause request."""
+    try:
+        user = os.getlogin()
+    except OSError:
+        try:
+            user = pwd.getpwuid(os.getuid()).pw_name  # no controlling terminal (detached)
+        except KeyError:
+            user = os.environ.get("USER") or str(os.getuid())
+    return {"pid": os.getpid(), "user": user, "host": socket.gethostname()}
+
+
+class EventLog:
+    """The append side of a run's ``cycle.jsonl``, held by the process that holds the run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # O_NOFOLLOW: a record is appended to as the file it is, never through a link
+        # left in its place (a resumed or closed run's folder already exists).
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        self._fd = os.open(path, flags, 0o644)
+        # Re-entrant: a signal handler in the run appends from the main thread,
+        # possibly while that thread is inside append() itself.
+        self._lock = threading.RLock()
+        # A record appended to again (resume, closing a paused run) may end in a torn
+        # line, left by a kill or a full disk mid-write. The next event starts on a
+        # line of its own, so the torn piece stays one skipped line and swallows nothing.
+        self._torn = _ends_mid_line(self._fd)
+
+    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event; returns it. Never raises for an unwritable value or a full disk."""
+        record = {"t": now_iso(), "event": event, **fields}
+        try:
+            line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+        except (orjson.JSONEncodeError, TypeError):
+            record = {"t": record["t"], "event": event, "fields": repr(fields)[:2000]}
+            line = orjson.dumps(record) + b"\n"
+        with self._lock:
+            data = b"\n" + line if self._torn else line
+            try:
+                written = os.write(self._fd, data)  # one write per line: O_APPEND keeps it whole
+                self._torn = written < len(data)  # short only when the disk is full
+            except OSError:
+                pass  # full disk or gone: the run carries on (SPEC §5.3)
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+def _ends_mid_line(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def parse_lines(raw: bytes) -> list[dict[str, Any]]:
+    """Every whole, parseable event in ``raw``; torn lines and junk are skipped."""
+    events: list[dict[str, Any]] = []
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("event"), str):
+            events.append(item)
+    return events
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    try:
+        return parse_lines(path.read_bytes())
+    except OSError:
+        return []
+
+
+def read_first_event(path: Path) -> dict[str, Any] | None:
+    """The first event (``created``) without reading the whole file."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16384)
+    except OSError:
+        return None
+    newline = head.find(b"\n")
+    events = parse_lines(head if newline < 0 else head[:newline])
+    if not events:
+        events = read_events(path)[:1]
+    return events[0] if events else None
+
+
+def _position(value: Any) -> dict[str, Any]:
+    position = {"currentNodeId": "", "iterationCount": 0, "iterator": None}
+    if isinstance(value, dict):
+        node = value.get("currentNodeId")
+        count = value.get("iterationCount")
+        iterator = value.get("iterator")
+        if isinstance(node, str):
+            position["currentNodeId"] = node
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            position["iterationCount"] = count
+        if isinstance(iterator, int) and not isinstance(iterator, bool) and iterator >= 0:
+            position["iterator"] = iterator
+    return position
+
+
+@dataclass
+class RunInfo:
+    """What a run's record says, folded from its events."""
+
+    run: str
+    path: Path
+    key: str | None = None
+    flow: str | None = None
+    recorded: Status = Status.PENDING
+    status: Status = Status.PENDING
+    start: str | None = None
+    source: str | None = None
+    snapshot: str | None = None
+    first_round: int = 1
+    last_round: int | None = None
+    rounds: int = 0
+    started: str | None = None
+    ended: str | None = None
+    last_event: str | None = None  # the ``t`` of the last whole event read
+    result: Any = None
+    error: Any = None
+    pid: int | None = None
+    resumable: bool | None = None
+    git_start: dict[str, Any] | None = None
+    git_end: dict[str, Any] | None = None
+    position: dict[str, Any] = field(default_factory=lambda: _position(None))
+    carried: dict[str, Any] = field(default_factory=dict)
+    key_rounds: dict[str, int] = field(default_factory=dict)
+    called: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    pause_pending: bool = False
+    stop_pending: bool = False
+    stop_now: bool = False
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    events: int = 0
+    has_created: bool = False
+    live_pid: int | None = None
+
+    @property
+    def round(self) -> int:
+        """The last round started in this run's chain for its key (0 before any)."""
+        return self.last_round if self.last_round is not None else self.first_round - 1
+
+    @property
+    def stopped_at(self) -> str | None:
+        """When the run stopped running: its recorded end; for a paused or interrupted run,
+        which recorded none, its last event; ``None`` while it is live."""
+        if self.ended is not None:
+            return self.ended
+        return None if self.status in LIVE else self.last_event
+
+    def seconds(self, now: datetime | None = None) -> float | None:
+        """How long it ran: from its start to ``stopped_at`` — fixed once it has stopped —
+        or, while it is live, to ``now``. None when its start is unknown."""
+        begin = parse_time(self.started)
+        if begin is None:
+            return None
+        stopped = self.stopped_at
+        finish = parse_time(stopped) if stopped is not None else now or datetime.now(UTC)
+        if finish is None:
+            return None
+        return round(max(0.0, (finish - begin).total_seconds()), 3)
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of ``runs --json`` (SPEC §11), and ``duration`` (seconds, see
+        ``seconds``)."""
+        return {
+            "run": self.run,
+            "flow": self.key,
+            "status": str(self.status),
+            "rounds": self.rounds,
+            "first_round": self.first_round,
+            "last_round": self.last_round,
+            "started": self.started,
+            "ended": self.ended,
+            "picked_up_from": self.source,
+            "start": self.start,
+            "duration": self.seconds(),
+        }
+
+
+class RunFold:
+    """``fold`` that can be fed more events later: a live run's new lines are folded
+    onto what was read before, so following a week-long run never re-reads its record."""
+
+    def __init__(self, run_id: str, path: Path) -> None:
+        self.info = RunInfo(run=run_id, path=path)
+        self._in_round_main = False
+
+    def feed(self, events: list[dict[str, Any]]) -> RunInfo:
+        """Fold ``events`` (the next lines of the record, in order); returns the run so far."""
+        info = self.info
+        info.events += len(events)
+        for ev in events:
+            self._apply(info, ev)
+            if isinstance(ev.get("t"), str):
+                info.last_event = ev["t"]
+        if info.key is not None and info.key not in info.key_rounds:
+            info.key_rounds[info.key] = info.first_round - 1
+        info.status = info.recorded
+        return info
+
+    def _apply(self, info: RunInfo, ev: dict[str, Any]) -> None:
+        name = ev["event"]
+        if name == "created":
+            info.has_created = True
+            info.key = ev.get("key") if isinstance(ev.get("key"), str) else None
+            info.flow = ev.get("flow") if isinstance(ev.get("flow"), str) else None
+            info.start = ev.get("start")
+            info.source = ev.get("source")
+            info.snapshot = ev.get("snapshot")
+            first = ev.get("first_round")
+            info.first_round = first if isinstance(first, int) and first >= 1 else 1
+            info.started = ev.get("t")
+            info.pid = ev.get("pid")
+            info.resumable = ev.get("resumable")
+            info.git_start = ev.get("git")
+            info.position = _position(ev.get("position"))
+            carried = ev.get("carried")
+            info.carried = carried if isinstance(carried, dict) else {}
+            info.recorded = Status.PENDING
+        elif name in ("started", "resumed"):
+            info.recorded = Status.RUNNING
+            info.pid = ev.get("pid", info.pid)
+            # A process taking the run starts with no request pending: one recorded
+            # before (a `stop` of the paused run killed before it could close it) was
+            # never acted on, and this later resume is what was asked last.
+            info.pause_pending = info.stop_pending = info.stop_now = False
+        elif name == "round_started":
+            key, number = ev.get("key"), ev.get("round")
+            if isinstance(number, int) and isinstance(key, str):
+                info.key_rounds[key] = max(number, info.key_rounds.get(key, 0))
+                if key == info.key:
+                    info.rounds += 1
+                    info.last_round = max(number, info.last_round or 0)
+                    self._in_round_main = True
+                    info.position["currentNodeId"] = key
+                    if isinstance(ev.get("index"), int):
+                        info.position["iterator"] = ev["index"]
+                else:
+                    info.position["currentNodeId"] = key
+        elif name == "round_ended":
+            key = ev.get("key")
+            if key == info.key:
+                self._in_round_main = False
+                if ev.get("outcome") == "ok":
+                    info.position["iterationCount"] += 1
+                    if isinstance(ev.get("index"), int):
+                        info.position["iterator"] = ev["index"] + 1
+                info.position["currentNodeId"] = ""
+            else:
+                info.position["currentNodeId"] = info.key if self._in_round_main else ""
+        elif name == "call_started":
+            key = ev.get("key")
+            if isinstance(key, str):
+                if key not in info.called:
+                    info.called.append(key)
+                info.position["currentNodeId"] = key
+                first = ev.get("first_round")
+                if isinstance(first, int) and key not in info.key_rounds:
+                    info.key_rounds[key] = first - 1
+        elif name == "call_ended":
+            info.position["currentNodeId"] = (info.key or "") if self._in_round_main else ""
+        elif name == "warning":
+            info.warnings.append(str(ev.get("message", "")))
+        elif name == "stop_requested":
+            info.stop_pending = True
+            info.stop_now = info.stop_now or bool(ev.get("now"))
+        elif name == "pause_requested":
+            info.pause_pending = True
+        elif name == "paused":
+            info.recorded = Status.PAUSED
+            info.pause_pending = False
+            info.position = _position(ev.get("position"))
+        elif name == "ended":
+            outcome = ev.get("outcome")
+            info.recorded = (
+                Status(outcome)
+                if outcome in ("completed", "failed", "cancelled")
+                else Status.FAILED
+            )
+            info.ended = ev.get("t")
+            info.result = ev.get("result")
+            info.error = ev.get("error")
+            info.git_end = ev.get("git")
+            if "position" in ev:
+                info.position = _position(ev.get("position"))
+            info.pause_pending = info.stop_pending = False
+        elif name == "session_opened":
+            info.sessions.append(dict(ev))
+        elif name == "session_closed":
+            for session in reversed(info.sessions):
+                if session.get("session") == ev.get("session"):
+                    session["closed"] = dict(ev)
+                    break
+
+
+def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:
+    """The run as its events describe it (its *recorded* status; see ``load_run``)."""
+    return RunFold(run_id, path).feed(events)
+
+
+def derive_status(info: RunInfo) -> RunInfo:
+    """Turn a recorded live status into ``interrupted`` when no process holds the run."""
+    if info.recorded in LIVE:
+        info.live_pid = live_pid(info.path)
+        info.status = info.recorded if info.live_pid is not None else Status.INTERRUPTED
+    else:
+        info.status = info.recorded
+    return info
+
+
+def load_run(layout: Layout, run_id: str) -> RunInfo:
+    """A run's record, folded, with its status checked against liveness."""
+    path = layout.run_dir(run_id)
+    if not path.is_dir():
+        raise NotFoundError(f"no run {run_id} in {layout.runs}")
+    info = fold(run_id, path, read_events(path / CYCLE))
+    return derive_status(info)
+
+
+def list_run_ids(layout: Layout) -> list[str]:
+    """Every run id in the workspace, oldest first (ids sort by start)."""
+    try:
+        names = os.listdir(layout.runs)
+    except OSError:
+        return []
+    return sorted(name for name in names if RUN_ID_RE.match(name))

@@ -1,0 +1,305 @@
+"""The workspace state index, ``.flowdrop/index.json`` (SPEC §8).
+
+Per key: the last run that touched it, the run holding its latest state (the
+pick-up source), that run's recorded status and the round counter. It makes
+"what do I pick up" and the flow list cost the same whatever the number of runs.
+
+It is a cache of the records. Every change is a read-modify-write under an
+exclusive lock, written atomically. A run writes its index entry *before* its
+record appears, so a kill in between leaves an index that points at a run that
+is gone — which is what triggers a rebuild — and never a record the index does
+not know. Readers repair what a kill can leave behind: an entry still saying
+"running" for a run that has since ended or died is re-read from its record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
+from flowdrop_tui.core.records.events import (
+    TERMINAL,
+    RunInfo,
+    Status,
+    fold,
+    list_run_ids,
+    read_events,
+)
+from flowdrop_tui.core.records.folder import is_abandoned
+
+INDEX_VERSION = 1
+Entry = dict[str, Any]
+Index = dict[str, Any]
+
+
+def _empty() -> Index:
+    return {"v": INDEX_VERSION, "keys": {}}
+
+
+def _entries(keys: dict[str, Any], key: str | None) -> Iterable[Any]:
+    """Every entry, or only ``key``'s (none when it has no entry)."""
+    return keys.values() if key is None else [keys[key]] if key in keys else []
+
+
+_run_id = RUN_ID_RE.match
+
+
+def _valid_entry(entry: Any) -> bool:
+    """An entry shaped as this engine writes it.
+
+    The index is read from disk, so it is checked like any input: a forged or
+    damaged one naming ``../../x`` as a run must not make a reader look outside
+    ``.flowdrop/runs``, and a round that is not a number must not crash a listing.
+    Every entry is checked on every read, so this is written for speed (exact
+    type tests, one regex match when the source is the last run, as it usually
+    is): bench/resolve.py.
+    """
+    if type(entry) is not dict:
+        return False
+    last = entry.get("last_run")
+    if type(last) is not str or _run_id(last) is None:
+        return False
+    source = entry.get("source")
+    if source is not None and source != last and (type(source) is not str or not _run_id(source)):
+        return False
+    status, round_, flow = entry.get("status"), entry.get("round"), entry.get("flow")
+    return (
+        (status is None or type(status) is str)
+        and type(round_) is int
+        and round_ >= 0
+        and (flow is None or type(flow) is str)
+    )
+
+
+def _valid(data: Any) -> bool:
+    """Anything else than a whole index of this version is unusable: it is rebuilt.
+
+    Every entry's shape is checked, even for a lookup of one key: a damaged entry
+    says the file cannot be trusted (the key asked about may be what was lost),
+    and the check is in memory, a fraction of parsing the file. What a lookup
+    does *not* do is touch the disk for other keys (see ``_stale``).
+    """
+    if not isinstance(data, dict) or data.get("v") != INDEX_VERSION:
+        return False
+    keys = data.get("keys")
+    return isinstance(keys, dict) and all(_valid_entry(entry) for entry in keys.values())
+
+
+def read(layout: Layout) -> Index | None:
+    """The index as on disk, or ``None`` when missing, unreadable or of another version."""
+    try:
+        data = orjson.loads(layout.index.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if _valid(data) else None
+
+
+def _write(layout: Layout, data: Index) -> None:
+    write_atomic(layout.index, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+
+
+def _state_keys(layout: Layout, run_id: str) -> set[str] | None:
+    """Keys the run's ``state.json`` holds; ``None`` when it cannot be read."""
+    try:
+        data = orjson.loads((layout.runs / run_id / STATE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return set(data) if isinstance(data, dict) else None
+
+
+def new_entry(run_id: str, status: Status, round_: int, flow: str | None) -> Entry:
+    """A key's entry when ``run_id`` is its last run and holds its latest state."""
+    return {
+        "last_run": run_id,
+        "source": run_id,
+        "status": str(status),
+        "round": round_,
+        "flow": flow,
+    }
+
+
+def entry_for(info: RunInfo, key: str, flow: str | None) -> Entry:
+    return new_entry(info.run, info.recorded, info.key_rounds.get(key, info.first_round - 1), flow)
+
+
+def _scan(layout: Layout) -> Index:
+    """The index as the records say it should be."""
+    touched: dict[str, tuple[str, str, RunInfo, str | None]] = {}
+    holders: dict[str, tuple[str, str]] = {}
+    for run_id in list_run_ids(layout):
+        run_dir = layout.runs / run_id
+        events = read_events(run_dir / CYCLE)
+        info = fold(run_id, run_dir, events)
+        if not info.has_created or info.key is None:
+            continue  # a half-made or foreign folder: not a run
+        begins: list[tuple[str, str, str | None]] = [(info.key, info.started or "", info.flow)]
+        for ev in events:
+            if ev["event"] == "call_started" and isinstance(ev.get("key"), str):
+                begins.append((ev["key"], str(ev.get("t", "")), ev.get("flow")))
+        held = _state_keys(layout, run_id)
+        for key, t, flow in begins:
+            order = (t, run_id)
+            if key not in touched or order > touched[key][:2]:
+                touched[key] = (t, run_id, info, flow)
+            # A record whose state cannot be read still counts as holding its keys:
+            # picking up must then refuse naming that file (INT-15), not look past it.
+            if (held is None or key in held) and (key not in holders or order > holders[key]):
+                holders[key] = order
+    data = _empty()
+    for key, (_, _, info, flow) in touched.items():
+        entry = entry_for(info, key, flow)
+        if key in holders:
+            entry["source"] = holders[key][1]
+        else:
+            entry["source"] = None
+        data["keys"][key] = entry
+    return data
+
+
+def _sweep_half_made(layout: Layout) -> None:
+    """Remove record folders a kill left half-made (``runs/.new-<id>``). Call under the lock.
+
+    A record is built in ``.new-<id>`` by a creator holding the index lock, and renamed
+    into place before it lets go; so one seen by a holder of the lock, whose
+    ``live.lock`` nobody holds, is a creation that was killed — never a record.
+    """
+    try:
+        names = os.listdir(layout.runs)
+    except OSError:
+        return
+    for name in names:
+        if is_abandoned(layout, name):
+            shutil.rmtree(layout.runs / name, ignore_errors=True)
+
+
+def rebuild(layout: Layout) -> Index:
+    """Rebuild the index from the records (``flowdrop-tui reindex``)."""
+    layout.ensure()
+    with locks.exclusive(layout.index_lock):
+        _sweep_half_made(layout)
+        data = _scan(layout)
+        _write(layout, data)
+    return data
+
+
+def update_locked(layout: Layout, change: Callable[[dict[str, Entry]], None]) -> None:
+    """``update`` for a caller that already holds the index lock."""
+    data = read(layout)
+    if data is None:
+        data = _scan(layout)
+    change(data["keys"])
+    try:
+        _write(layout, data)
+    except OSError:
+        # A cache that cannot be kept exact is better gone than trusted: without it,
+        # the next reader rebuilds from the records (or answers from them, read-only).
+        with contextlib.suppress(OSError):
+            layout.index.unlink()
+        raise
+
+
+def update(layout: Layout, change: Callable[[dict[str, Entry]], None]) -> None:
+    """Apply ``change`` to the keys under the lock; rebuild first if the index is unusable."""
+    layout.ensure()
+    with locks.exclusive(layout.index_lock):
+        update_locked(layout, change)
+
+
+def set_entries(layout: Layout, entries: Iterable[tuple[str, Entry]]) -> None:
+    def change(keys: dict[str, Entry]) -> None:
+        for key, entry in entries:
+            keys[key] = entry
+
+    update(layout, change)
+
+
+def record_status(layout: Layout, info: RunInfo, keys: Iterable[str]) -> None:
+    """After a run changes status (ends, pauses, resumes): refresh the keys it last touched."""
+
+    def change(entries: dict[str, Entry]) -> None:
+        for key in keys:
+            entry = entries.get(key)
+            if entry is not None and entry.get("last_run") == info.run:
+                entry["status"] = str(info.recorded)
+                entry["round"] = info.key_rounds.get(key, entry.get("round", 0))
+
+    update(layout, change)
+
+
+def _stale(layout: Layout, data: Index, key: str | None = None) -> bool:
+    """Whether an entry (only ``key``'s, when given) names a run whose record is gone."""
+    for entry in _entries(data["keys"], key):
+        for field in ("last_run", "source"):
+            run_id = entry.get(field)
+            if isinstance(run_id, str) and not (layout.runs / run_id / CYCLE).is_file():
+                return True
+    return False
+
+
+def load(layout: Layout, key: str | None = None) -> Index:
+    """The index, rebuilt when missing, unreadable or pointing at a run that is gone.
+
+    With ``key``, only that key's entry is checked (use the answer for that key
+    only): a lookup then costs two ``stat`` calls, not two per key in the
+    workspace (bench/resolve.py: checking every entry made picking up grow with
+    the workspace).
+    """
+    data = read(layout)
+    if data is not None and not _stale(layout, data, key):
+        return data
+    if not layout.root.is_dir():
+        return _empty()
+    try:
+        with locks.exclusive(layout.index_lock):
+            # A run being created holds this lock while its entry is ahead of its
+            # record; once we have the lock, look again before rebuilding.
+            data = read(layout)
+            if data is not None and not _stale(layout, data, key):
+                return data
+            _sweep_half_made(layout)  # a kill during creation is what leaves the index stale
+            data = _scan(layout)
+            _write(layout, data)
+            return data
+    except OSError:
+        return _scan(layout)  # a read-only workspace: answer from the records
+
+
+def lookup(layout: Layout, key: str) -> Entry | None:
+    """The index entry for ``key``, checked against the records it names.
+
+    The cost depends on the key's own last run, never on how many runs exist.
+    """
+    data = load(layout, key)
+    entry = data["keys"].get(key)
+    if entry is None:
+        return None
+    if entry.get("status") not in {str(s) for s in TERMINAL}:
+        repaired = _repair(layout, key, entry)
+        if repaired is not None:
+            entry = repaired
+    return dict(entry)
+
+
+def _repair(layout: Layout, key: str, entry: Entry) -> Entry | None:
+    """An entry still saying live or paused may be behind its record (killed mid-update)."""
+    run_id = entry["last_run"]
+    run_dir = layout.runs / run_id
+    info = fold(run_id, run_dir, read_events(run_dir / CYCLE))
+    status = str(info.recorded)
+    round_ = info.key_rounds.get(key, entry.get("round", 0))
+    if status == entry.get("status") and round_ == entry.get("round"):
+        return None
+    fixed = {**entry, "status": status, "round": round_}
+    if info.recorded in (Status.PENDING, Status.RUNNING):
+        return fixed  # live or interrupted: the round moves on; not worth a write per read
+    with contextlib.suppress(OSError):
+        set_entries(layout, [(key, fixed)])
+    return fixed

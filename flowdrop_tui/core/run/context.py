@@ -1,0 +1,142 @@
+"""The run context a flow receives: ``state``, ``rounds``, ``call``, ``log`` (SPEC §3, §6)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.events import EventLog
+from flowdrop_tui.core.records.state import State
+from flowdrop_tui.core.run.frame import Frame, Loop
+from flowdrop_tui.core.sessions.opening import SessionResult, open_session
+
+
+class RunHost(Protocol):
+    """What the run context asks of the run executing it (``execution.Execution``)."""
+
+    layout: Layout
+    run_id: str
+    run_dir: Path
+    log: EventLog
+    main: Frame
+    children: set[int]
+    sessions_opened: int | None
+
+    @property
+    def stop_requested(self) -> bool: ...
+
+    def reap(self) -> None: ...
+
+    def between_rounds(self) -> None: ...
+
+    def begin_round(self, loop: Loop, index_: int | None) -> int: ...
+
+    def end_round(self, loop: Loop, outcome: str) -> None: ...
+
+    def forget(self, loop: Loop) -> None: ...
+
+    def call(
+        self, caller: Frame, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any: ...
+
+
+class RunContext:
+    """What a flow's function receives as ``run``."""
+
+    def __init__(self, host: RunHost, frame: Frame) -> None:
+        self._host = host
+        self._frame = frame
+
+    # -- identity -----------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return self._host.run_id
+
+    @property
+    def key(self) -> str:
+        return self._frame.key
+
+    @property
+    def workspace(self) -> Path:
+        return self._host.layout.workspace
+
+    @property
+    def state(self) -> State:
+        """This flow's own dict, saved whenever a key is set or deleted."""
+        return self._frame.state
+
+    @property
+    def round(self) -> int:
+        """The round in flight, or the last one started (0 before the thread's first)."""
+        return self._frame.round
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once a stop was asked for: a flow with long rounds may end one early."""
+        return self._host.stop_requested
+
+    # -- rounds ---------------------------------------------------------------
+    def rounds(self, items: Iterable[Any] | None = None) -> Iterator[Any]:
+        """Yield rounds: round numbers forever, or each of ``items`` in turn.
+
+        Each round's start and end is recorded and the state saved at its end;
+        stop and pause requests are acted on between rounds, never inside one.
+        The first loop after a resume continues at the saved position.
+        """
+        self._host.reap()
+        loop = Loop(self._frame)
+        # The run keeps a strong reference: if the flow's loop body raises, the
+        # generator must not be closed by the unwinding (it would record the
+        # round as finished) before the run has seen the exception.
+        loop.gen = self._iterate(loop, items)
+        self._frame.loops.append(loop)
+        return loop.gen
+
+    def _iterate(self, loop: Loop, items: Iterable[Any] | None) -> Iterator[Any]:
+        frame = loop.frame
+        host = self._host
+        restore, frame.restore = frame.restore, None
+        start = 0
+        if items is not None and restore and isinstance(restore.get("iterator"), int):
+            start = restore["iterator"]
+        source: Iterator[Any] = (
+            itertools.islice(iter(items), start, None) if items is not None else itertools.count()
+        )
+        index = start
+        if items is not None and frame is host.main:
+            frame.iterator = start
+        try:
+            for item in source:
+                host.between_rounds()
+                number = host.begin_round(loop, index if items is not None else None)
+                try:
+                    yield item if items is not None else number
+                except GeneratorExit:
+                    host.end_round(loop, "ok")  # left with break or return
+                    raise
+                host.end_round(loop, "ok")
+                index += 1
+        finally:
+            host.forget(loop)
+
+    # -- calls, sessions, log ------------------------------------------------------
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Run another flow inside this run under its own key; returns its result."""
+        self._host.reap()
+        return self._host.call(self._frame, name, args, kwargs)
+
+    def session(self, backend: str, prompt_or_argv: Any, **options: Any) -> SessionResult:
+        """Open a session with a backend (``command``, ``claude``, ``codex``, …)."""
+        self._host.reap()
+        return open_session(self._host, self._frame, backend, prompt_or_argv, **options)
+
+    def log(self, message: str, **fields: Any) -> None:
+        """Record an event in ``cycle.jsonl``."""
+        self._host.reap()
+        self._host.log.append("log", key=self._frame.key, message=str(message), fields=fields)
+
+    def __repr__(self) -> str:
+        return f"<run {self.run_id} key={self.key!r} round={self.round}>"

@@ -1,0 +1,135 @@
+"""Making a run's record, and the one-live-run-per-key lock it starts under.
+
+Order of creation (under the index lock): the index entry first, then the
+record built in a hidden folder and renamed into place. A kill before the
+rename leaves an index pointing at a run that is gone, which triggers a
+rebuild; no kill can leave a record the index silently misses. The run's
+process holds its ``live.lock`` from before the record appears until it ends,
+and its key's lock for as long as it runs that key.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from flowdrop_tui.core import git
+from flowdrop_tui.core.errors import AlreadyRunningError
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.flows.declaration import LoadedFlow
+from flowdrop_tui.core.flows.discovery import FlowRef
+from flowdrop_tui.core.paths import (
+    CYCLE,
+    LIVE_LOCK,
+    OUTPUT,
+    REQUESTS,
+    RUN_ID_RE,
+    SESSIONS,
+    STATE,
+    Layout,
+)
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import RECORD_VERSION, EventLog, Status
+from flowdrop_tui.core.records.folder import hidden_folder, unwritable
+from flowdrop_tui.core.records.state import encode
+from flowdrop_tui.core.run.plan import StartPlan
+
+
+def take_key(layout: Layout, key: str, run_id: str) -> Path:
+    """Hold ``key``'s lock for ``run_id``; refuse, naming the live run, when it is taken."""
+    path = layout.key_lock(key)
+    try:
+        locks.acquire(path, content=run_id)
+    except OSError as exc:
+        raise unwritable(path, exc) from exc
+    except locks.LockHeld:
+        holder = ""
+        for _ in range(20):  # the holder writes its run id right after locking
+            holder = locks.read_content(path)
+            if RUN_ID_RE.match(holder) and (layout.runs / holder).is_dir():
+                break
+            time.sleep(0.05)
+        if not RUN_ID_RE.match(holder):
+            holder = ""  # read from a file: named only when it is a run id, never a path
+        named = f"run {holder}" if holder else "another run"
+        raise AlreadyRunningError(
+            f"{key} is already running ({named}); one live run per flow — "
+            f"stop it with: flowdrop-tui stop {holder or 'RUN'}"
+        ) from None
+    return path
+
+
+def created_event(
+    layout: Layout, run_id: str, ref: FlowRef, loaded: LoadedFlow, plan_: StartPlan
+) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "v": RECORD_VERSION,
+        "run": run_id,
+        "key": ref.key,
+        "flow": ref.rel(layout),
+        "start": plan_.start,
+        "source": plan_.source,
+        "source_status": plan_.source_status,
+        "snapshot": plan_.snapshot_file,
+        "first_round": plan_.first_round,
+        "resumable": loaded.declaration.resumable,
+        "pid": os.getpid(),
+        "pgid": os.getpgrp(),
+        "host": socket.gethostname(),
+        "git": git.facts(layout.workspace),
+    }
+    if plan_.position is not None:
+        event["position"] = plan_.position
+    if plan_.carried:
+        event["carried"] = plan_.carried
+    return event
+
+
+def create_record(
+    layout: Layout, run_id: str, key: str, created: dict[str, Any], state: dict[str, Any]
+) -> EventLog:
+    final = layout.runs / run_id
+    hidden = hidden_folder(layout, run_id)
+    with locks.exclusive(layout.index_lock):
+        previous: dict[str, Any] = {}
+
+        def point_at_new_run(keys: dict[str, Any]) -> None:
+            previous.update(keys.get(key) or {})
+            keys[key] = index.new_entry(
+                run_id, Status.PENDING, created["first_round"] - 1, created["flow"]
+            )
+
+        index.update_locked(layout, point_at_new_run)
+        try:
+            hidden.mkdir()
+            (hidden / SESSIONS).mkdir()
+            (hidden / REQUESTS).mkdir()
+            locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid()))
+            write_atomic(hidden / STATE, encode({key: state}))
+            log = EventLog(hidden / CYCLE)
+            log.append("created", **created)
+            (hidden / OUTPUT).touch()
+            os.rename(hidden, final)
+            locks.rekey(hidden / LIVE_LOCK, final / LIVE_LOCK)
+            log.path = final / CYCLE
+        except BaseException:
+            locks.release(hidden / LIVE_LOCK)
+            shutil.rmtree(hidden, ignore_errors=True)
+
+            def restore(keys: dict[str, Any]) -> None:
+                if previous:
+                    keys[key] = previous
+                else:
+                    keys.pop(key, None)
+
+            try:
+                index.update_locked(layout, restore)
+            except OSError:
+                pass  # the entry points at a run that is gone: the next reader rebuilds
+            raise
+    return log

@@ -1,0 +1,304 @@
+"""One run executed by this process: its rounds, its calls, and how it ends.
+
+The only writer of its record while it holds it. Requests from other processes
+and signals are ``signals.RunSignals``'s business; this module turns them into
+the run's outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from flowdrop_tui.core import git
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info
+from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import EventLog, Status, fold, read_events
+from flowdrop_tui.core.records.state import StateFile
+from flowdrop_tui.core.run.calls import call_flow
+from flowdrop_tui.core.run.context import RunContext
+from flowdrop_tui.core.run.frame import Frame, Loop, PauseRun, StopRun, elapsed
+from flowdrop_tui.core.run.process_setup import process_setup
+from flowdrop_tui.core.run.signals import RunSignals
+
+EXIT_CODES = {
+    Status.COMPLETED: 0,
+    Status.PAUSED: 0,
+    Status.FAILED: 1,
+    Status.CANCELLED: 130,
+}
+
+Notify = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class Outcome:
+    run_id: str
+    key: str
+    status: Status
+    result: Any = None
+    error: dict[str, Any] | None = None
+    first_round: int = 1
+    last_round: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+
+class Execution:
+    """One run being executed by this process."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        run_id: str,
+        loaded: LoadedFlow,
+        log: EventLog,
+        states: StateFile,
+        main: Frame,
+        key_locks: list[Path],
+        notify: Notify,
+        *,
+        resumed_by: dict[str, Any] | None,
+    ) -> None:
+        self.layout = layout
+        self.run_id = run_id
+        self.run_dir = layout.runs / run_id
+        self.loaded = loaded
+        self.log = log
+        self.states = states
+        states.on_warning = self._warn
+        self.main = main
+        self.key = main.key
+        self.frames: list[Frame] = [main]
+        self.known_frames: dict[str, Frame] = {main.key: main}
+        self.key_locks = key_locks
+        self.notify = notify
+        self.resumed_by = resumed_by
+        self.children: set[int] = set()  # session processes, for passing an interrupt on
+        self.sessions_opened: int | None = None  # counted from the record when first needed
+        self.signals = RunSignals(self.run_dir, log, notify, lambda: self.main.round, self.children)
+        self.flags = self.signals.flags
+        self._end_position: dict[str, Any] | None = None
+
+    # -- what the flow sees ---------------------------------------------------------
+    @property
+    def stop_requested(self) -> bool:
+        return self.signals.stop_requested
+
+    def node(self) -> str:
+        """The key of the flow whose round is in flight (innermost), or "" between rounds."""
+        for frame in reversed(self.frames):
+            if frame.open_round is not None:
+                return frame.key
+        return ""
+
+    def position(self) -> dict[str, Any]:
+        return {
+            "currentNodeId": self.node(),
+            "iterationCount": self.main.finished,
+            "iterator": self.main.iterator,
+        }
+
+    def _warn(self, message: str) -> None:
+        self.log.append("warning", kind="state", message=message)
+        self.notify(f"warning: {message}")
+
+    def between_rounds(self) -> None:
+        """SPEC §6: requests are acted on between rounds, never inside one."""
+        self.signals.poll()
+        if self.flags.stop or self.flags.stop_now:
+            raise StopRun
+        if self.flags.pause:
+            raise PauseRun
+
+    # -- rounds --------------------------------------------------------------------------
+    def begin_round(self, loop: Loop, index_: int | None) -> int:
+        self.reap()
+        frame = loop.frame
+        frame.round += 1
+        loop.open_round = frame.round
+        loop.open_index = index_
+        loop.began = time.monotonic()
+        if frame is self.main:
+            frame.iterator = index_
+        self.log.append("round_started", key=frame.key, round=frame.round, index=index_)
+        return frame.round
+
+    def end_round(self, loop: Loop, outcome: str) -> None:
+        number = loop.open_round
+        if number is None:
+            return
+        loop.open_round = None
+        frame = loop.frame
+        if frame is self.main and outcome == "ok":
+            frame.finished += 1
+            if loop.open_index is not None:
+                frame.iterator = loop.open_index + 1
+        self.log.append(
+            "round_ended",
+            key=frame.key,
+            round=number,
+            index=loop.open_index,
+            outcome=outcome,
+            seconds=elapsed(loop.began),
+        )
+        self.states.save()  # SPEC §5.2: changes inside values are saved at each round end
+
+    def forget(self, loop: Loop) -> None:
+        if loop in loop.frame.loops:
+            loop.frame.loops.remove(loop)
+
+    def reap(self) -> None:
+        """End the rounds of loops the flow has left (``break``, ``return``) as finished.
+
+        The run holds each loop's generator; once only the run refers to it
+        (two references: the attribute and ``getrefcount``'s argument), the flow
+        has left the loop normally.
+        """
+        for frame in list(self.known_frames.values()):
+            for loop in list(frame.loops):
+                if loop.gen is not None and sys.getrefcount(loop.gen) <= 2:
+                    self.end_round(loop, "ok")
+                    self.forget(loop)
+                    loop.gen = None
+
+    def close_loops(self, frames: list[Frame], outcome: str) -> None:
+        """End every open round of ``frames`` with ``outcome`` and let their loops go."""
+        for frame in reversed(frames):
+            for loop in reversed(list(frame.loops)):
+                self.end_round(loop, outcome)
+            loops, frame.loops = frame.loops, []
+            for loop in loops:
+                loop.gen = None
+
+    # -- calls -------------------------------------------------------------------------------
+    def call(self, caller: Frame, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return call_flow(self, caller, name, args, kwargs)
+
+    def update_index(self, write: Callable[[], None]) -> None:
+        """The index is a cache: failing to write it never stops a run. A failed write
+        removes it (index.update_locked), so readers rebuild it from the records."""
+        try:
+            write()
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            message = f"the index was not updated: {exc.strerror or exc}{where}; it is rebuilt"
+            self.log.append("warning", kind="index", message=message)
+            self.notify(f"warning: {message}")
+
+    # -- the whole run -------------------------------------------------------------------------
+    def execute(self, *, capture: TextIO | None = None) -> Outcome:
+        """Run the flow to its end, pause or stop. ``capture``: also echo prints there."""
+        # Until the flow has answered, an escaping interrupt means "stopped" (Ctrl-C
+        # while starting); an escaping anything else is a failure of the run.
+        status = Status.CANCELLED
+        result: Any = None
+        error: dict[str, Any] | None = None
+        with contextlib.ExitStack() as stack:  # unwound after the run has ended
+            output = stack.enter_context(
+                open(self.run_dir / OUTPUT, "a", buffering=1, errors="replace")
+            )
+            try:
+                stack.enter_context(
+                    process_setup(self.layout.workspace, capture, output, self.signals)
+                )
+                self._announce_start()
+                try:
+                    result = self.loaded.function(RunContext(self, self.main))
+                    status = Status.CANCELLED if self.flags.stop else Status.COMPLETED
+                    self.reap()
+                except BaseException as exc:
+                    status, error = self._classify(exc)
+                    self._end_position = self.position()  # where the run was, before closing
+                    # Close open rounds now, while the flow's frame (and its rounds()
+                    # generator) is still alive: once the exception is dropped, the
+                    # generator is closed and would record the round as finished "ok".
+                    self.close_loops(list(self.known_frames.values()), _round_outcome(status))
+            except KeyboardInterrupt:
+                status = Status.CANCELLED
+            finally:
+                self.flags.finishing = True
+                outcome = self._finish(status, result, error)
+        return outcome
+
+    def _announce_start(self) -> None:
+        if self.resumed_by is not None:
+            self.log.append("resumed", pid=os.getpid(), pgid=os.getpgrp(), by=self.resumed_by)
+            self.update_index(lambda: index.record_status(self.layout, self._folded(), [self.key]))
+        else:
+            self.log.append("started", pid=os.getpid(), pgid=os.getpgrp())
+
+    def _classify(self, exc: BaseException) -> tuple[Status, dict[str, Any] | None]:
+        if isinstance(exc, PauseRun):
+            return Status.PAUSED, None
+        if isinstance(exc, StopRun | KeyboardInterrupt):
+            return Status.CANCELLED, None
+        if isinstance(exc, SystemExit):
+            if exc.code in (0, None):
+                return Status.COMPLETED, None
+            return Status.FAILED, {
+                "type": "SystemExit",
+                "message": f"the flow exited with {exc.code}",
+            }
+        traceback.print_exception(exc, file=sys.stderr)
+        return Status.FAILED, error_info(exc, self.loaded.file)
+
+    def _folded(self) -> Any:
+        return fold(self.run_id, self.run_dir, read_events(self.run_dir / CYCLE))
+
+    def _finish(self, status: Status, result: Any, error: dict[str, Any] | None) -> Outcome:
+        position = self._end_position or self.position()
+        self.close_loops(list(self.known_frames.values()), _round_outcome(status))
+        self.states.save()  # SPEC §5.2: the end of the run saves changes inside values
+        self.states.close()
+        if status == Status.PAUSED:
+            self.log.append("paused", position=position, round=self.main.round)
+        else:
+            self.log.append(
+                "ended",
+                outcome=str(status),
+                result=result,
+                error=error,
+                git=git.facts(self.layout.workspace),
+                position=position,
+                round=self.main.round,
+            )
+        self.signals.ended()
+        try:
+            index.record_status(self.layout, self._folded(), list(self.known_frames))
+        except OSError as exc:
+            self.notify(f"warning: the index was not updated ({exc}); it is rebuilt when read")
+        self.log.close()
+        for path in self.key_locks:
+            locks.release(path)
+        locks.release(self.run_dir / LIVE_LOCK)
+        return Outcome(
+            run_id=self.run_id,
+            key=self.key,
+            status=status,
+            result=result,
+            error=error,
+            first_round=self.main.first_round,
+            last_round=self.main.round if self.main.round >= self.main.first_round else None,
+        )
+
+
+def _round_outcome(status: Status) -> str:
+    if status == Status.COMPLETED:
+        return "ok"
+    return "error" if status == Status.FAILED else "stopped"

@@ -1,0 +1,331 @@
+"""Where a run's starting state comes from (SPEC §7; FlowDrop SG-12, INT-14, INT-15).
+
+``plan`` resolves, in this fixed order: an explicit snapshot; else a named
+checkpoint; else a named run to pick up from; else, for a resumable flow, the
+thread's latest state; else a fresh state. Every refusal happens here, before
+any run exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flowdrop_tui.core.errors import (
+    AlreadyRunningError,
+    NoStateForKeyError,
+    NotFoundError,
+    NotResumableError,
+    TerminalSnapshotError,
+    UnusableStateError,
+    UsageError,
+)
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout, check_run_ref
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.events import ENDED, LIVE, TERMINAL, RunInfo, Status, load_run
+from flowdrop_tui.core.records.snapshot import ensure_resumable, read_snapshot_file, seed_next_turn
+from flowdrop_tui.core.records.state import read_states
+
+STANDARD_FIELDS = frozenset(
+    {
+        "runId",
+        "threadId",
+        "status",
+        "isComplete",
+        "error",
+        "data",
+        "metadata",
+        "messages",
+        "currentNodeId",
+        "iterationCount",
+        "iterator",
+    }
+)
+_OWN_METADATA = ("round", "pickedUpFrom")
+
+
+@dataclass
+class StartPlan:
+    """How a new run starts, or which paused run continues instead."""
+
+    key: str
+    start: str = "fresh"  # "snapshot" | "from" | "thread" | "fresh"
+    source: str | None = None
+    source_status: str | None = None
+    snapshot_file: str | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+    first_round: int = 1
+    position: dict[str, Any] | None = None
+    carried: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    resume: str | None = None  # SG-12 clause 3: this paused run continues in its own record
+
+
+def status_for_snapshot(info: RunInfo) -> str | None:
+    if info.status in LIVE:
+        return None
+    return str(info.status)
+
+
+def snapshot_of(info: RunInfo, states: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    """A run's state for ``key`` (its own key by default) in the FlowDrop shape."""
+    key = key or info.key or ""
+    carried = info.carried
+    metadata = dict(carried.get("metadata") or {})
+    metadata["round"] = info.key_rounds.get(key, info.first_round - 1)
+    metadata["pickedUpFrom"] = info.source
+    own = key == info.key
+    status = status_for_snapshot(info)
+    snapshot: dict[str, Any] = {
+        "runId": info.run,
+        "threadId": key,
+        "status": status,
+        "isComplete": status in {str(s) for s in TERMINAL},
+        "error": info.error if status == "failed" else None,
+        "data": states.get(key, {}),
+        "metadata": metadata,
+        "messages": list(carried.get("messages") or []),
+        "currentNodeId": info.position["currentNodeId"] if own else "",
+        "iterationCount": info.position["iterationCount"] if own else 0,
+        "iterator": info.position["iterator"] if own else None,
+    }
+    for name, value in (carried.get("extra") or {}).items():
+        snapshot.setdefault(name, value)
+    return snapshot
+
+
+def _carried_from(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """What a new run carries from a snapshot besides its data: kept, never interpreted."""
+    metadata = {k: v for k, v in (snapshot.get("metadata") or {}).items() if k not in _OWN_METADATA}
+    extra = {k: v for k, v in snapshot.items() if k not in STANDARD_FIELDS}
+    carried: dict[str, Any] = {}
+    if metadata:
+        carried["metadata"] = metadata
+    if snapshot.get("messages"):
+        carried["messages"] = snapshot["messages"]
+    if extra:
+        carried["extra"] = extra
+    return carried
+
+
+def _next_round(snapshot: dict[str, Any]) -> int:
+    number = (snapshot.get("metadata") or {}).get("round")
+    return number + 1 if isinstance(number, int) and number >= 0 else 1
+
+
+def _position(snapshot: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "currentNodeId": snapshot.get("currentNodeId") or "",
+        "iterationCount": snapshot.get("iterationCount") or 0,
+        "iterator": snapshot.get("iterator"),
+    }
+
+
+def _states_of(info: RunInfo) -> dict[str, Any]:
+    return read_states(info.path / STATE)
+
+
+def _refuse_live(info: RunInfo) -> None:
+    if info.status in LIVE:
+        raise AlreadyRunningError(
+            f"run {info.run} of {info.key} is still running; a live run is never picked up "
+            f"from — wait for it, or stop it with: flowdrop-tui stop {info.run}"
+        )
+
+
+def _pick_up(plan: StartPlan, info: RunInfo, start: str) -> StartPlan:
+    """SG-12 clause 2: seed a new run from a run that is not being resumed."""
+    states = _states_of(info)
+    if plan.key not in states:
+        raise NoStateForKeyError(
+            f"run {info.run} holds no state for {plan.key!r} "
+            f"(it is a run of {info.key!r}); name a run of {plan.key!r}"
+        )
+    seeded = seed_next_turn(snapshot_of(info, states, plan.key))
+    plan.start = start
+    plan.source = info.run
+    plan.source_status = str(info.status)
+    plan.state = dict(seeded["data"])
+    plan.first_round = _next_round(seeded)
+    plan.carried = _carried_from(seeded)
+    return plan
+
+
+def _resume_plan(plan: StartPlan, info: RunInfo, how: str) -> StartPlan:
+    if info.key != plan.key:
+        raise UsageError(
+            f"run {info.run} is a paused run of {info.key!r}, not of {plan.key!r}; "
+            f"resume it with: flowdrop-tui resume {info.run}"
+        )
+    plan.resume = info.run
+    plan.start = how
+    plan.source = info.run
+    plan.source_status = str(info.status)
+    return plan
+
+
+def _from_snapshot(plan: StartPlan, file: Path, resumable: bool) -> StartPlan:
+    snapshot = read_snapshot_file(file)
+    ensure_resumable(snapshot, f"snapshot {file}")  # INT-14: before any run exists
+    if not resumable:
+        raise NotResumableError(
+            f"{plan.key} does not declare @flow(resumable=True), so it always starts fresh; "
+            "it cannot start from a snapshot"
+        )
+    thread = snapshot.get("threadId")
+    if isinstance(thread, str) and thread != plan.key:
+        plan.warnings.append(
+            f"snapshot {file} is of thread {thread!r}; its state is used for {plan.key!r}"
+        )
+    run_id = snapshot.get("runId")
+    plan.start = "snapshot"
+    plan.snapshot_file = str(file)
+    plan.source = run_id if isinstance(run_id, str) and RUN_ID_RE.match(run_id) else None
+    plan.source_status = snapshot.get("status")
+    plan.state = dict(snapshot.get("data") or {})
+    plan.first_round = _next_round(snapshot)
+    plan.position = _position(snapshot)  # restored untouched, execution position included
+    plan.carried = _carried_from(snapshot)
+    return plan
+
+
+def _from_checkpoint(plan: StartPlan, layout: Layout, ref: str) -> StartPlan:
+    well_formed = check_run_ref(ref)
+    if not well_formed or not (layout.runs / ref).is_dir():
+        # SG-12 clause 1: a checkpoint that resolves to nothing is a warning; start fresh.
+        plan.warnings.append(f"checkpoint {ref} resolves to no run; starting fresh")
+        return plan
+    info = load_run(layout, ref)
+    if info.status in ENDED:
+        # SG-12 / INT-14: explicit resumption of a run that has ended is refused.
+        raise TerminalSnapshotError(
+            f"checkpoint {ref} is {info.status}: a run that has ended is not resumed; "
+            f"to carry its state into a new run use: flowdrop-tui run {plan.key} --from {ref}"
+        )
+    _refuse_live(info)
+    return _resume_plan(plan, info, info.start or "fresh")
+
+
+def _from_run(plan: StartPlan, layout: Layout, ref: str, resumable: bool) -> StartPlan:
+    well_formed = check_run_ref(ref)
+    if not resumable:
+        raise NotResumableError(
+            f"{plan.key} does not declare @flow(resumable=True), so it always starts fresh "
+            "and cannot be picked up with --from (read from the flow as it is today)"
+        )
+    if not well_formed or not (layout.runs / ref).is_dir():
+        raise NotFoundError(f"no run {ref} to pick up from (see: flowdrop-tui runs)")
+    info = load_run(layout, ref)
+    _refuse_live(info)
+    if info.status == Status.PAUSED and info.key == plan.key:
+        return _resume_plan(plan, info, info.start or "fresh")
+    return _pick_up(plan, info, "from")
+
+
+def _unreadable(layout: Layout, info: RunInfo, warnings: list[str]) -> bool:
+    """A run whose record has no readable ``created`` event is never picked up from
+    (docs/decisions.md): its round counter and key are unknown. The index may still
+    name it (the record was damaged after the index was written); rebuilding, as
+    ``reindex`` would, looks past it. Said out loud: the run's state is not used."""
+    if info.has_created:
+        return False
+    warnings.append(
+        f"run {info.run} has no readable record ({info.path / CYCLE}); "
+        "it was looked past — pick it up explicitly with --from if you mean to"
+    )
+    index.rebuild(layout)
+    return True
+
+
+def _holds(info: RunInfo, key: str) -> bool:
+    """Whether the run's state holds ``key``; an unreadable state counts as holding it,
+    so that picking up refuses it naming the file (INT-15) instead of looking past it."""
+    try:
+        return key in read_states(info.path / STATE)
+    except UnusableStateError:
+        return True
+
+
+def _latest(
+    layout: Layout, key: str, warnings: list[str], *, this_run: str | None = None
+) -> RunInfo | None:
+    """The run holding the thread's latest state for ``key`` (SG-12: the thread's latest
+    state), checked against the records; ``None`` when there is none (or it is
+    ``this_run``). An index that names a run that is gone, unreadable, or without the
+    key is rebuilt and asked again."""
+    for _ in range(3):
+        entry = index.lookup(layout, key)
+        source = entry.get("source") if entry else None
+        if not isinstance(source, str) or source == this_run:
+            return None
+        try:
+            info = load_run(layout, source)
+        except NotFoundError:
+            index.rebuild(layout)
+            continue
+        if _unreadable(layout, info, warnings):
+            continue
+        if not _holds(info, key):
+            index.rebuild(layout)  # the index named a run that never wrote the key
+            continue
+        _refuse_live(info)
+        return info
+    return None
+
+
+def _from_thread(plan: StartPlan, layout: Layout) -> StartPlan:
+    info = _latest(layout, plan.key, plan.warnings)
+    if info is None:
+        return plan
+    if info.status == Status.PAUSED and info.key == plan.key:
+        return _resume_plan(plan, info, info.start or "fresh")  # SG-12 clause 3
+    return _pick_up(plan, info, "thread")
+
+
+def plan(
+    layout: Layout,
+    key: str,
+    *,
+    resumable: bool,
+    snapshot: Path | None = None,
+    resume: str | None = None,
+    from_run: str | None = None,
+    fresh: bool = False,
+) -> StartPlan:
+    """Resolve where a run of ``key`` starts from; raises the refusals of SPEC §7."""
+    chosen = [x for x in (snapshot, resume, from_run) if x is not None] + ([True] if fresh else [])
+    if len(chosen) > 1:
+        raise UsageError("use only one of --snapshot, --resume, --from and --fresh")
+    result = StartPlan(key=key)
+    if snapshot is not None:
+        return _from_snapshot(result, snapshot, resumable)
+    if resume is not None:
+        return _from_checkpoint(result, layout, resume)
+    if from_run is not None:
+        return _from_run(result, layout, from_run, resumable)
+    if resumable and not fresh:
+        return _from_thread(result, layout)
+    return result
+
+
+def plan_call(
+    layout: Layout,
+    key: str,
+    *,
+    resumable: bool,
+    run_id: str,
+    own: dict[str, Any] | None,
+    own_round: int,
+) -> StartPlan:
+    """Where a flow called inside run ``run_id`` starts: it picks up from the last run
+    of *its own* key (this run, if it was called here before), or fresh."""
+    result = StartPlan(key=key)
+    if not resumable:
+        return result
+    if own is not None:
+        result.start, result.source, result.source_status = "thread", run_id, "running"
+        result.state, result.first_round = own, own_round + 1
+        return result
+    info = _latest(layout, key, result.warnings, this_run=run_id)
+    return result if info is None else _pick_up(result, info, "thread")

@@ -1,0 +1,36 @@
+"""The backend seam: what a backend is, what it returns, and how it says it cannot run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from flowdrop_tui.core.errors import FlowdropError
+
+if TYPE_CHECKING:
+    from flowdrop_tui.core.sessions.session import Session
+
+
+class BackendUnavailableError(FlowdropError):
+    """A backend that cannot run here: its CLI is not installed, or it failed to load."""
+
+    code = "BACKEND_UNAVAILABLE"
+
+
+@dataclass
+class Reply:
+    """What a backend's ``run`` returns: the exit code and the final text."""
+
+    exit_code: int
+    text: str
+    error: str | None = None  # why it failed, when the backend knows (stderr, an error event)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A session backend. ``run`` opens the session through ``session`` and returns a
+    :class:`Reply`; raising before ``session.open``/``spawn`` records nothing."""
+
+    name: str
+
+    def run(self, session: Session, prompt_or_argv: Any, options: dict[str, Any]) -> Reply: ...

@@ -1,0 +1,31 @@
+"""What a session needs from the run it belongs to: a small seam, so sessions never
+import the run machinery (``run.execution.Execution`` satisfies both protocols)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.events import EventLog
+
+
+class SessionHost(Protocol):
+    """The run: where its record is, its event log, the processes it started."""
+
+    layout: Layout
+    run_id: str
+    run_dir: Path
+    log: EventLog
+    children: set[int]  # session processes, for passing an interrupt on
+    sessions_opened: int | None  # sessions this run has opened; None until first counted
+
+
+class SessionFrame(Protocol):
+    """The flow (key) the session is opened from, and its round in flight."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def open_round(self) -> int | None: ...

@@ -1,0 +1,252 @@
+"""The handle a backend works through: events, the link, processes in the run's group.
+
+Everything here is the same for every backend, so a backend only decides what
+to run and where its transcript is. Nothing is ever written through a link in
+``sessions/``: links are only created, or replaced by renaming a new one over.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.paths import CYCLE, SESSIONS
+from flowdrop_tui.core.records.events import read_events
+from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
+
+# Zero-padded so a plain sort of sessions/ is the opening order, even for a loop
+# that opens a session every minute for a year.
+LINK_DIGITS = 6
+INTERRUPT_GRACE = 5.0  # a session process that outlives Ctrl-C this long is killed
+_SHOWN_LIMIT = 4000  # longest command text recorded in session_opened
+_SIGINT_CODES = (-signal.SIGINT, 128 + signal.SIGINT)
+
+
+# -- numbering --------------------------------------------------------------------------
+
+_counter_lock = threading.Lock()
+_NUMBERED = re.compile(r"^(\d+)-")
+
+
+def _next_number(host: SessionHost) -> int:
+    """One past every session this run has opened, in this process or an earlier one
+    (a paused run resumed by a new process keeps counting, never reusing a number)."""
+    with _counter_lock:
+        last = host.sessions_opened
+        if last is None:
+            last = sum(
+                1 for ev in read_events(host.run_dir / CYCLE) if ev.get("event") == "session_opened"
+            )
+            try:
+                names = os.listdir(host.run_dir / SESSIONS)
+            except OSError:
+                names = []
+            for name in names:
+                match = _NUMBERED.match(name)
+                if match:
+                    last = max(last, int(match.group(1)))
+        host.sessions_opened = last + 1
+        return last + 1
+
+
+# -- the handle a backend works through ---------------------------------------------------
+
+
+class Session:
+    """One session of one run, as its backend sees it."""
+
+    def __init__(self, host: SessionHost, frame: SessionFrame, backend: str) -> None:
+        self._host = host
+        self._frame = frame
+        self.backend = backend
+        self._number: int | None = None
+        self.workspace = host.layout.workspace
+        self.link_path: Path | None = None
+        self.target: Path | None = None
+        self.opened = False
+        self.interrupted = False
+        self.exit_code: int | None = None  # of the last process waited for
+        self._began = 0.0
+
+    @property
+    def number(self) -> int:
+        """This session's place in the run's opening order, taken when first needed
+        (so a session refused before it starts leaves no gap)."""
+        if self._number is None:
+            self._number = _next_number(self._host)
+        return self._number
+
+    @property
+    def id(self) -> str:
+        return f"{self._host.run_id}-{self.number:0{LINK_DIGITS}d}"
+
+    @property
+    def run_id(self) -> str:
+        return self._host.run_id
+
+    @property
+    def key(self) -> str:
+        return self._frame.key
+
+    @property
+    def transcripts(self) -> Path:
+        """``.flowdrop/transcripts/``: for a backend whose transcript flowdrop keeps."""
+        folder = self._host.layout.transcripts
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def open(
+        self, *, command: str | None = None, transcript: Path | None = None, suffix: str = ""
+    ) -> None:
+        """Record ``session_opened``; link ``transcript`` when it is already known.
+
+        The link's name is fixed here (``sessions/000007-claude.jsonl``): ``suffix``
+        names its extension when the transcript is found only later.
+        """
+        if self.opened:
+            return
+        ext = transcript.suffix if transcript is not None and not suffix else suffix
+        name = f"{self.number:0{LINK_DIGITS}d}-{self.backend}{ext}"
+        folder = self._host.run_dir / SESSIONS
+        folder.mkdir(exist_ok=True)
+        self.link_path = folder / name
+        if command is not None and len(command) > _SHOWN_LIMIT:
+            command = command[:_SHOWN_LIMIT] + "…"
+        self._host.log.append(
+            "session_opened",
+            session=self.id,
+            key=self._frame.key,
+            round=self._frame.open_round,
+            backend=self.backend,
+            command=command,
+            link=f"{SESSIONS}/{name}",
+            target=str(transcript) if transcript is not None else None,
+        )
+        self.opened = True
+        self._began = time.monotonic()
+        if transcript is not None:
+            self.link(transcript)
+
+    def link(self, target: Path) -> None:
+        """Point this session's link at the backend's transcript (made, or re-pointed).
+
+        Only ever creates or replaces the symlink itself (a new link renamed over
+        the old one); nothing is written through a link in ``sessions/``.
+        """
+        if not self.opened:
+            self.open(transcript=target)
+            return
+        assert self.link_path is not None
+        target = Path(os.path.abspath(target))
+        if self.target == target and self.link_path.is_symlink():
+            return
+        fresh = self.link_path.with_name(f".{self.link_path.name}.new")
+        try:
+            fresh.unlink()
+        except FileNotFoundError:
+            pass
+        # A transcript flowdrop keeps is linked relatively, so the workspace can move.
+        root = self._host.layout.root
+        shown = os.path.relpath(target, fresh.parent) if target.is_relative_to(root) else target
+        os.symlink(shown, fresh)
+        os.replace(fresh, self.link_path)
+        self.target = target
+
+    def spawn(self, argv: list[str] | str, **popen: Any) -> subprocess.Popen[bytes]:
+        """Start a process for this session in the run's process group.
+
+        The run's group is what Ctrl-C and ``stop --now`` signal, so the process
+        sees an interrupt exactly when the run does. Opens the session first
+        (recording the command) if the backend has not.
+        """
+        if not self.opened:
+            self.open(command=argv if isinstance(argv, str) else shlex.join(argv))
+        popen.setdefault("cwd", self.workspace)
+        popen.setdefault("stdin", subprocess.DEVNULL)
+        if popen.get("start_new_session") or popen.get("process_group") is not None:
+            raise FlowdropError("a session process stays in the run's process group")
+        child = subprocess.Popen(argv, **popen)
+        self._host.children.add(child.pid)
+        return child
+
+    def wait(
+        self,
+        child: subprocess.Popen[Any],
+        *,
+        tick: Callable[[], None] | None = None,
+        every: float = 0.5,
+    ) -> int:
+        """Wait for ``child``; on an interrupt (stop now, Ctrl-C) let it end, then re-raise.
+
+        The process got the same SIGINT as the run (its group, or passed on by the
+        run); it is given a grace period to exit the way it would at a terminal,
+        then killed, so the run can still save and end as SPEC §10 says.
+        ``tick`` is called every ``every`` seconds while the process runs (a
+        backend looking for a transcript that appears only after the start).
+        """
+        # The process is reaped by a helper thread: an interrupt is raised only in
+        # the main thread, and raised between waitpid() returning and Popen storing
+        # the status it would lose the exit code for good.
+        reaped = threading.Event()
+
+        def reap() -> None:
+            try:
+                child.wait()
+            finally:
+                reaped.set()
+
+        threading.Thread(target=reap, name=f"session-{self.number}", daemon=True).start()
+        try:
+            while not reaped.wait(every if tick is not None else None):
+                assert tick is not None
+                tick()
+        except KeyboardInterrupt:
+            self._settle(child, reaped)
+            raise
+        finally:
+            self._host.children.discard(child.pid)
+        code = child.returncode
+        self.exit_code = code
+        if code in _SIGINT_CODES:
+            self.interrupted = True  # killed by Ctrl-C at the terminal: its whole group got it
+        return int(code)
+
+    def _settle(self, child: subprocess.Popen[Any], reaped: threading.Event) -> None:
+        """After an interrupt: give ``child`` its grace period to exit, then kill it.
+
+        Its output must be going to files or to a reader of the backend's own, so
+        it cannot block on a full pipe while it winds down.
+        """
+        self.interrupted = True
+        if not reaped.wait(INTERRUPT_GRACE):
+            child.kill()
+            reaped.wait()
+        self.exit_code = child.returncode
+
+    def close(self, exit_code: int | None, error: str | None) -> float:
+        seconds = round(time.monotonic() - self._began, 3)
+        self._host.log.append(
+            "session_closed",
+            session=self.id,
+            exit_code=exit_code,
+            seconds=seconds,
+            interrupted=self.interrupted,
+            target=str(self.target) if self.target is not None else None,
+            error=error,
+        )
+        return seconds
+
+
+def open_file_exclusive(path: Path) -> IO[bytes]:
+    """A new file for writing that refuses to reuse a name or follow a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags, 0o644), "wb")
