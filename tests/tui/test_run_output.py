@@ -61,7 +61,10 @@ KILLED = "20260817T010000.000Z-aaaaaa"
 
 
 def detail_text(app: RecordingApp) -> str:
-    return str(app.main_screen.detail.query_one("#detail-text", Static).render())
+    """The Run pane's whole text: about, output, then state, sessions and commits."""
+    detail = app.main_screen.detail
+    parts = ("#detail-about", "#detail-output", "#detail-text")
+    return "\n".join(str(detail.query_one(part, Static).render()) for part in parts)
 
 
 async def test_an_interrupted_runs_duration_is_fixed_at_its_last_event(
@@ -105,6 +108,10 @@ async def test_a_failed_run_launched_from_the_ui_shows_its_traceback(
         assert 'raise ValueError("the flow broke on purpose")' in text
         assert text.index("working on a") < text.index("working on b") < text.index("Traceback")
         assert main.detail.output[-1] == "ValueError: the flow broke on purpose"
+        # The pane is shorter than what it holds: it shows the traceback's last line.
+        assert main.detail.max_scroll_y > 0
+        await until(pilot, main.detail.output_end_in_view, what="the traceback's end in view")
+        assert main.detail.scroll_y > 0
 
 
 async def test_the_run_pane_follows_what_a_live_run_prints(
@@ -131,6 +138,13 @@ async def test_the_run_pane_follows_what_a_live_run_prints(
         assert output[-1] == "line 25" and len(output) == 20 and "line 5" not in output
         text = detail_text(app)
         assert "output · last 20 lines" in text and f"logs {main.selected_run}" in text
+        await until(pilot, main.detail.output_end_in_view, what="following the output")
+        main.detail.scroll_home(animate=False, immediate=True)  # the user looks up: it holds
+        await pilot.pause()
+        (workspace / "next").write_text("")
+        await until(pilot, lambda: "line 26" in detail_text(app), what="line 26")
+        await pilot.pause(0.2)
+        assert main.detail.scroll_y == 0 and not main.detail.output_end_in_view()
         (workspace / "finish").write_text("")
         await until(pilot, lambda: "no newline at the end" in detail_text(app), what="the end")
         assert main.detail.output[-1] == "no newline at the end"

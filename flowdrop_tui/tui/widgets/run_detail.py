@@ -12,6 +12,7 @@ import orjson
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.geometry import Region
 from textual.widgets import Static
 
 from flowdrop_tui.core.records.events import LIVE, RunInfo
@@ -60,9 +61,13 @@ class RunDetail(VerticalScroll):
         self.output: deque[str] = deque(maxlen=OUTPUT_SHOWN)  # the newest lines it printed
         self.output_seen = 0  # lines printed since it was selected (more than are shown?)
         self.output_error: str | None = None
+        self.output_following = True  # keep the output's last line in view as it grows
 
     def compose(self) -> ComposeResult:
-        yield Static(id="detail-text", markup=False)
+        # Three parts, so the pane can keep the output's last line in view (follow it).
+        yield Static(id="detail-about", markup=False)
+        yield Static(id="detail-output", markup=False)
+        yield Static(id="detail-text", markup=False)  # state, sessions, commits
 
     def on_mount(self) -> None:
         self._redraw()
@@ -73,6 +78,7 @@ class RunDetail(VerticalScroll):
             self.output.clear()
             self.output_seen = 0
             self.output_error = None
+            self.output_following = True
         self.info = info
         self._redraw()
 
@@ -87,10 +93,40 @@ class RunDetail(VerticalScroll):
         if fresh:
             self.output.clear()
             self.output_seen = 0
+            self.output_following = True
         self.output.extend(printed_line(line) for line in lines)
         self.output_seen += len(lines)
         self.output_error = error
         self._redraw()
+        if self.output_following:
+            self.call_after_refresh(self._show_output_end)
+
+    # Following is a mode, set by where the user leaves the pane (as in the event feed):
+    # with the output's last line in view, new lines keep it in view (a failed run shows
+    # its traceback's end); scrolled elsewhere, the pane stays put.
+
+    def output_end_in_view(self) -> bool:
+        last = self.query_one("#detail-output").virtual_region.bottom - 1
+        return self.scroll_y <= last < self.scroll_y + self.scrollable_content_region.height
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if self.info is not None and self.output:
+            self.output_following = self.output_end_in_view()
+
+    def watch_virtual_size(self) -> None:
+        if self.output_following:  # a part grew (or its lines wrapped anew): laid out now
+            self.call_after_refresh(self._show_output_end)
+
+    def on_resize(self) -> None:
+        if self.output_following:  # the pane changed size
+            self.call_after_refresh(self._show_output_end)
+
+    def _show_output_end(self) -> None:
+        if not self.output_following or not self.output or self.info is None:
+            return
+        last = self.query_one("#detail-output").virtual_region.bottom - 1
+        self.scroll_to_region(Region(0, last, 1, 1), animate=False, x_axis=False)
 
     def show_extra(self, run_id: str, extra: dict[str, Any]) -> None:
         if self.info is not None and self.info.run == run_id:
@@ -107,19 +143,24 @@ class RunDetail(VerticalScroll):
     def _redraw(self) -> None:
         if not self.is_mounted:
             return
-        text = Text()
+        about, printed, text = Text(), Text(), Text()
         if self.info is None:
-            text.append(self.empty_text, style=self._style("muted"))
+            about.append(self.empty_text, style=self._style("muted"))
         else:
-            self._about(text, self.info)
-            self._output(text, self.info)
+            self._about(about, self.info)
+            self._output(printed, self.info)
             if self.extra is not None:
                 self._state(text, self.extra["state"])
                 self._sessions(text, self.extra["sessions"])
                 self._git(text, self.extra["git"])
             else:
                 text.append("\nreading state, sessions and commits…", style=self._style("muted"))
-        self.query_one("#detail-text", Static).update(text)
+        self.query_one("#detail-about", Static).update(about)
+        for part, content in (("#detail-output", printed), ("#detail-text", text)):
+            static = self.query_one(part, Static)
+            static.display = self.info is not None
+            # Each part starts on the line after the one above: one newline less.
+            static.update(content[1:] if content.plain.startswith("\n") else content)
 
     def _heading(self, text: Text, title: str) -> None:
         text.rstrip()
