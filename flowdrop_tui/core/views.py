@@ -33,7 +33,7 @@ from flowdrop_tui.core.paths import (
     validate_flow_name,
     validate_key,
 )
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records import index, key_runs
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
@@ -41,7 +41,6 @@ from flowdrop_tui.core.records.events import (
     list_run_ids,
     load_run,
     read_events,
-    read_first_event,
 )
 from flowdrop_tui.core.records.output_log import tail_lines
 from flowdrop_tui.core.records.state import read_states
@@ -119,36 +118,55 @@ def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
         return validate_flow_name(arg)
 
 
-def runs_named(layout: Layout, arg: str, cwd: Path | None = None) -> tuple[str, list[RunInfo]]:
-    """``runs FLOW``: the key FLOW names and its runs, newest first. The runs of a flow
-    whose folder is gone are still listed; a name that is neither a flow on disk nor
-    the key of any run is not found (exit 2), as ``run`` says of it."""
+RUNS_PAGE = 50  # `runs` shows the newest page; --limit N or --all for more
+
+
+def runs_named(
+    layout: Layout, arg: str, cwd: Path | None = None, limit: int | None = RUNS_PAGE
+) -> tuple[str, list[RunInfo], int]:
+    """``runs FLOW``: the key FLOW names, its newest runs (``run_page``) and how many it
+    has. The runs of a flow whose folder is gone are still listed; a name that is neither
+    a flow on disk nor the key of any run is not found (exit 2), as ``run`` says of it."""
     try:
         key = resolve_flow(layout, arg, cwd).key
     except NotFoundError as missing:
         key = key_for(layout, arg, cwd)
-        rows = run_rows(layout, key)
-        if not rows:
+        infos, total = run_page(layout, key, limit)
+        if not total:
             raise NotFoundError(f"{missing.message}; no run has key {key!r} either") from None
-        return key, rows
-    return key, run_rows(layout, key)
+        return key, infos, total
+    return (key, *run_page(layout, key, limit))
 
 
-def run_rows(layout: Layout, key: str | None = None) -> list[RunInfo]:
-    """Runs newest first, of one key when given (the runs whose own key it is)."""
+def run_page(
+    layout: Layout, key: str | None = None, limit: int | None = RUNS_PAGE, before: str | None = None
+) -> tuple[list[RunInfo], int]:
+    """Runs newest first, of one key when given (the runs whose own key it is): at most
+    ``limit`` (``None``: all) older than run ``before``, and how many there are in all.
+
+    A key's page is read from the end of its run list (``key_runs``), so it costs the
+    page, not the workspace; a record that cannot be read is left out.
+    """
+    if key is not None:
+        ids = key_runs.newest(layout, key, limit, before)
+        total = key_runs.count(layout, key)
+    else:
+        # Every folder, not the key lists: a run whose record cannot be read names no
+        # key, and is still shown here. A directory listing costs little beside the page.
+        every = list_run_ids(layout)
+        total = len(every)
+        if before is not None:
+            every = [run_id for run_id in every if run_id < before]
+        ids = every[::-1] if limit is None else every[: -limit - 1 : -1]
     found = []
-    for run_id in reversed(list_run_ids(layout)):
-        if key is not None:
-            first = read_first_event(layout.runs / run_id / CYCLE)
-            if first is not None and first.get("event") == "created" and first.get("key") != key:
-                continue  # the cheap test: most runs are told apart by their first line
+    for run_id in ids:
         try:
             info = load_run(layout, run_id)
         except FlowdropError:
             continue
         if key is None or info.key == key:
             found.append(info)
-    return found
+    return found, total
 
 
 def _link_target(link_path: Path) -> str | None:

@@ -2,7 +2,7 @@
 
 Setting or deleting a key writes the run's whole ``state.json`` again before
 the call returns: the new bytes synced to disk, then published in one atomic
-step (``atomic_file.AtomicFile``). A reader, a kill or a power cut sees the old
+step (``files.atomic.AtomicFile``). A reader, a kill or a power cut sees the old
 file or the new one, never a torn one. Nothing about saving may stop a run: a value JSON has no
 shape for is written as its text, and a save that fails leaves the last save
 standing and reports a warning.
