@@ -12,7 +12,6 @@ import orjson
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.geometry import Region
 from textual.widgets import Static
 
 from flowdrop_tui.core.records.events import LIVE, RunInfo
@@ -62,6 +61,7 @@ class RunDetail(VerticalScroll):
         self.output_seen = 0  # lines printed since it was selected (more than are shown?)
         self.output_error: str | None = None
         self.output_following = True  # keep the output's last line in view as it grows
+        self._scrolling_to: float | None = None  # where the pane's own follow scroll goes
 
     def compose(self) -> ComposeResult:
         # Three parts, so the pane can keep the output's last line in view (follow it).
@@ -111,6 +111,9 @@ class RunDetail(VerticalScroll):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
+        if self._scrolling_to is not None and new_value == self._scrolling_to:
+            self._scrolling_to = None  # its own scroll: laid out again, it may land short
+            return
         if self.info is not None and self.output:
             self.output_following = self.output_end_in_view()
 
@@ -126,7 +129,17 @@ class RunDetail(VerticalScroll):
         if not self.output_following or not self.output or self.info is None:
             return
         last = self.query_one("#detail-output").virtual_region.bottom - 1
-        self.scroll_to_region(Region(0, last, 1, 1), animate=False, x_axis=False)
+        height = self.scrollable_content_region.height
+        if last < self.scroll_y:
+            target = float(last)
+        elif last >= self.scroll_y + height:
+            target = float(last - height + 1)
+        else:
+            return  # in view already
+        target = max(0.0, min(target, self.max_scroll_y))
+        if target != self.scroll_y:
+            self._scrolling_to = target
+            self.scroll_to(y=target, animate=False)
 
     def show_extra(self, run_id: str, extra: dict[str, Any]) -> None:
         if self.info is not None and self.info.run == run_id:
