@@ -9,6 +9,7 @@ exist; 3 refused; 130 stopped (cancelled). With ``--json``, errors are
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -23,8 +24,16 @@ from flowdrop_tui.core.errors import FlowdropError, FlowLoadError, UsageError
 from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
 from flowdrop_tui.core.paths import OUTPUT, Layout, find_workspace
 from flowdrop_tui.core.records import output_log
-from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import (
+    ENDED,
+    LIVE,
+    Status,
+    list_run_ids,
+    load_run,
+    side_value,
+)
 from flowdrop_tui.core.records.follow import RunFollower
+from flowdrop_tui.core.records.nesting import clip
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
 from flowdrop_tui.format import (
@@ -44,7 +53,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _dump(value: Any) -> str:
-    return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # orjson's own error too: nested past what it writes (a forged record)
+        return orjson.dumps(clip(value), default=str, option=orjson.OPT_INDENT_2).decode()
 
 
 def _err(message: str) -> None:
@@ -135,6 +147,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     snapshot.add_argument("run", metavar="RUN")
     sub.add_parser("reindex", parents=[common, json_flag], help="rebuild .flowdrop/index.json")
+    serve = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="serve the UI to a browser",
+        description="Serve this workspace's UI to a browser. Whoever opens the URL can start"
+        " and stop runs here: any address but loopback needs the token. Ctrl-C stops"
+        " serving; runs go on.",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks one)")
+    serve.add_argument(
+        "--token",
+        help="the secret a browser must bring (default: $FLOWDROP_SERVE_TOKEN, or one made"
+        " up when the address is not loopback)",
+    )
     return parser
 
 
@@ -182,7 +211,8 @@ def _finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) 
         message += f": {error_words(outcome.error)}"
     _err(message)
     if as_json:
-        answer = {**info.summary(), "result": info.result, "error": info.error}
+        result = side_value(info.path, info.result)  # a big one: from its side file
+        answer = {**info.summary(), "result": result, "error": info.error}
         print(_dump({**answer, "warnings": warnings.items}))
     return outcome.exit_code
 
@@ -426,7 +456,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     layout = _layout(args)
     from flowdrop_tui.core.records import index
 
-    data = index.rebuild(layout)
+    data = index.rebuild(layout, strict=True)
     count = len(list_run_ids(layout))
     if args.json:
         print(_dump({"runs": count, "keys": len(data["keys"])}))
@@ -444,6 +474,23 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return run_app(layout)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    # Imported here: only `serve` loads aiohttp and Textual.
+    from flowdrop_tui.serve.access import Access, bind_is_loopback, check_token, new_token
+    from flowdrop_tui.serve.server import TOKEN_ENV, serve
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a port (0-65535)")
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    if token is not None:
+        check_token(token)
+    elif not bind_is_loopback(args.host):
+        # Whoever reaches a non-loopback address could start and stop runs.
+        token = new_token()
+    return serve(layout, args.host, args.port, Access(token=token, port=args.port))
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "resume": cmd_resume,
@@ -455,6 +502,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "logs": cmd_logs,
     "snapshot": cmd_snapshot,
     "reindex": cmd_reindex,
+    "serve": cmd_serve,
 }
 
 

@@ -33,17 +33,23 @@ from flowdrop_tui.core.paths import (
     validate_flow_name,
     validate_key,
 )
-from flowdrop_tui.core.records import index, key_runs
+from flowdrop_tui.core.records import folded, index, key_runs
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
     RunInfo,
+    Status,
     list_run_ids,
     load_run,
     read_events,
+    side_value,
 )
+from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.output_log import tail_lines
+from flowdrop_tui.core.records.spending import thread_usage
 from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.records.usage import Usage, read_usage
+from flowdrop_tui.core.records.usage import total as usage_total
 from flowdrop_tui.core.run.plan import snapshot_of
 
 
@@ -67,12 +73,22 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
         }
         last = entry.get("last_run")
         if isinstance(last, str) and entry.get("status") not in {str(s) for s in TERMINAL}:
-            try:
-                run = load_run(layout, last)
-                row["status"] = str(run.status)
-                row["round"] = run.key_rounds.get(info.name, row["round"])
-            except FlowdropError:
+            if not (layout.runs / last).is_dir():
                 row["status"] = None
+            else:
+                # Behind its record (a killed run): repaired from the record, and written
+                # once the run no longer moves, so a big record is not re-read every time.
+                fixed = index.repair(layout, info.name, entry) or entry
+                row["round"] = int(fixed.get("round") or 0)
+                recorded = fixed.get("status")
+                live = recorded in {str(s) for s in LIVE}
+                row["status"] = (
+                    str(Status.INTERRUPTED)
+                    if live and live_pid(layout.runs / last) is None
+                    else recorded
+                )
+        usage = thread_usage(layout, info.name, last if isinstance(last, str) else None)
+        row["usage"] = usage.to_json() if usage is not None else None
         rows.append(row)
     return rows
 
@@ -161,7 +177,7 @@ def run_page(
     found = []
     for run_id in ids:
         try:
-            info = load_run(layout, run_id)
+            info = folded.load_run(layout, run_id)  # a big record: only what it appended
         except FlowdropError:
             continue
         if key is None or info.key == key:
@@ -202,6 +218,10 @@ def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
             on_disk = _link_target(info.path / str(link))
             target = on_disk or target
         exists = isinstance(target, str) and os.path.exists(target)
+        usage = Usage.from_json(closed.get("usage"))
+        if not closed and exists and isinstance(target, str):
+            # Still running: what it has spent so far, read through its transcript.
+            usage = read_usage(str(opened.get("backend")), Path(target))
         rows.append(
             {
                 "link": link,
@@ -217,6 +237,7 @@ def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
                 "closed": bool(closed),
                 "interrupted": bool(closed.get("interrupted")),
                 "error": closed.get("error"),
+                "usage": usage.to_json() if usage is not None else None,
             }
         )
     return rows
@@ -261,9 +282,11 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
         detail["state"] = None
         detail["state_error"] = exc.message
     detail["sessions"] = sessions_of(info)
+    usage = usage_total(Usage.from_json(row["usage"]) for row in detail["sessions"])
+    detail["usage"] = usage.to_json() if usage is not None else None
     detail["git"] = git_of(layout, info)
     detail["error"] = info.error
-    detail["result"] = info.result
+    detail["result"] = side_value(info.path, info.result)  # a big one: from its side file
     detail["position"] = info.position
     detail["warnings"] = info.warnings
     detail["called"] = info.called

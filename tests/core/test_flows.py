@@ -55,6 +55,7 @@ def test_flows_lists_each_with_declaration_and_no_rounds_yet(workspace: Path, cl
         "round": 0,
         "last_run": None,
         "status": None,
+        "usage": None,  # no session has reported any
     }
     assert rows[1]["resumable"] is False
     text = cli("flows", check=0).stdout

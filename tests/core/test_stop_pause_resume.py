@@ -8,6 +8,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -259,6 +260,29 @@ def test_stop_of_a_paused_run_closes_it_cancelled_without_running_it(
     assert not any(e["event"] == "resumed" for e in evs)
 
 
+def test_a_stop_that_keeps_paused_runs_refuses_a_paused_run_and_leaves_it_paused(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards the UI's escape (issue 11): ``keep_paused`` never closes a paused run."""
+    from flowdrop_tui.core.control import verbs
+    from flowdrop_tui.core.errors import ALREADY_PAUSED, SignalRefusedError
+    from flowdrop_tui.core.paths import Layout
+
+    write_flow(workspace, "batch", BATCH)
+    gate = hold(workspace)
+    run_id = detach(cli, "batch")
+    started(workspace, run_id)
+    cli("pause", run_id, check=0)
+    gate.unlink()
+    wait_for(lambda: status(cli, run_id) == "paused")
+    for now in (False, True):
+        with pytest.raises(SignalRefusedError) as refused:
+            verbs.stop(Layout(workspace), run_id, now=now, keep_paused=True)
+        assert refused.value.code == ALREADY_PAUSED and run_id in refused.value.message
+    assert status(cli, run_id) == "paused"
+    assert not any(e["event"] == "stop_requested" for e in events(workspace, run_id))
+
+
 def test_kill_9_then_resume_is_refused_and_plain_run_picks_up(workspace: Path, cli: CLI) -> None:
     write_flow(workspace, "loop", LOOP)
     run_id = detach(cli, "loop")
@@ -426,3 +450,32 @@ def test_a_detached_resume_records_who_asked_not_the_background_process(
     assert resumed["by"]["pid"] != resumed["pid"]  # the asker, not the resuming process
     asked = next(e for e in events(workspace, run_id) if e["event"] == "pause_requested")
     assert not asked["by"]["user"].isdigit()  # a user name, even without a terminal
+
+
+def test_a_request_is_never_seen_half_written(workspace: Path) -> None:
+    """Guards who-asked against a run reading a request file between its creation and
+    its content (the run saw ``by == {}`` and recorded a stop nobody asked for by name)."""
+    from flowdrop_tui.core.control import requests
+
+    run_dir = workspace / "run"
+    run_dir.mkdir()
+    inbox = requests.Inbox(run_dir)
+    seen: list[requests.Request] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.extend(inbox.take())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for n in range(300):
+            while not requests.post(run_dir, requests.STOP, {"pid": n, "via": "cli"}):
+                pass  # the last one is still pending: the reader takes it
+    finally:
+        stop.set()
+        reader.join()
+    seen.extend(inbox.take())
+    assert len(seen) == 300 and all(isinstance(r.by.get("pid"), int) for r in seen)
+    assert not any(name.endswith(".draft") for name in os.listdir(run_dir / "requests"))

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from textual.widgets import Static
-
 from flowdrop_tui.core.paths import Layout
 from tests.seeded_records import reindex, seed_run
 from tests.tui.tui_helpers import RecordingApp, settled, until
@@ -62,9 +60,7 @@ KILLED = "20260817T010000.000Z-aaaaaa"
 
 def detail_text(app: RecordingApp) -> str:
     """The Run pane's whole text: about, output, then state, sessions and commits."""
-    detail = app.main_screen.detail
-    parts = ("#detail-about", "#detail-output", "#detail-text")
-    return "\n".join(str(detail.query_one(part, Static).render()) for part in parts)
+    return app.main_screen.detail.plain_text
 
 
 async def test_an_interrupted_runs_duration_is_fixed_at_its_last_event(

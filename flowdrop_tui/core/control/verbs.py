@@ -59,22 +59,45 @@ class Asked:
     round: int
 
 
+def pick_up_hint(info: RunInfo) -> str:
+    """How to pick ``info`` up: its key, when its record still names one."""
+    if info.key is not None:
+        return f"pick it up with: flowdrop-tui run {info.key} --from {info.run}"
+    # A record with no readable `created` event names no flow (it had said `run None`).
+    return (
+        f"its record names no flow ({info.path / CYCLE} has no readable creation); "
+        f"to carry its state on, pick it up with: flowdrop-tui run FLOW --from {info.run}"
+    )
+
+
 def _refuse_ended(info: RunInfo, verb: str) -> None:
     if info.status in ENDED:
         raise SignalRefusedError(
-            f"cannot {verb} run {info.run}: it has ended ({info.status}); "
-            f"pick it up with: flowdrop-tui run {info.key} --from {info.run}",
+            f"cannot {verb} run {info.run}: it has ended ({info.status}); {pick_up_hint(info)}",
             PIPELINE_TERMINAL,
         )
 
 
 def stop(
-    layout: Layout, run_id: str, *, now: bool = False, by: dict[str, Any] | None = None
+    layout: Layout,
+    run_id: str,
+    *,
+    now: bool = False,
+    by: dict[str, Any] | None = None,
+    keep_paused: bool = False,
 ) -> Asked:
-    """Ask a run to stop after its round (``now``: at once); a paused run is closed."""
+    """Ask a run to stop after its round (``now``: at once); a paused run is closed —
+    unless ``keep_paused`` (the UI's escape), which refuses it: a key meant to stop a
+    live run never closes a run that paused meanwhile."""
     by = {**who(), "via": "cli", **(by or {})}
     info = load_run(layout, run_id)
     _refuse_ended(info, "stop")
+    if info.status == Status.PAUSED and keep_paused:
+        raise SignalRefusedError(
+            f"run {run_id} is paused, so it was left as it is; resume it, or close it "
+            f"for good with: flowdrop-tui stop {run_id}",
+            ALREADY_PAUSED,
+        )
     if info.status == Status.PAUSED:
         if close_paused(layout, run_id, by):
             return Asked(run_id, info.key, Action.CLOSED, info.round)
@@ -115,7 +138,7 @@ def check_resumable(layout: Layout, run_id: str) -> RunInfo:
     if info.status in ENDED:
         raise SignalRefusedError(
             f"cannot resume run {run_id}: it has ended ({info.status}) and a finished run is "
-            f"never resumed; pick it up with: flowdrop-tui run {info.key} --from {run_id}",
+            f"never resumed; {pick_up_hint(info)}",
             PIPELINE_TERMINAL,
         )
     if info.status in LIVE:

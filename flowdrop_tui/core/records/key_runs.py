@@ -31,7 +31,7 @@ _CHUNK = 64 * _LINE
 
 
 def path_of(layout: Layout, key: str) -> Path:
-    return layout.keys / f"{key_filename(key)}{SUFFIX}"
+    return layout.keys / key_filename(key, SUFFIX)
 
 
 def _key_of(layout: Layout, run_id: str) -> str | None:
@@ -89,7 +89,7 @@ def _ensure(layout: Layout, key: str) -> bool:
         return True
     try:
         layout.ensure()
-        with locks.exclusive(layout.index_lock):
+        with locks.exclusive(layout.index_lock, wait=1.0):  # as index.READ_WAIT
             _ensure_locked(layout, key)
     except OSError:
         return False

@@ -23,7 +23,15 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout, check_run_ref
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import ENDED, LIVE, TERMINAL, RunInfo, Status, load_run
+from flowdrop_tui.core.records.events import (
+    ENDED,
+    LIVE,
+    TERMINAL,
+    RunInfo,
+    Status,
+    load_run,
+    side_value,
+)
 from flowdrop_tui.core.records.snapshot import ensure_resumable, read_snapshot_file, seed_next_turn
 from flowdrop_tui.core.records.state import read_states
 
@@ -71,7 +79,8 @@ def status_for_snapshot(info: RunInfo) -> str | None:
 def snapshot_of(info: RunInfo, states: dict[str, Any], key: str | None = None) -> dict[str, Any]:
     """A run's state for ``key`` (its own key by default) in the FlowDrop shape."""
     key = key or info.key or ""
-    carried = info.carried
+    carried = side_value(info.path, info.carried)  # a big one was kept in a side file
+    carried = carried if isinstance(carried, dict) else {}
     metadata = dict(carried.get("metadata") or {})
     metadata["round"] = info.key_rounds.get(key, info.first_round - 1)
     metadata["pickedUpFrom"] = info.source

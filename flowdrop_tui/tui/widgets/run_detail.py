@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from flowdrop_tui.core.records.events import LIVE, RunInfo
-from flowdrop_tui.format import duration, error_words, start_words
+from flowdrop_tui.format import duration, error_words, start_words, usage_short, usage_text
 from flowdrop_tui.tui.labels import rounds_label, stamp
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
@@ -150,6 +150,12 @@ class RunDetail(VerticalScroll):
         self.info, self.extra, self.empty_text = None, None, text
         self._redraw()
 
+    @property
+    def plain_text(self) -> str:
+        """The pane's whole text as shown: about, output, then state, sessions, commits."""
+        parts = ("#detail-about", "#detail-output", "#detail-text")
+        return "\n".join(str(self.query_one(part, Static).render()) for part in parts)
+
     def _style(self, name: str) -> Any:
         return self.get_component_rich_style(f"detail--{name}", partial=True)
 
@@ -192,6 +198,8 @@ class RunDetail(VerticalScroll):
             text.append(f"\nended   {stamp(info.ended)}")
         elif info.stopped_at:  # paused or killed: its running time ends at its last event
             text.append(f"\nlast event {stamp(info.stopped_at)}", style=self._style("muted"))
+        if info.usage is not None:
+            text.append(f"\nusage {usage_text(info.usage.to_json())}")
         if info.stop_pending:
             text.append("\nstop asked: " + ("now" if info.stop_now else "after its round"))
         if info.pause_pending:
@@ -277,6 +285,9 @@ class RunDetail(VerticalScroll):
             )
             if exit_code is not None:
                 text.append(f" · exit {exit_code}", style=self._style("muted"))
+            if session.get("usage") is not None:
+                spent = usage_short(session["usage"])
+                text.append(f" · {spent} tokens in/out", style=self._style("muted"))
             text.append("\n")
 
     def _git(self, text: Text, git: dict[str, Any] | None) -> None:
