@@ -22,8 +22,8 @@ from flowdrop_tui.core import retention, views
 from flowdrop_tui.core.control import launch, verbs
 from flowdrop_tui.core.errors import FlowdropError, FlowLoadError, UsageError
 from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
-from flowdrop_tui.core.paths import Layout, find_workspace
-from flowdrop_tui.core.records import ledger, pins
+from flowdrop_tui.core.paths import OUTPUT, Layout, find_workspace
+from flowdrop_tui.core.records import ledger, output_log, pins
 from flowdrop_tui.core.records.events import (
     ENDED,
     LIVE,
@@ -32,6 +32,7 @@ from flowdrop_tui.core.records.events import (
     load_run,
     side_value,
 )
+from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.nesting import clip
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
@@ -89,6 +90,24 @@ def _stdout_failed(exc: Exception) -> None:
         pass
 
 
+class Warnings:
+    """What a command warns of: printed on stderr as it happens (the core's ``notify``)
+    and kept, without the ``warning:`` prefix, for its ``--json`` output's ``"warnings"``."""
+
+    PREFIX = "warning: "
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def __call__(self, text: str) -> None:
+        _err(text)
+        if text.startswith(self.PREFIX):
+            self.items.append(text.removeprefix(self.PREFIX))
+
+    def add(self, text: str) -> None:
+        self(self.PREFIX + text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
@@ -142,7 +161,17 @@ def build_parser() -> argparse.ArgumentParser:
     page.add_argument("--all", action="store_true", help="every run")
     show = sub.add_parser("show", parents=[common, json_flag], help="one run in full")
     show.add_argument("run", metavar="RUN")
-    snapshot = sub.add_parser("snapshot", parents=[common], help="print a run's snapshot")
+    logs = sub.add_parser(
+        "logs", parents=[common, json_flag], help="what a run's flow printed (its output.log)"
+    )
+    logs.add_argument("run", metavar="RUN")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run stops"
+    )
+    logs.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+    snapshot = sub.add_parser(
+        "snapshot", parents=[common, json_flag], help="print a run's snapshot (always JSON)"
+    )
     snapshot.add_argument("run", metavar="RUN")
     sub.add_parser("reindex", parents=[common, json_flag], help="rebuild .flowdrop/index.json")
     serve = sub.add_parser(
@@ -222,7 +251,7 @@ def _announce(execution: Execution) -> None:
     _err(f"run {execution.run_id} of {frame.key} — {how}, round {frame.first_round}")
 
 
-def _finish_foreground(execution: Execution, as_json: bool) -> int:
+def _finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) -> int:
     _announce(execution)
     capture = sys.stderr if as_json else sys.stdout
     outcome = execution.execute(capture=capture)
@@ -240,28 +269,35 @@ def _finish_foreground(execution: Execution, as_json: bool) -> int:
     _err(message)
     if as_json:
         result = side_value(info.path, info.result)  # a big one: from its side file
-        _out(_dump({**info.summary(), "result": result, "error": info.error}))
+        answer = {**info.summary(), "result": result, "error": info.error}
+        _out(_dump({**answer, "warnings": warnings.items}))
     return outcome.exit_code
 
 
-def _detached_child(args: argparse.Namespace, make: Callable[[list[str]], Execution]) -> int:
-    """This process is a detached run: report creation (or refusal) through the pipe."""
+def _detached_child(args: argparse.Namespace, make: Callable[[Warnings], Execution]) -> int:
+    """This process is a detached run: report creation (or refusal) through the pipe.
+    What it warns of goes to the starter through the pipe; once the run exists, also to
+    its ``output.log`` (this process's stderr from then on)."""
     fd = int(args.handshake_fd)
-    warnings: list[str] = []
+    warnings: Warnings = args.warnings
     try:
         execution = make(warnings)
     except FlowdropError as exc:
         launch.report_refusal(fd, exc)
         return exc.exit_code
-    launch.report_created(fd, execution.run_dir, execution.run_id, execution.key, warnings)
+    launch.report_created(fd, execution.run_dir, execution.run_id, execution.key, warnings.items)
+    for warning in warnings.items:  # the run's output.log from now on
+        _err(f"{Warnings.PREFIX}{warning}")
     return execution.execute().exit_code
 
 
-def _print_launched(answer: dict[str, Any], as_json: bool) -> int:
+def _print_launched(answer: dict[str, Any], args: argparse.Namespace) -> int:
+    warnings: Warnings = args.warnings
     for warning in answer.get("warnings") or []:
-        _err(f"warning: {warning}")
-    if as_json:
-        print(_dump({"run": answer.get("run"), "flow": answer.get("flow")}))
+        warnings.add(str(warning))
+    if args.json:
+        launched = {"run": answer.get("run"), "flow": answer.get("flow")}
+        print(_dump({**launched, "warnings": warnings.items}))
     else:
         print(answer.get("run"))
     return 0
@@ -293,9 +329,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             snapshot=snapshot,
             fresh=args.fresh,
         )
-        return _print_launched(answer, args.json)
+        return _print_launched(answer, args)
 
-    def make(warnings: list[str]) -> Execution:
+    def make(warnings: Warnings) -> Execution:
         return open_run(
             layout,
             ref,
@@ -303,12 +339,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             resume=args.resume,
             from_run=args.from_run,
             fresh=args.fresh,
-            notify=warnings.append if args.handshake_fd is not None else _err,
+            notify=warnings,
         )
 
     if args.handshake_fd is not None:
         return _detached_child(args, make)
-    return _finish_foreground(make([]), args.json)
+    return _finish_foreground(make(args.warnings), args.json, args.warnings)
 
 
 def _asker(given: str | None) -> dict[str, Any]:
@@ -326,35 +362,37 @@ def _asker(given: str | None) -> dict[str, Any]:
 def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
     if args.detach and args.handshake_fd is None:
-        return _print_launched(launch.launch_resume(layout, args.run), args.json)
+        return _print_launched(launch.launch_resume(layout, args.run), args)
 
-    def make(warnings: list[str]) -> Execution:
+    def make(warnings: Warnings) -> Execution:
         # The flow is loaded in this process to continue the run: first in a child,
         # with its 5 s limit, so one that now fails or hangs at import is refused as
         # `run` refuses it, instead of hanging this process with the run held.
         info = verbs.check_resumable(layout, args.run)
         if info.key is not None:
             _checked_flow(layout, info.key, flow_of_key(layout, info.key))
-        notify = warnings.append if args.handshake_fd is not None else _err
-        return reopen_paused(layout, args.run, by=_asker(args.by), notify=notify)
+        return reopen_paused(layout, args.run, by=_asker(args.by), notify=warnings)
 
     if args.handshake_fd is not None:
         return _detached_child(args, make)
-    return _finish_foreground(make([]), args.json)
+    return _finish_foreground(make(args.warnings), args.json, args.warnings)
 
 
 def _asked(
     args: argparse.Namespace, asked: verbs.Asked, done: Callable[[Status], bool], timeout: float
 ) -> int:
-    """Report a stop or pause request; with ``--wait``, once the run has acted on it."""
+    """Report a stop or pause request; with ``--wait``, once the run has acted on it.
+    ``status`` is the run's status as the command returns: a paused run that ``stop``
+    closed is ``cancelled`` at once; a live one without ``--wait`` is still ``running``."""
     message = asked_text(asked)
-    status: Status | None = Status.CANCELLED if asked.action == verbs.Action.CLOSED else None
     if args.wait:
         status = _wait(_layout(args), args.run, done, timeout)
         message += f"; it is now {status}"
+    else:
+        status = load_run(_layout(args), args.run).status
     if args.json:
         shown = {"run": args.run, "action": str(asked.action), "round": asked.round}
-        print(_dump({**shown, "message": message, "status": status and str(status)}))
+        print(_dump({**shown, "message": message, "status": str(status)}))
     else:
         print(message)
     return 0
@@ -388,8 +426,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
     layout = _layout(args)
     if not args.all and args.limit < 1:
         raise UsageError("--limit takes a number of runs, 1 or more")
-    key = views.key_for(layout, args.flow) if args.flow else None
-    infos, total = views.run_page(layout, key, limit=None if args.all else args.limit)
+    limit = None if args.all else args.limit
+    if args.flow:
+        key, infos, total = views.runs_named(layout, args.flow, limit=limit)
+    else:
+        key = None
+        infos, total = views.run_page(layout, None, limit=limit)
     pinned = pins.pinned(layout)
     rows = [{**info.summary(), "pinned": info.run in pinned} for info in infos]
     if args.json:
@@ -408,6 +450,61 @@ def cmd_show(args: argparse.Namespace) -> int:
     detail = views.run_detail(layout, args.run)
     print(_dump(detail) if args.json else show_text(detail))
     return 0
+
+
+FOLLOW_EVERY = 0.2  # seconds between looks at a followed run's output and status
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """SPEC §15: the run's output.log; ``-f`` follows it until the run stops (ends or
+    pauses). With ``--json``: one object; with ``-f --json``, JSON lines, then the status."""
+    layout = _layout(args)
+    info = load_run(layout, args.run)
+    if args.lines is not None and args.lines < 1:
+        raise UsageError(f"--lines takes a number of lines, 1 or more (not {args.lines})")
+    path = info.path / OUTPUT
+    tail = output_log.OutputTail(path, last=args.lines, max_bytes=None)
+    if args.follow:
+        return _follow_output(layout, info.run, tail, args.json)
+    if args.json:
+        lines = tail.read_all(final=True).lines
+        answer = {"run": info.run, "status": str(info.status), "path": str(path)}
+        print(_dump({**answer, "lines": lines, "truncated": tail.skipped > 0}))
+        return 0
+    while True:  # chunk by chunk: a week-long run's log is never held whole
+        read = tail.read(final=True)
+        _print_lines(read.lines, False)
+        if not read.more:
+            return 0
+
+
+def _follow_output(layout: Layout, run_id: str, tail: output_log.OutputTail, as_json: bool) -> int:
+    follower = RunFollower(layout, run_id, output=False)
+    while True:
+        status = follower.poll().info.status  # first: once it is seen stopped, all is written
+        live = status in LIVE
+        while True:
+            read = tail.read(final=not live)
+            if read.restarted:
+                _err(f"flowdrop-tui: {tail.path} was replaced or cut short; read from its start")
+            _print_lines(read.lines, as_json)
+            if not read.more:
+                break
+        if not live:
+            break
+        time.sleep(FOLLOW_EVERY)
+    if as_json:
+        print(orjson.dumps({"run": run_id, "status": str(status)}).decode(), flush=True)
+    else:
+        _err(f"run {run_id}: {status}")
+    return 0
+
+
+def _print_lines(lines: list[str], as_json: bool) -> None:
+    out = [orjson.dumps({"line": line}).decode() for line in lines] if as_json else lines
+    if out:
+        sys.stdout.write("\n".join(out) + "\n")
+        sys.stdout.flush()
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -489,6 +586,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "flows": cmd_flows,
     "runs": cmd_runs,
     "show": cmd_show,
+    "logs": cmd_logs,
     "snapshot": cmd_snapshot,
     "reindex": cmd_reindex,
     "serve": cmd_serve,
@@ -501,8 +599,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
+    warnings = Warnings()
     try:
         args = build_parser().parse_args(argv)
+        args.warnings = warnings
         handler = COMMANDS.get(args.command or "", cmd_ui)
         code = handler(args)
         try:
@@ -512,7 +612,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except FlowdropError as exc:
         if as_json:
-            print(_dump(exc.as_json()))
+            extra = {"warnings": warnings.items} if warnings.items else {}
+            print(_dump({**exc.as_json(), **extra}))
         _err(f"flowdrop-tui: {exc.message}")
         return exc.exit_code
     except KeyboardInterrupt:

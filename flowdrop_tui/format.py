@@ -7,7 +7,6 @@ error, how a run started, what a stop or pause did), for the CLI and the UI alik
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import orjson
@@ -15,22 +14,12 @@ import orjson
 from flowdrop_tui.core.control.verbs import Action, Asked
 
 
-def _parse(stamp: Any) -> datetime | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def duration(started: Any, ended: Any, now: datetime | None = None) -> str:
-    """``1h02m``, ``3m05s``, ``12s``; empty when the start is unknown."""
-    begin = _parse(started)
-    if begin is None:
+def duration(seconds: float | None) -> str:
+    """``1h02m``, ``3m05s``, ``12s``; empty when unknown (``RunInfo.seconds``: a run's
+    running time, fixed once it has stopped)."""
+    if seconds is None:
         return ""
-    finish = _parse(ended) or now or datetime.now(begin.tzinfo)
-    seconds = max(0, int((finish - begin).total_seconds()))
+    seconds = max(0, int(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
@@ -163,7 +152,7 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
             status_label(row.get("status")) + (", pinned" if row.get("pinned") else ""),
             rounds_range(row.get("first_round"), row.get("last_round")),
             str(row.get("started") or "")[:19].replace("T", " "),
-            duration(row.get("started"), row.get("ended")),
+            duration(row.get("duration")),
             str(row.get("picked_up_from") or "—"),
         ]
         table.append([*cells, usage_short(row.get("usage")) or "—"] if metered else cells)
@@ -183,8 +172,7 @@ def show_text(detail: dict[str, Any]) -> str:
         f"start           {detail.get('start')}"
         + (f", picked up from {detail['picked_up_from']}" if detail.get("picked_up_from") else ""),
         f"started         {detail.get('started')}",
-        f"ended           {detail.get('ended') or '—'}"
-        + f"  ({duration(detail.get('started'), detail.get('ended'))})",
+        f"ended           {_ended(detail)}",
     ]
     if detail.get("error"):
         lines.append(f"error           {error_words(detail['error'], place=False)}")
@@ -218,7 +206,33 @@ def show_text(detail: dict[str, Any]) -> str:
         lines.append(f"commits         {len(commits) or 'none'}")
         for commit in commits:
             lines.append(f"  {str(commit.get('sha'))[:10]} {commit.get('summary')}")
+    lines.extend(_output(detail))
     return "\n".join(lines)
+
+
+def _output(detail: dict[str, Any]) -> list[str]:
+    """The last lines the flow printed, tracebacks included (``output.log``)."""
+    if detail.get("output_error"):
+        return [f"output          unreadable: {detail['output_error']}"]
+    tail = detail.get("output_tail") or []
+    if not tail:
+        return ["output          nothing printed"]
+    if detail.get("output_more"):
+        head = f"last {len(tail)} lines of output.log; all of it: flowdrop-tui logs {detail['run']}"
+    else:
+        head = "what the flow printed (output.log)"
+    head = f"output          {head}"
+    return [head, *("  " + line for line in tail)]
+
+
+def _ended(detail: dict[str, Any]) -> str:
+    """When it ended and how long it ran; a paused or killed run recorded no end."""
+    took = duration(detail.get("duration"))
+    if detail.get("ended"):
+        return f"{detail['ended']}  (ran {took})"
+    if detail.get("status") in ("running", "pending"):
+        return f"—  (running for {took})"
+    return f"—  (ran {took}, up to its last event)"
 
 
 def _session_outcome(session: dict[str, Any], run_status: Any) -> str:

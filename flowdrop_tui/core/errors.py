@@ -92,6 +92,12 @@ class SignalRefusedError(RefusedError):
     code = "SIGNAL_REFUSED"
 
 
+class OutputUnreadableError(RefusedError):
+    """A run's ``output.log`` that is a link or not a regular file: it is not read."""
+
+    code = "OUTPUT_UNREADABLE"
+
+
 PIPELINE_TERMINAL = "PIPELINE_TERMINAL"
 NO_ACTIVE_PAUSE = "NO_ACTIVE_PAUSE"
 INWARD_SIGNAL_ALREADY_PENDING = "INWARD_SIGNAL_ALREADY_PENDING"

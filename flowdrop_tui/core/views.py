@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core import git
-from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, NotFoundError
+from flowdrop_tui.core.errors import (
+    FlowdropError,
+    InvalidNameError,
+    NotFoundError,
+    OutputUnreadableError,
+)
 from flowdrop_tui.core.flows.discovery import (
     FlowInfo,
     describe,
@@ -19,7 +24,15 @@ from flowdrop_tui.core.flows.discovery import (
     discover,
     resolve_flow,
 )
-from flowdrop_tui.core.paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
+from flowdrop_tui.core.paths import (
+    CYCLE,
+    OUTPUT,
+    SESSIONS,
+    STATE,
+    Layout,
+    validate_flow_name,
+    validate_key,
+)
 from flowdrop_tui.core.records import folded, index, key_runs, pins
 from flowdrop_tui.core.records.events import (
     LIVE,
@@ -32,6 +45,7 @@ from flowdrop_tui.core.records.events import (
     side_value,
 )
 from flowdrop_tui.core.records.liveness import live_pid
+from flowdrop_tui.core.records.output_log import tail_lines
 from flowdrop_tui.core.records.spending import thread_usage
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.records.usage import Usage, read_usage
@@ -121,6 +135,23 @@ def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
 
 
 RUNS_PAGE = 50  # `runs` shows the newest page; --limit N or --all for more
+
+
+def runs_named(
+    layout: Layout, arg: str, cwd: Path | None = None, limit: int | None = RUNS_PAGE
+) -> tuple[str, list[RunInfo], int]:
+    """``runs FLOW``: the key FLOW names, its newest runs (``run_page``) and how many it
+    has. The runs of a flow whose folder is gone are still listed; a name that is neither
+    a flow on disk nor the key of any run is not found (exit 2), as ``run`` says of it."""
+    try:
+        key = resolve_flow(layout, arg, cwd).key
+    except NotFoundError as missing:
+        key = key_for(layout, arg, cwd)
+        infos, total = run_page(layout, key, limit)
+        if not total:
+            raise NotFoundError(f"{missing.message}; no run has key {key!r} either") from None
+        return key, infos, total
+    return (key, *run_page(layout, key, limit))
 
 
 def run_page(
@@ -262,7 +293,18 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow
     detail["pinned"] = pins.is_pinned(layout, run_id)
+    detail.update(output_tail(info))
     return detail
+
+
+def output_tail(info: RunInfo) -> dict[str, Any]:
+    """``show``'s view of ``output.log``: its last lines (``output_tail``), whether earlier
+    ones were left out (``output_more``), and why it could not be read (``output_error``)."""
+    try:
+        lines, more = tail_lines(info.path / OUTPUT)
+    except OutputUnreadableError as exc:
+        return {"output_tail": [], "output_more": False, "output_error": exc.message}
+    return {"output_tail": lines, "output_more": more, "output_error": None}
 
 
 def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import (
     CYCLE,
     FLOWS_DIR,
+    OUTPUT,
     RECORDS_DIR,
     RUN_ID_RE,
     SESSIONS,
@@ -66,7 +67,7 @@ class IndexChanged:
 
 WorkspaceEvent = RunChanged | FlowsChanged | IndexChanged
 
-_RUN_FILES = frozenset({CYCLE, STATE, SESSIONS})
+_RUN_FILES = frozenset({CYCLE, STATE, SESSIONS, OUTPUT})  # OUTPUT: the Run pane follows it
 _RESTART = object()
 
 

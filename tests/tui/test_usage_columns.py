@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-from textual.widgets import Static
 
 from flowdrop_tui.core.paths import Layout
 from tests.seeded_records import reindex, seed_run
@@ -71,7 +70,7 @@ async def test_usage_shows_in_the_flow_list_and_the_run_pane(
         assert str(table.get_cell("metered", "usage")) == "6.3k/41"
         assert str(table.get_cell("plain", "usage")) == "—"
         detail = app.main_screen.detail
-        text = str(detail.query_one("#detail-text", Static).render())
+        text = detail.plain_text
         assert "usage 6.3k in (5.0k cache read, 300 cache write), 41 out" in text
         assert "6.3k/41 tokens in/out" in text
 
@@ -87,5 +86,5 @@ async def test_no_usage_column_while_no_flow_has_usage(
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: settled(app), what="the first reads")
         assert "usage" not in app.main_screen.flows.columns
-        text = str(app.main_screen.detail.query_one("#detail-text", Static).render())
+        text = app.main_screen.detail.plain_text
         assert "usage" not in text

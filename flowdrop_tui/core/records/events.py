@@ -56,6 +56,17 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def parse_time(stamp: Any) -> datetime | None:
+    """An event's ``t`` as an aware datetime; None when it is not an ISO time."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
 def who() -> dict[str, Any]:
     """Who is asking: recorded with every stop and pause request."""
     try:
@@ -348,6 +359,7 @@ class RunInfo:
     rounds: int = 0
     started: str | None = None
     ended: str | None = None
+    last_event: str | None = None  # the ``t`` of the last whole event read
     result: Any = None
     error: Any = None
     pid: int | None = None
@@ -376,6 +388,26 @@ class RunInfo:
         return self.last_round if self.last_round is not None else self.first_round - 1
 
     @property
+    def stopped_at(self) -> str | None:
+        """When the run stopped running: its recorded end; for a paused or interrupted run,
+        which recorded none, its last event; ``None`` while it is live."""
+        if self.ended is not None:
+            return self.ended
+        return None if self.status in LIVE else self.last_event
+
+    def seconds(self, now: datetime | None = None) -> float | None:
+        """How long it ran: from its start to ``stopped_at`` — fixed once it has stopped —
+        or, while it is live, to ``now``. None when its start is unknown."""
+        begin = parse_time(self.started)
+        if begin is None:
+            return None
+        stopped = self.stopped_at
+        finish = parse_time(stopped) if stopped is not None else now or datetime.now(UTC)
+        if finish is None:
+            return None
+        return round(max(0.0, (finish - begin).total_seconds()), 3)
+
+    @property
     def usage(self) -> Usage | None:
         """What the run's closed sessions spent, as recorded when each closed (SPEC §14);
         ``None`` when none reported usage."""
@@ -392,7 +424,8 @@ class RunInfo:
         )
 
     def summary(self) -> dict[str, Any]:
-        """The fields of ``runs --json`` (SPEC §11)."""
+        """The fields of ``runs --json`` (SPEC §11), ``duration`` (seconds, see ``seconds``)
+        and ``usage``."""
         usage = self.usage
         return {
             "run": self.run,
@@ -405,6 +438,7 @@ class RunInfo:
             "ended": self.ended,
             "picked_up_from": self.source,
             "start": self.start,
+            "duration": self.seconds(),
             "usage": usage.to_json() if usage is not None else None,
         }
 
@@ -423,6 +457,8 @@ class RunFold:
         info.events += len(events)
         for ev in events:
             self._apply(info, ev)
+            if isinstance(ev.get("t"), str):
+                info.last_event = ev["t"]
         if info.key is not None and info.key not in info.key_rounds:
             info.key_rounds[info.key] = info.first_round - 1
         info.status = info.recorded

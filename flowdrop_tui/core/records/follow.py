@@ -5,7 +5,8 @@ the lines appended since the last one (``EventTail``) and folds them onto the
 run read so far (``RunFold``), so a run appending many events a second costs
 what it appended, not the length of its record. Status is checked against
 liveness on every poll, so a killed run turns ``interrupted`` the moment it is
-looked at.
+looked at. What the flow printed (``output.log``) is followed the same way:
+from its last lines onward, only what was appended.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowdrop_tui.core.errors import NotFoundError
-from flowdrop_tui.core.paths import CYCLE, Layout
-from flowdrop_tui.core.records.events import RunFold, RunInfo, Status, derive_status
+from flowdrop_tui.core.errors import NotFoundError, OutputUnreadableError
+from flowdrop_tui.core.paths import CYCLE, OUTPUT, Layout
+from flowdrop_tui.core.records.events import LIVE, RunFold, RunInfo, Status, derive_status
+from flowdrop_tui.core.records.output_log import OutputTail
 from flowdrop_tui.core.records.tail import EventTail
+
+OUTPUT_KEEP = 200  # lines of output kept for a ``history`` poll
 
 
 @dataclass
@@ -32,12 +36,17 @@ class RunUpdate:
     restarted: bool = False  # the record was replaced: earlier events no longer hold
     dropped: int = 0  # new events left out of ``events`` (only the newest ``keep`` are kept)
     previous: Status | None = None  # the status at the previous poll (None: first poll)
+    output: list[str] = field(default_factory=list)  # new lines of output.log, oldest first
+    output_restarted: bool = False  # output.log was replaced: earlier lines no longer hold
+    output_error: str | None = None  # why output.log cannot be read (a link, not a file)
 
 
 class RunFollower:
     """One run, read incrementally. ``poll`` is thread-safe and serialised."""
 
-    def __init__(self, layout: Layout, run_id: str, *, keep: int = 2000) -> None:
+    def __init__(
+        self, layout: Layout, run_id: str, *, keep: int = 2000, output: bool = True
+    ) -> None:
         self.run_dir = layout.run_dir(run_id)
         self.run_id = run_id
         self.keep = keep
@@ -46,6 +55,8 @@ class RunFollower:
         self._fold = RunFold(run_id, self.run_dir)
         self._recent: deque[dict[str, Any]] = deque(maxlen=keep)
         self._status: Status | None = None
+        self._output = OutputTail(self.run_dir / OUTPUT, last=OUTPUT_KEEP) if output else None
+        self._output_recent: deque[str] = deque(maxlen=OUTPUT_KEEP)
 
     def poll(self, *, history: bool = False) -> RunUpdate:
         """Everything appended since the last poll, and the run as it now stands;
@@ -83,4 +94,21 @@ class RunFollower:
             previous=self._status,
         )
         self._status = info.status
+        self._read_output(update, history)
         return update
+
+    def _read_output(self, update: RunUpdate, history: bool) -> None:
+        """After the status: once a run is seen stopped, all it printed is on disk, so an
+        unfinished last line is shown too."""
+        if self._output is None:
+            return
+        try:
+            read = self._output.read_all(final=update.info.status not in LIVE)
+        except OutputUnreadableError as exc:
+            update.output_error = exc.message
+            return
+        if read.restarted:
+            self._output_recent.clear()
+        self._output_recent.extend(read.lines)
+        update.output_restarted = read.restarted
+        update.output = list(self._output_recent) if history else read.lines[-OUTPUT_KEEP:]

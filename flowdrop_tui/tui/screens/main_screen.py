@@ -398,6 +398,8 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
             else:
                 self.feed.append(update.events)
             self.detail.show_run(info)
+            fresh = message.history or update.output_restarted
+            self.detail.show_output(info.run, update.output, fresh=fresh, error=update.output_error)
         self._track(update)
 
     @shielded

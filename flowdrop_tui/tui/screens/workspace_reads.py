@@ -102,12 +102,14 @@ class WorkspaceReads(Screen[None]):
 
     @work(thread=True, group="poll", exit_on_error=False)
     def poll_run(self, run_id: str, history: bool = False) -> None:
-        """Read what the run appended; post it in order (the follower's lock is held)."""
+        """Read what the run appended; post it in order (the follower's lock is held).
+        What it printed matters only on the selected run's pane, and never re-reads its state."""
         follower = self.tracker.follower(run_id)
         with follower.lock:
             update = follower.poll(history=history)
             changed = update.events or update.restarted or update.previous != update.info.status
-            if history or changed:
+            printed = run_id == self.selected_run and bool(update.output or update.output_error)
+            if history or changed or printed:
                 self.post_message(RunPolled(update, history=history))
         if run_id == self.selected_run and (history or changed):
             self.read_detail(update.info, self.tracker.git_due(run_id, update.events, history))

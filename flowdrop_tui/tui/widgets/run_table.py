@@ -91,7 +91,7 @@ class RunTable(DataTable[Text]):
             "status": self._status(info),
             "rounds": Text(rounds_label(info)),
             "started": Text(stamp(info.started)),
-            "duration": Text(duration(info.started, info.ended, now)),
+            "duration": Text(duration(info.seconds(now))),
             "source": Text(info.source or "—", style=muted),
         }
         return [cells[key] for key, _, _ in self.shown_columns]
@@ -151,4 +151,4 @@ class RunTable(DataTable[Text]):
         now = datetime.now(UTC)
         for info in self.runs.values():
             if info.status in LIVE and info.run in self.rows:
-                self.update_cell(info.run, "duration", Text(duration(info.started, None, now)))
+                self.update_cell(info.run, "duration", Text(duration(info.seconds(now))))
