@@ -90,13 +90,22 @@ def measure_paint(mode: str, workspace: Path | None, scratch: Path) -> dict[str,
     return result
 
 
+TMUX = ["tmux", "-L", f"flowdrop-bench-{os.getpid()}"]  # a server of our own
+
+
+def tmux_server() -> None:
+    """Start our tmux server with a session that outlives the measured ones: killing
+    the last session stops a server, and the next start could meet it dying."""
+    subprocess.run([*TMUX, "new-session", "-d", "-s", "keep", "sleep 86400"], check=True)
+
+
 def in_tmux(args: list[str], out: Path, timeout: float = 120.0) -> None:
     """Run ``args`` in a new tmux session of 120x40 until it has written ``out``."""
-    name = f"flowdrop-bench-{os.getpid()}"
+    name = f"measure-{time.monotonic_ns()}"
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
     command = " ".join(subprocess.list2cmdline([a]) for a in args)
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", command],
+        [*TMUX, "new-session", "-d", "-s", name, "-x", "120", "-y", "40", command],
         check=True,
         env={**env, "TERM": "xterm-256color"},
     )
@@ -106,7 +115,7 @@ def in_tmux(args: list[str], out: Path, timeout: float = 120.0) -> None:
             time.sleep(0.1)
         time.sleep(0.3)  # let the app leave by itself
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run([*TMUX, "kill-session", "-t", name], capture_output=True)
     if not out.exists():
         raise RuntimeError(f"{args[2]} wrote nothing in {timeout:g} s")
 
@@ -166,6 +175,7 @@ def main() -> int:
     if not all(r["settled"] for r in ours + fewer):
         print("note: a start-up had not settled within the limit when memory was read")
 
+    tmux_server()
     launched = launch.launch_run(big, big.flows / "flow_00", "flow_00", fresh=True)
     run_id = str(launched["run"])
     ui: list[float] = []
@@ -179,6 +189,7 @@ def main() -> int:
             for mode, target, into in pair if turn % 2 == 0 else pair[::-1]:
                 into.extend(measure_latency(mode, target, scratch, args.samples))
     finally:
+        subprocess.run([*TMUX, "kill-server"], capture_output=True)
         if load_run(big, run_id).status in LIVE:
             verbs.stop(big, run_id, now=True)
     shutil.rmtree(scratch, ignore_errors=True)
