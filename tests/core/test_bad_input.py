@@ -19,6 +19,7 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
+from tests.flow_bodies import counts_rounds
 
 COUNTER = """
     from flowdrop_tui import flow
@@ -309,16 +310,7 @@ def test_resume_loads_the_flow_its_key_names_not_a_path_from_the_record(
 
 # -- the records folder becomes unwritable, or the disk fills, while a run runs ---------------
 
-STEADY = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for r in run.rounds():
-            run.state["r"] = r
-            time.sleep(0.05)
-"""
+STEADY = counts_rounds("r", sleep=0.05)
 
 
 def warnings_of(ws: Path, run_id: str) -> list[str]:
