@@ -6,20 +6,16 @@ from typing import ClassVar
 
 import orjson
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.binding import BindingType
 
 from flowdrop_tui.core.run.plan import StartPlan
+from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings
 
 
-def describe_plan(key: str, plan: StartPlan) -> Text:
-    """From which run, which round comes next, the state keys."""
+def describe_plan(plan: StartPlan) -> Text:
+    """From which run, which round comes next, the state keys (below the title)."""
     keys = sorted(plan.state)
     text = Text()
-    text.append(f"Pick up {key}\n\n", style="bold")
     text.append(f"  from run     {plan.source} ({plan.source_status})\n")
     text.append(f"  next round   {plan.first_round}\n")
     text.append(f"  state keys   {', '.join(keys) if keys else '(empty: the flow cleared it)'}\n")
@@ -35,31 +31,19 @@ def describe_plan(key: str, plan: StartPlan) -> Text:
     return text
 
 
-class PickUpModal(ModalScreen[bool]):
+class PickUpModal(ConfirmModal):
     """Answers True to start the run, False to leave things as they are."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Pick up", id="confirm-pick-up"),
-        Binding("escape,n", "answer(False)", "Cancel", id="cancel-pick-up"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = answer_bindings("pick-up", "Pick up")
 
     def __init__(self, key: str, plan: StartPlan) -> None:
-        super().__init__(id="pick-up")
+        super().__init__(
+            f"Pick up {key}",
+            describe_plan(plan),
+            confirm="Pick up (y)",
+            focus="confirm",
+            id="pick-up",
+            body_id="pick-up-plan",
+        )
         self.key = key
         self.plan = plan
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(describe_plan(self.key, self.plan), markup=False, id="pick-up-plan")
-            with Horizontal(classes="buttons"):
-                yield Button("Pick up (y)", variant="primary", id="confirm")
-                yield Button("Cancel (n)", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#confirm", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm")
-
-    def action_answer(self, answer: bool) -> None:
-        self.dismiss(answer)
