@@ -33,6 +33,25 @@ def counts_rounds(
     return "\n".join(lines) + "\n"
 
 
+def adds_one_a_round(key: str, rounds: int) -> str:
+    """A resumable flow of ``rounds`` rounds, each adding one to ``run.state[key]``; it
+    returns the count (a run picked up from one that ended adds ``rounds`` more)."""
+    return (
+        "\n".join(
+            [
+                "from flowdrop_tui import flow",
+                "",
+                "@flow(resumable=True)",
+                "def main(run):",
+                f"    for r in run.rounds(range({rounds})):",
+                f"        run.state[{key!r}] = run.state.get({key!r}, 0) + 1",
+                f"    return run.state[{key!r}]",
+            ]
+        )
+        + "\n"
+    )
+
+
 ONE_LONG_ROUND = """
     import time
     from flowdrop_tui import flow

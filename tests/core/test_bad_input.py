@@ -19,17 +19,9 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
-from tests.flow_bodies import counts_rounds
+from tests.flow_bodies import adds_one_a_round, counts_rounds
 
-COUNTER = """
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for r in run.rounds(range(2)):
-            run.state["count"] = run.state.get("count", 0) + 1
-        return run.state["count"]
-"""
+COUNTER = adds_one_a_round("count", rounds=2)
 
 
 def run_ids(ws: Path) -> list[str]:
