@@ -21,6 +21,7 @@ from flowdrop_tui.core.flows.discovery import (
 )
 from flowdrop_tui.core.paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
 from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
@@ -53,15 +54,28 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
             "status": entry.get("status"),
         }
         last = entry.get("last_run")
-        if isinstance(last, str) and entry.get("status") not in {str(s) for s in TERMINAL}:
+        run: RunInfo | None = None
+        if isinstance(last, str):
             try:
                 run = load_run(layout, last)
-                row["status"] = str(run.status)
-                row["round"] = run.key_rounds.get(info.name, row["round"])
             except FlowdropError:
                 row["status"] = None
+        if run is not None and entry.get("status") not in {str(s) for s in TERMINAL}:
+            row["status"] = str(run.status)
+            row["round"] = run.key_rounds.get(info.name, row["round"])
+        row["budget"] = thread_budget(info, run).to_json()
         rows.append(row)
     return rows
+
+
+def thread_budget(info: FlowInfo, last: RunInfo | None) -> ChainBudget:
+    """The flow's budget as its next pick-up would meet it (SPEC §14): the declared limits
+    under the overrides its chain carries, and what the chain of its last run has used
+    (a run of another key, or none: nothing yet)."""
+    if last is None or last.key != info.name or info.error:
+        return ChainBudget(effective(info.budget, {}), Used())
+    chain = last.chain_budget()
+    return ChainBudget(effective(info.budget, last.budget_overrides), chain.used)
 
 
 def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
@@ -219,6 +233,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["result"] = info.result
     detail["position"] = info.position
     detail["warnings"] = info.warnings
+    detail["budget_reached"] = info.budget_reached
     detail["called"] = info.called
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow

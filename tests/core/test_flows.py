@@ -54,6 +54,11 @@ def test_flows_lists_each_with_declaration_and_no_rounds_yet(workspace: Path, cl
         "round": 0,
         "last_run": None,
         "status": None,
+        "budget": {
+            "rounds": {"limit": None, "used": 0, "left": None},
+            "minutes": {"limit": None, "used": 0.0, "left": None},
+            "tokens": {"limit": None, "used": 0, "left": None},
+        },
     }
     assert rows[1]["resumable"] is False
     text = cli("flows", check=0).stdout

@@ -82,7 +82,7 @@ def status(cli: CLI, run_id: str) -> str:
 
 def detach(cli: CLI, flow: str, *extra: str) -> str:
     out = cli.json("run", flow, "--detach", *extra)
-    assert set(out) == {"run", "flow"}
+    assert set(out) == {"run", "flow", "warnings"} and out["warnings"] == []
     return str(out["run"])
 
 
@@ -415,7 +415,11 @@ def test_a_detached_resume_records_who_asked_not_the_background_process(
     cli("pause", run_id, check=0)
     gate.unlink()
     wait_for(lambda: status(cli, run_id) == "paused")
-    assert cli.json("resume", run_id, "--detach") == {"run": run_id, "flow": "batch"}
+    assert cli.json("resume", run_id, "--detach") == {
+        "run": run_id,
+        "flow": "batch",
+        "warnings": [],
+    }
     wait_for(lambda: status(cli, run_id) == "completed")
     resumed = next(e for e in events(workspace, run_id) if e["event"] == "resumed")
     assert resumed["by"]["via"] == "cli"

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
             "function": getattr(loaded.function, "__name__", "?"),
             "resumable": loaded.declaration.resumable,
             "description": loaded.declaration.description,
+            "budget": loaded.declaration.limits,
         }
     except FlowLoadError as exc:
         cause = exc.__cause__

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,10 @@ import orjson
 from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, NotFoundError
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import FLOW_FILE, FLOWS_DIR, Layout, validate_flow_name, validate_key
+from flowdrop_tui.core.records.budget import clean_limits
 
 DESCRIBE_TIMEOUT = 5.0
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: answers carry the declared budget
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
 
@@ -52,6 +53,7 @@ class FlowInfo:
     resumable: bool | None
     description: str
     error: str | None
+    budget: dict[str, Any] = field(default_factory=dict)  # declared (SPEC §14)
 
 
 def _by_name(layout: Layout, name: str) -> FlowRef:
@@ -189,6 +191,7 @@ def _info(layout: Layout, ref: FlowRef, answer: dict[str, Any]) -> FlowInfo:
         resumable=bool(answer.get("resumable")) if ok else None,
         description=str(answer.get("description") or "") if ok else "",
         error=None if ok else str(answer.get("error") or "could not be loaded"),
+        budget=clean_limits(answer.get("budget")) if ok else {},
     )
 
 
