@@ -8,14 +8,14 @@ Modes:
     "maxrss_kb": peak resident memory once the app has settled}``.
 
 ``latency-ours WORKSPACE OUT N``  flowdrop-tui following the live ``flow_00`` run
-``latency-raw RUN_DIR OUT N``     bare ``watchfiles.awatch`` on that run's folder
+``latency-bare RUN_DIR OUT N``    a bare Textual app following that run's ``cycle.jsonl``
+                                  with ``watchfiles.awatch`` at its defaults, into a Log
     Both write ``{"latencies": [...]}``: seconds from a ``tick`` event's own timestamp
-    (taken just before its append) to the row painted on screen / to awatch reporting it.
+    (taken just before its append) to the frame that shows its line.
 """
 
 from __future__ import annotations
 
-import asyncio
 import resource
 import sys
 import time
@@ -179,27 +179,48 @@ def latency_ours(workspace: str, out: str, samples: int) -> None:
     cli.main(["--workspace", workspace])
 
 
-def latency_raw(run_dir: str, out: str, samples: int) -> None:
+def latency_bare(run_dir: str, out: str, samples: int) -> None:
+    """The baseline: the naive follower a user could write in a few lines."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Log
     from watchfiles import awatch
 
     from flowdrop_tui.core.records.tail import EventTail
 
-    async def main() -> None:
-        tail = EventTail(Path(run_dir) / "cycle.jsonl")
-        tail.read()  # skip what is already there
-        found: list[float] = []
-        async for _changes in awatch(run_dir):
-            reported = time.time()  # awatch has reported the append: stop the clock
-            sent = [
-                ev["fields"]["sent"] for ev in tail.read().events if ev.get("message") == "tick"
-            ]
-            if sent:
-                found.append(reported - sent[-1])
-            if len(found) >= samples:
-                break
-        _write(out, {"latencies": found})
+    found: list[float] = []
+    waiting: dict[int, float] = {}  # line index in the log -> the tick's own timestamp
+    original_render = Log.render_line
 
-    asyncio.run(main())
+    def render_line(self: Log, y: int) -> Any:
+        strip = original_render(self, y)
+        sent = waiting.pop(int(self.scroll_offset.y) + y, None)
+        if sent is not None:
+            found.append(time.time() - sent)
+            if len(found) == samples:
+                _write(out, {"latencies": found})
+                self.app.call_later(self.app.exit)
+        return strip
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Log()
+
+        def on_mount(self) -> None:
+            self.run_worker(self.follow(), exclusive=True)
+
+        async def follow(self) -> None:
+            log = self.query_one(Log)
+            tail = EventTail(Path(run_dir) / "cycle.jsonl")
+            for ev in tail.read().events:  # what is already there, not timed
+                log.write_line(orjson.dumps(ev).decode())
+            async for _changes in awatch(run_dir):
+                for ev in tail.read().events:
+                    if ev.get("message") == "tick":
+                        waiting[log.line_count] = float(ev["fields"]["sent"])
+                    log.write_line(orjson.dumps(ev).decode())
+
+    Log.render_line = render_line  # type: ignore[method-assign]
+    Bare().run()
 
 
 if __name__ == "__main__":
@@ -210,7 +231,7 @@ if __name__ == "__main__":
         paint_bare(args[0])
     elif mode == "latency-ours":
         latency_ours(args[0], args[1], int(args[2]))
-    elif mode == "latency-raw":
-        latency_raw(args[0], args[1], int(args[2]))
+    elif mode == "latency-bare":
+        latency_bare(args[0], args[1], int(args[2]))
     else:
         raise SystemExit(f"unknown mode {mode}")

@@ -160,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("flows", parents=[common, json_flag], help="list the flows")
     runs = sub.add_parser("runs", parents=[common, json_flag], help="list runs, newest first")
     runs.add_argument("flow", metavar="FLOW", nargs="?")
+    page = runs.add_mutually_exclusive_group()
+    page.add_argument(
+        "--limit", type=int, metavar="N", default=views.RUNS_PAGE, help="the newest N (50)"
+    )
+    page.add_argument("--all", action="store_true", help="every run")
     show = sub.add_parser("show", parents=[common, json_flag], help="one run in full")
     show.add_argument("run", metavar="RUN")
     snapshot = sub.add_parser("snapshot", parents=[common], help="print a run's snapshot")
@@ -390,14 +395,19 @@ def cmd_flows(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     layout = _layout(args)
+    if not args.all and args.limit < 1:
+        raise UsageError("--limit takes a number of runs, 1 or more")
     key = views.key_for(layout, args.flow) if args.flow else None
-    rows = [info.summary() for info in views.run_rows(layout, key)]
+    infos, total = views.run_page(layout, key, limit=None if args.all else args.limit)
+    rows = [info.summary() for info in infos]
     if args.json:
         print(_dump(rows))
     elif not rows:
         print("no runs yet" + (f" of {key}" if key else ""))
     else:
         print(runs_table(rows))
+        if total > len(rows) and not args.all:
+            print(f"the newest {len(rows)} of {total} runs; --limit N or --all for more")
     return 0
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records import index, key_runs
 
 
 def seed_run(
@@ -25,7 +25,10 @@ def seed_run(
     minute: int = 0,
 ) -> str:
     """A finished run's record as the engine writes it, with times fixed by ``minute``."""
-    folder = ws / ".flowdrop" / "runs" / run_id
+    layout = Layout(ws)
+    layout.ensure()
+    key_runs.append_locked(layout, key, run_id)  # as the engine does, before the record
+    folder = layout.runs / run_id
     (folder / "sessions").mkdir(parents=True)
     base = f"2026-08-17T{1 + minute // 60:02d}:{minute % 60:02d}"
 

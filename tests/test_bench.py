@@ -43,3 +43,16 @@ def test_resolve_prints_a_ratio(tmp_path: Path) -> None:
     match = RATIO.search(out)
     assert match and float(match.group(1)) > 0, out
     assert re.search(r"goal <= 1\.2: (met|NOT met)", out), out
+
+
+@pytest.mark.parametrize("script", ["runs_page.py", "describe_cold.py"])
+def test_paging_and_cold_listing_benches_print_ratios(script: str) -> None:
+    """Guards against bench/runs_page.py or bench/describe_cold.py breaking."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"ratio \d+\.\d+.*goal ≤ \d\.\d: (met|NOT met)", done.stdout), done.stdout

@@ -20,7 +20,7 @@ from flowdrop_tui.core.flows.discovery import (
     resolve_flow,
 )
 from flowdrop_tui.core.paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records import index, key_runs
 from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
 from flowdrop_tui.core.records.events import (
     LIVE,
@@ -29,7 +29,6 @@ from flowdrop_tui.core.records.events import (
     list_run_ids,
     load_run,
     read_events,
-    read_first_event,
 )
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.run.plan import snapshot_of
@@ -119,21 +118,38 @@ def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
         return validate_flow_name(arg)
 
 
-def run_rows(layout: Layout, key: str | None = None) -> list[RunInfo]:
-    """Runs newest first, of one key when given (the runs whose own key it is)."""
+RUNS_PAGE = 50  # `runs` shows the newest page; --limit N or --all for more
+
+
+def run_page(
+    layout: Layout, key: str | None = None, limit: int | None = RUNS_PAGE, before: str | None = None
+) -> tuple[list[RunInfo], int]:
+    """Runs newest first, of one key when given (the runs whose own key it is): at most
+    ``limit`` (``None``: all) older than run ``before``, and how many there are in all.
+
+    A key's page is read from the end of its run list (``key_runs``), so it costs the
+    page, not the workspace; a record that cannot be read is left out.
+    """
+    if key is not None:
+        ids = key_runs.newest(layout, key, limit, before)
+        total = key_runs.count(layout, key)
+    else:
+        # Every folder, not the key lists: a run whose record cannot be read names no
+        # key, and is still shown here. A directory listing costs little beside the page.
+        every = list_run_ids(layout)
+        total = len(every)
+        if before is not None:
+            every = [run_id for run_id in every if run_id < before]
+        ids = every[::-1] if limit is None else every[: -limit - 1 : -1]
     found = []
-    for run_id in reversed(list_run_ids(layout)):
-        if key is not None:
-            first = read_first_event(layout.runs / run_id / CYCLE)
-            if first is not None and first.get("event") == "created" and first.get("key") != key:
-                continue  # the cheap test: most runs are told apart by their first line
+    for run_id in ids:
         try:
             info = load_run(layout, run_id)
         except FlowdropError:
             continue
         if key is None or info.key == key:
             found.append(info)
-    return found
+    return found, total
 
 
 def _link_target(link_path: Path) -> str | None:

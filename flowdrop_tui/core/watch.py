@@ -35,8 +35,13 @@ from flowdrop_tui.core.paths import (
 )
 from flowdrop_tui.core.records.liveness import live_pid
 
-STEP_MS = 50  # watchfiles' default: a change is reported after this long without another
-DEBOUNCE_MS = 400  # a run appending without pause is still reported this often
+# The followed runs' folders (and the records' top folders, watched flat): a change is
+# reported after this long without another. watchfiles' default is 50 ms; the UI
+# knows which few files it follows, so it waits less and shows an event sooner
+# (bench/ui_bench.py (c)). The flows folder, watched recursively, keeps the default.
+STEP_MS = 10
+FLOWS_STEP_MS = 50
+DEBOUNCE_MS = 200  # a run appending without pause is still reported this often
 # A process that dies changes no file (the kernel just drops its lock), so the
 # followed runs' liveness is also asked (F_GETLK, no file is touched) this often.
 LIVENESS_EVERY = 1.0
@@ -114,7 +119,7 @@ class WorkspaceWatch:
 
     # -- the watchers -------------------------------------------------------------------
 
-    def _start(self, paths: list[str], *, recursive: bool) -> _Watcher:
+    def _start(self, paths: list[str], *, recursive: bool, step_ms: int | None = None) -> _Watcher:
         from watchfiles import awatch  # here: the watch starts after the UI's first frame
 
         assert self._queue is not None
@@ -126,7 +131,7 @@ class WorkspaceWatch:
                 async for changes in awatch(
                     *paths,
                     watch_filter=None,
-                    step=self.step_ms,
+                    step=step_ms or self.step_ms,
                     debounce=self.debounce_ms,
                     stop_event=stop,
                     recursive=recursive,
@@ -174,7 +179,9 @@ class WorkspaceWatch:
                     self._flows_stale = False
                     new_flows = None
                     if self.flows.is_dir():
-                        new_flows = self._start([str(self.flows)], recursive=True)
+                        new_flows = self._start(
+                            [str(self.flows)], recursive=True, step_ms=FLOWS_STEP_MS
+                        )
                     await self._replace(flows, new_flows)
                     flows = new_flows
                 if resync:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import orjson
@@ -193,3 +194,36 @@ def test_flow_names_with_spaces_and_unicode_work(workspace: Path, cli: CLI) -> N
         assert out["flow"] == name and out["status"] == "completed"
     names = [r["name"] for r in cli.json("flows")]
     assert "my flow" in names and "revisión" in names
+
+
+HOSTILE = {
+    "exits": ("import os\nos._exit(3)\n", "ended the process"),
+    "kills_itself": (
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+        "ended the process",
+    ),
+    "prints": ('print(\'{"ok": true, "resumable": true}\')\n' + textwrap.dedent(GOOD), None),
+    "reads_stdin": ("import sys\nsys.stdin.read()\n" + textwrap.dedent(GOOD), None),
+    "leaves_a_child": (
+        "import os, time\nif os.fork() == 0:\n    time.sleep(30)\n    os._exit(0)\n"
+        + textwrap.dedent(GOOD),
+        None,
+    ),
+}
+
+
+def test_many_flows_described_at_once_each_answer_for_itself(workspace: Path, cli: CLI) -> None:
+    """Guards the describing server (one Python, a forked child per flow): a flow that
+    exits, kills itself, prints a fake answer, reads stdin or leaves a process behind
+    answers for itself alone; the others are described right."""
+    write_flow(workspace, "good", GOOD)
+    for name, (body, _) in HOSTILE.items():
+        write_flow(workspace, name, body)
+    rows = {r["name"]: r for r in cli.json("flows")}
+    assert rows["good"]["error"] is None and rows["good"]["resumable"] is True
+    for name, (_, error) in HOSTILE.items():
+        if error is None:
+            assert rows[name]["error"] is None and rows[name]["resumable"] is True, rows[name]
+        else:
+            assert error in (rows[name]["error"] or ""), rows[name]
+            assert f"flows/{name}/flow.py" in rows[name]["error"]

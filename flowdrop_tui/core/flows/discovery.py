@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,10 @@ import orjson
 
 from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, NotFoundError
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.flows.describe_child import DESCRIBE_TIMEOUT, PARALLEL
 from flowdrop_tui.core.paths import FLOW_FILE, FLOWS_DIR, Layout, validate_flow_name, validate_key
 from flowdrop_tui.core.records.budget import clean_limits
 
-DESCRIBE_TIMEOUT = 5.0
 CACHE_VERSION = 2  # 2: answers carry the declared budget
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
@@ -136,25 +135,56 @@ def content_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def _child_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "flowdrop_tui.core.flows.describe_child", *args]
+
+
+def _start(layout: Layout, args: list[str], stdin: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        _child_command(*args),
+        cwd=layout.workspace,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a hang is killed with everything it started
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
+def _worded(layout: Layout, ref: FlowRef, answer: dict[str, Any]) -> dict[str, Any]:
+    """A child's answer with its failures put in words naming the flow's file."""
+    if answer.get("timeout"):
+        return {
+            "ok": False,
+            "error": f"{layout.rel(ref.file)}: did not answer in {DESCRIBE_TIMEOUT:g} s "
+            "(does it loop or wait at import?)",
+            "timeout": True,
+        }
+    if answer.get("ended") or "ok" not in answer:
+        status = f" (exit status {answer['exit']})" if "exit" in answer else ""
+        return {
+            "ok": False,
+            "error": f"{layout.rel(ref.file)}: loading it ended the process{status} "
+            "before it answered",
+        }
+    return answer
+
+
+def _last_answer(out: bytes) -> dict[str, Any] | None:
+    for line in reversed(out.splitlines()):
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(answer, dict) and "ok" in answer:
+            return answer
+    return None
+
+
 def _run_child(layout: Layout, ref: FlowRef) -> dict[str, Any]:
-    command = [
-        sys.executable,
-        "-m",
-        "flowdrop_tui.core.flows.describe_child",
-        str(ref.file),
-        str(layout.workspace),
-    ]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    """One flow described in a fresh Python process of its own."""
     try:
-        child = subprocess.Popen(
-            command,
-            cwd=layout.workspace,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # a hang is killed with everything it started
-            env=env,
-        )
+        child = _start(layout, [str(ref.file), str(layout.workspace)], subprocess.DEVNULL)
     except OSError as exc:
         return {"ok": False, "error": f"could not start Python to load the flow: {exc}"}
     try:
@@ -163,24 +193,40 @@ def _run_child(layout: Layout, ref: FlowRef) -> dict[str, Any]:
         with contextlib.suppress(OSError):
             os.killpg(child.pid, signal.SIGKILL)
         child.wait()
-        return {
-            "ok": False,
-            "error": f"{layout.rel(ref.file)}: did not answer in {DESCRIBE_TIMEOUT:g} s "
-            "(does it loop or wait at import?)",
-            "timeout": True,
-        }
-    for line in reversed(out.splitlines()):
+        return _worded(layout, ref, {"timeout": True})
+    answer = _last_answer(out)
+    return _worded(layout, ref, answer or {"ended": True, "exit": child.returncode})
+
+
+def _run_server(layout: Layout, refs: list[FlowRef]) -> dict[Path, dict[str, Any]]:
+    """Many flows described by one process that forks a child per flow (describe_child
+    ``--serve``): Python starts once, and each flow still has a process and 5 s of its
+    own. A flow the server did not answer for (it died) is described on its own."""
+    answers: dict[Path, dict[str, Any]] = {}
+    requests = b"".join(
+        orjson.dumps({"id": n, "file": str(ref.file)}) + b"\n" for n, ref in enumerate(refs)
+    )
+    rounds = -(-len(refs) // PARALLEL)  # each group of PARALLEL flows may take the limit
+    try:
+        server = _start(layout, ["--serve", str(layout.workspace)], subprocess.PIPE)
+        out, _ = server.communicate(requests, timeout=DESCRIBE_TIMEOUT * (rounds + 1) + 10)
+    except (OSError, subprocess.TimeoutExpired):
+        out = b""
+        with contextlib.suppress(NameError, OSError):
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    for line in out.splitlines():
         try:
             answer = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if isinstance(answer, dict) and "ok" in answer:
-            return answer
-    return {
-        "ok": False,
-        "error": f"{layout.rel(ref.file)}: loading it ended the process "
-        f"(exit status {child.returncode}) before it answered",
-    }
+        n = answer.pop("id", None) if isinstance(answer, dict) else None
+        if isinstance(n, int) and 0 <= n < len(refs):
+            answers[refs[n].folder] = _worded(layout, refs[n], answer)
+    for ref in refs:
+        if ref.folder not in answers:
+            answers[ref.folder] = _run_child(layout, ref)
+    return answers
 
 
 def _info(layout: Layout, ref: FlowRef, answer: dict[str, Any]) -> FlowInfo:
@@ -231,7 +277,7 @@ class DescribeCache:
 
 
 def describe(layout: Layout, refs: list[FlowRef], *, use_cache: bool = True) -> list[FlowInfo]:
-    """Describe ``refs`` (in order), loading the uncached ones in parallel child processes."""
+    """Describe ``refs`` (in order), loading the uncached ones in child processes."""
     cache = DescribeCache(layout) if use_cache else None
     digests = {ref.folder: content_hash(ref.folder) for ref in refs}
     answers: dict[Path, dict[str, Any]] = {}
@@ -242,17 +288,14 @@ def describe(layout: Layout, refs: list[FlowRef], *, use_cache: bool = True) -> 
             answers[ref.folder] = cached
         else:
             missing.append(ref)
-    if missing:
-        workers = max(1, min(len(missing), (os.cpu_count() or 2) * 2, 8))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for ref, answer in zip(
-                missing, pool.map(lambda r: _run_child(layout, r), missing), strict=False
-            ):
-                answers[ref.folder] = answer
-        if cache is not None:
-            for ref in missing:
-                cache.put(ref.rel(layout), digests[ref.folder], answers[ref.folder])
-            cache.save()
+    if len(missing) == 1:
+        answers[missing[0].folder] = _run_child(layout, missing[0])
+    elif missing:
+        answers.update(_run_server(layout, missing))
+    if missing and cache is not None:
+        for ref in missing:
+            cache.put(ref.rel(layout), digests[ref.folder], answers[ref.folder])
+        cache.save()
     return [_info(layout, ref, answers[ref.folder]) for ref in refs]
 
 

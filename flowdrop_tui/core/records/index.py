@@ -25,6 +25,7 @@ import orjson
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
+from flowdrop_tui.core.records import key_runs
 from flowdrop_tui.core.records.events import (
     TERMINAL,
     RunInfo,
@@ -187,6 +188,7 @@ def rebuild(layout: Layout) -> Index:
         _sweep_half_made(layout)
         data = _scan(layout)
         _write(layout, data)
+        key_runs.rebuild_locked(layout)
     return data
 
 

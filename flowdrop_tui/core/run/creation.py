@@ -33,7 +33,7 @@ from flowdrop_tui.core.paths import (
     STATE,
     Layout,
 )
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records import index, key_runs
 from flowdrop_tui.core.records.events import RECORD_VERSION, EventLog, Status
 from flowdrop_tui.core.records.folder import hidden_folder, unwritable
 from flowdrop_tui.core.records.state import encode
@@ -124,6 +124,7 @@ def create_record(
             )
 
         index.update_locked(layout, point_at_new_run)
+        key_runs.append_locked(layout, key, run_id)  # before the record, as the entry
         try:
             hidden.mkdir()
             (hidden / SESSIONS).mkdir()

@@ -39,7 +39,7 @@ class Drift:
         outside git, or from before they were kept)."""
         if self.git_from is None or self.git_to is None:
             return False
-        return _head(self.git_from) != _head(self.git_to)
+        return bool(_head(self.git_from) != _head(self.git_to))
 
     @property
     def branch_changed(self) -> bool:

@@ -78,7 +78,6 @@ class WorkspaceReads(Screen[None]):
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def read_runs(self, key: str) -> None:
-        self.catalog.refresh()
         runs = self.catalog.runs_of(key, RUNS_SHOWN)
         self.post_message(RunsRead(key, runs, self.catalog.count(key)))
 

@@ -1,0 +1,157 @@
+"""Each key's runs in the order they were made: ``.flowdrop/keys/<key>.runs``, one id a line.
+
+``runs FLOW`` shows a flow's newest page of runs. Picking them out of every run
+in the workspace (reading each one's first line) costs time in proportion to
+the whole workspace; this list makes it cost the page: the newest ids are the
+last lines of the key's file, read from its end.
+
+It is a cache of the records, kept like the index: a run's id is appended under
+the index lock *before* its record is renamed into place, with one ``O_APPEND``
+write, so a kill leaves at most an id whose record never appeared (readers skip
+ids whose folder is gone) and never a run the list misses. A key whose list is
+missing has it rebuilt from the records the first time it is needed, and
+``reindex`` rebuilds them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, key_filename
+from flowdrop_tui.core.records.events import list_run_ids, read_first_event
+
+SUFFIX = ".runs"
+_LINE = 28  # a run id (27 characters) and its newline
+_CHUNK = 64 * _LINE
+
+
+def path_of(layout: Layout, key: str) -> Path:
+    return layout.keys / f"{key_filename(key)}{SUFFIX}"
+
+
+def _key_of(layout: Layout, run_id: str) -> str | None:
+    first = read_first_event(layout.runs / run_id / CYCLE)
+    if first is None or first.get("event") != "created":
+        return None
+    key = first.get("key")
+    return key if isinstance(key, str) else None
+
+
+def _scan(layout: Layout) -> dict[str, list[str]]:
+    """Every key's runs, oldest first, as the records say (one first line per run)."""
+    by_key: dict[str, list[str]] = {}
+    for run_id in list_run_ids(layout):
+        key = _key_of(layout, run_id)
+        if key is not None:
+            by_key.setdefault(key, []).append(run_id)
+    return by_key
+
+
+def _write(layout: Layout, key: str, ids: list[str]) -> None:
+    write_atomic(path_of(layout, key), "".join(f"{run_id}\n" for run_id in ids).encode())
+
+
+def rebuild_locked(layout: Layout) -> None:
+    """Every key's list from the records (``reindex``). Call under the index lock."""
+    by_key = _scan(layout)
+    with contextlib.suppress(OSError):
+        for name in os.listdir(layout.keys):
+            if name.endswith(SUFFIX):
+                (layout.keys / name).unlink()
+    for key, ids in by_key.items():
+        _write(layout, key, ids)
+
+
+def _ensure_locked(layout: Layout, key: str) -> None:
+    if not path_of(layout, key).exists():
+        _write(layout, key, _scan(layout).get(key, []))
+
+
+def append_locked(layout: Layout, key: str, run_id: str) -> None:
+    """A new run of ``key``, before its record appears. Call under the index lock."""
+    _ensure_locked(layout, key)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(path_of(layout, key), flags, 0o644)
+    try:
+        os.write(fd, f"{run_id}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def _ensure(layout: Layout, key: str) -> bool:
+    """Make sure ``key`` has a list; False when it cannot be made (read-only workspace)."""
+    if path_of(layout, key).exists():
+        return True
+    try:
+        layout.ensure()
+        with locks.exclusive(layout.index_lock):
+            _ensure_locked(layout, key)
+    except OSError:
+        return False
+    return True
+
+
+def _lines_from_end(path: Path) -> Iterator[str]:
+    """The file's whole lines, last first, read in chunks from its end."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115
+    except OSError:
+        return
+    with handle:
+        end = handle.seek(0, os.SEEK_END)
+        rest = b""
+        while end > 0:
+            start = max(0, end - _CHUNK)
+            handle.seek(start)
+            block = handle.read(end - start) + rest
+            end = start
+            lines = block.split(b"\n")
+            rest = lines.pop(0) if start > 0 else b""
+            for line in reversed(lines):
+                if line:
+                    yield line.decode("ascii", "replace")
+        if rest:
+            yield rest.decode("ascii", "replace")
+
+
+def _newest_in(
+    layout: Layout, lines: Iterator[str], limit: int | None, before: str | None
+) -> list[str]:
+    found: list[str] = []
+    seen: set[str] = set()
+    for run_id in lines:
+        if limit is not None and len(found) >= limit:
+            break
+        if RUN_ID_RE.match(run_id) is None or (before is not None and run_id >= before):
+            continue
+        if run_id not in seen and (layout.runs / run_id).is_dir():
+            seen.add(run_id)
+            found.append(run_id)
+    return found
+
+
+def newest(
+    layout: Layout, key: str, limit: int | None = None, before: str | None = None
+) -> list[str]:
+    """The key's runs, newest first: at most ``limit``, older than ``before`` when given.
+
+    Ids whose record is gone (pruned, or a creation that was killed) are skipped.
+    """
+    if not _ensure(layout, key):
+        return _newest_in(layout, reversed(_scan(layout).get(key, [])), limit, before)
+    return _newest_in(layout, _lines_from_end(path_of(layout, key)), limit, before)
+
+
+def count(layout: Layout, key: str) -> int:
+    """How many runs ``key`` has had (from the list's size; ids of pruned runs included)."""
+    if not _ensure(layout, key):
+        return len(_scan(layout).get(key, []))
+    try:
+        return path_of(layout, key).stat().st_size // _LINE
+    except OSError:
+        return 0
