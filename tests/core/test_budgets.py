@@ -287,3 +287,20 @@ def test_none_lifts_a_declared_limit(workspace: Path, cli: CLI) -> None:
     )
     out = cli.json("run", "loop", "--max-rounds", "none")
     assert (out["status"], out["last_round"]) == ("completed", 3)
+
+
+def test_detached_run_and_resume_take_the_limits_too(workspace: Path, cli: CLI) -> None:
+    """--max-… reaches a detached run's process (run --detach, resume --detach)."""
+    counter(workspace, '{"rounds": 50}')
+    run_id = str(cli.json("run", "loop", "--detach", "--max-rounds", "2")["run"])
+    wait_for(lambda: cli.json("show", run_id)["status"] == "paused")
+    assert started(workspace, run_id) == [1, 2]
+    refused = cli.json("resume", run_id, "--detach", check=3)
+    assert refused["error"]["code"] == "BUDGET_EXHAUSTED"
+    cli.json("resume", run_id, "--detach", "--max-rounds", "4")
+    wait_for(
+        lambda: (
+            cli.json("show", run_id)["status"] == "paused"
+            and started(workspace, run_id) == [1, 2, 3, 4]
+        )
+    )

@@ -22,6 +22,9 @@ class BudgetMeter:
     def __init__(self, run_id: str, run_dir: Path) -> None:
         self._fold = RunFold(run_id, run_dir)
         self._tail = EventTail(run_dir / CYCLE)
+        # The limits in effect change only when the run is resumed, in a new process with
+        # a new meter: a run with none stops reading its record after the first look.
+        self._unlimited = False
 
     def budget(self) -> ChainBudget:
         """The limits in effect and what the chain has used, up to now."""
@@ -35,7 +38,12 @@ class BudgetMeter:
     def reached(self, *, rounds: bool) -> Reached | None:
         """The budget the next round would go over. ``rounds``: count the rounds budget
         too (a round of the run's own flow; a called flow's rounds are not its rounds)."""
+        if self._unlimited:
+            return None
         budget = self.budget()
+        if all(limit is None for limit in budget.limits.values()):
+            self._unlimited = True
+            return None
         if not rounds:
             budget.limits = {k: v for k, v in budget.limits.items() if k != "rounds"}
         return budget.reached()
