@@ -150,3 +150,38 @@ def test_a_fresh_start_or_a_snapshot_has_no_drift(workspace: Path, cli: CLI) -> 
     (workspace / "flows" / "once" / "helper.py").write_text("X = 1\n")
     assert cli.json("plan", "once", "--fresh")["drift"] is None
     assert cli.json("plan", "once")["drift"]["flow_changed"] is True  # a file beside flow.py
+
+
+def test_picking_up_from_a_callers_run_compares_git_not_another_flows_code(
+    workspace: Path, cli: CLI
+) -> None:
+    """The thread's latest state may sit in a caller's run (another key): its recorded
+    digest is the caller's folder, so the code cannot be compared — never a false drift."""
+    write_flow(
+        workspace,
+        "callee",
+        """
+        from flowdrop_tui import flow
+
+        @flow(resumable=True)
+        def main(run, n=0):
+            run.state["n"] = n
+            return n
+        """,
+    )
+    write_flow(
+        workspace,
+        "caller",
+        """
+        from flowdrop_tui import flow
+
+        @flow()
+        def main(run):
+            return run.call("callee", n=7)
+        """,
+    )
+    caller = cli.json("run", "caller")["run"]
+    plan = cli.json("plan", "callee", "--strict")
+    assert plan["source"] == caller and plan["start"] == "thread"
+    assert plan["drift"]["flow_changed"] is None and plan["drift"]["drifted"] is False
+    assert plan["refusal"] is None

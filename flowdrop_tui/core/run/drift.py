@@ -142,11 +142,12 @@ class GitReader:
 
 
 def drift_from(
-    source: RunInfo, digest_now: str, reader: GitReader, now: dict[str, Any] | None
+    source: RunInfo, digest_now: str | None, reader: GitReader, now: dict[str, Any] | None
 ) -> Drift:
-    """Compare ``source`` (the run picked up or resumed) with the flow and git ``now``."""
+    """Compare ``source`` (the run picked up or resumed) with the flow (``digest_now``;
+    ``None``: not comparable) and git ``now``."""
     drift = Drift(source=source.run, source_status=str(source.status))
-    if source.flow_digest is not None:
+    if source.flow_digest is not None and digest_now is not None:
         drift.flow_changed = source.flow_digest != digest_now
     drift.git_from = source.git_last
     drift.git_to = now

@@ -207,10 +207,11 @@ def forecast_start(
         found.overrides = dict(options.limits)  # fresh, a snapshot, another key's run
     found.budget = ChainBudget(effective(declared, found.overrides), found.carried)
     if source is not None:
-        found.git_now = GitReader(layout.workspace, isolated).facts()
-        found.drift = drift_from(
-            source, found.flow_digest or "", _reader(layout, isolated), found.git_now
-        )
+        reader = GitReader(layout.workspace, isolated)
+        found.git_now = reader.facts()
+        # A caller's run (another key) recorded its own flow's digest: not comparable.
+        digest = found.flow_digest if source.key == key else None
+        found.drift = drift_from(source, digest, reader, found.git_now)
     return _refusals(found, options, resuming=False)
 
 
@@ -257,15 +258,10 @@ def _resuming(
     found.carried = paused.budget_carried
     used = paused.chain_budget().used
     found.budget = ChainBudget(effective(declared, found.overrides), used)
-    found.git_now = GitReader(layout.workspace, isolated).facts()
-    found.drift = drift_from(
-        paused, found.flow_digest or "", _reader(layout, isolated), found.git_now
-    )
+    reader = GitReader(layout.workspace, isolated)
+    found.git_now = reader.facts()
+    found.drift = drift_from(paused, found.flow_digest, reader, found.git_now)
     return _refusals(found, options, resuming=True)
-
-
-def _reader(layout: Layout, isolated: bool) -> GitReader:
-    return GitReader(layout.workspace, isolated)
 
 
 def _source_of(layout: Layout, start: StartPlan) -> RunInfo | None:
