@@ -119,7 +119,7 @@ def runnable(layout: Layout, ref: FlowRef) -> FlowInfo:
     exit 1, naming the file and line, before anything else happens."""
     described = describe_one(layout, ref)
     if described.error:
-        raise FlowLoadError(f"cannot run {ref.key}: {described.error}")
+        raise FlowLoadError(f"{ref.key} cannot be loaded, so it cannot run: {described.error}")
     return described
 
 

@@ -16,8 +16,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from flowdrop_tui.core.control import launch, verbs
-from flowdrop_tui.core.errors import FlowdropError, FlowLoadError
-from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run
 from flowdrop_tui.core.run import forecast
@@ -111,10 +111,7 @@ class RunActions(Screen[None]):
 
     def _checked_ref(self, key: str) -> tuple[FlowRef, bool]:
         ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
-        described = describe_one(self.workspace, ref)
-        if described.error:
-            raise FlowLoadError(f"{key} cannot be loaded, so it cannot run: {described.error}")
-        return ref, bool(described.resumable)
+        return ref, bool(forecast.runnable(self.workspace, ref).resumable)
 
     @work(thread=True, group="control", exit_on_error=False)
     def plan_run(self, key: str, from_run: str | None) -> None:
