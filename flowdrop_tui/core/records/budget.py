@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 KINDS = ("rounds", "minutes", "tokens")
-USAGE_FIELDS = ("input", "output", "cache_read", "cache_write")
+COUNTED = ("input", "output")  # of session_closed.usage: {input, output, cache_read, cache_write}
 
 Limits = dict[str, float | int | None]
 
@@ -71,12 +71,14 @@ def effective(declared: Limits, overrides: Limits) -> Limits:
 
 
 def session_tokens(usage: Any) -> int:
-    """Tokens a closed session reported (``session_closed.usage``): every kind counted,
-    input, output, cache reads and cache writes alike (docs/decisions.md)."""
+    """Tokens a closed session reported (``session_closed.usage``): ``input + output``.
+    In that shape (branch ``agents``, ``records/usage.py``) ``input`` already includes the
+    cache reads and writes, which are shown apart as parts of it: adding them again
+    would count them twice (docs/decisions.md)."""
     if not isinstance(usage, dict):
         return 0
     total = 0
-    for name in USAGE_FIELDS:
+    for name in COUNTED:
         value = usage.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             total += value
