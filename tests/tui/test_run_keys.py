@@ -80,12 +80,14 @@ def main(run):
 """
 
 CAPPED = """
+    import time
     from flowdrop_tui import flow
 
     @flow(resumable=True, budget={"rounds": 2})
     def main(run):
         for round in run.rounds():
             run.state["n"] = round
+            time.sleep(0.5)  # seen live before it pauses, however loaded the machine
 """
 
 
