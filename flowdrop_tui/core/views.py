@@ -56,7 +56,7 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
         run: RunInfo | None = None
         if isinstance(last, str):
             try:
-                run = load_run(layout, last)
+                run = _last_run(layout, info.name, last)
             except FlowdropError:
                 row["status"] = None
         if run is not None and entry.get("status") not in {str(s) for s in TERMINAL}:
@@ -65,6 +65,21 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
         row["budget"] = thread_budget(info, run).to_json()
         rows.append(row)
     return rows
+
+
+# A run that has ended never changes ("nothing rewrites a record afterwards"): the UI,
+# which lists the flows again and again, folds each flow's ended last run once.
+_ENDED: dict[tuple[str, str], RunInfo] = {}
+
+
+def _last_run(layout: Layout, key: str, run_id: str) -> RunInfo:
+    held = _ENDED.get((str(layout.root), key))
+    if held is not None and held.run == run_id:
+        return held
+    info = load_run(layout, run_id)
+    if info.status in TERMINAL:
+        _ENDED[(str(layout.root), key)] = info
+    return info
 
 
 def thread_budget(info: FlowInfo, last: RunInfo | None) -> ChainBudget:
