@@ -9,6 +9,7 @@ exist; 3 refused; 130 stopped (cancelled). With ``--json``, errors are
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -170,6 +171,23 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot = sub.add_parser("snapshot", parents=[common], help="print a run's snapshot")
     snapshot.add_argument("run", metavar="RUN")
     sub.add_parser("reindex", parents=[common, json_flag], help="rebuild .flowdrop/index.json")
+    serve = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="serve the UI to a browser",
+        description="Serve this workspace's UI to a browser. Whoever opens the URL can start"
+        " and stop runs here: any address but loopback needs the token. Ctrl-C stops"
+        " serving; runs go on.",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks one)")
+    serve.add_argument(
+        "--token",
+        help="the secret a browser must bring (default: $FLOWDROP_SERVE_TOKEN, or one made"
+        " up when the address is not loopback)",
+    )
     return parser
 
 
@@ -445,6 +463,23 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return run_app(layout)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    # Imported here: only `serve` loads aiohttp and Textual.
+    from flowdrop_tui.serve.access import Access, bind_is_loopback, check_token, new_token
+    from flowdrop_tui.serve.server import TOKEN_ENV, serve
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a port (0-65535)")
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    if token is not None:
+        check_token(token)
+    elif not bind_is_loopback(args.host):
+        # Whoever reaches a non-loopback address could start and stop runs.
+        token = new_token()
+    return serve(layout, args.host, args.port, Access(token=token, port=args.port))
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "plan": cmd_plan,
@@ -456,6 +491,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "show": cmd_show,
     "snapshot": cmd_snapshot,
     "reindex": cmd_reindex,
+    "serve": cmd_serve,
 }
 
 

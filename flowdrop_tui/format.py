@@ -98,41 +98,77 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def tokens(count: int) -> str:
+    """A token count as a person reads it: 950, 12.3k, 4.1M."""
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
+def usage_text(usage: Any) -> str:
+    """``12.3k in (10.0k cache read, 300 cache write), 450 out`` — or ``—`` for none."""
+    if not isinstance(usage, dict):
+        return "—"
+    parts = []
+    for name, label in (("cache_read", "cache read"), ("cache_write", "cache write")):
+        if usage.get(name):
+            parts.append(f"{tokens(int(usage[name]))} {label}")
+    inside = f" ({', '.join(parts)})" if parts else ""
+    return (
+        f"{tokens(int(usage.get('input') or 0))} in{inside}, "
+        f"{tokens(int(usage.get('output') or 0))} out"
+    )
+
+
+def usage_short(usage: Any) -> str:
+    """A flow list cell: tokens in and out, ``12.3k/450``; empty for none."""
+    if not isinstance(usage, dict):
+        return ""
+    return f"{tokens(int(usage.get('input') or 0))}/{tokens(int(usage.get('output') or 0))}"
+
+
 def flows_table(rows: list[dict[str, Any]]) -> str:
+    """The flow list; a USAGE column (tokens in/out since the thread's chain began)
+    only when some flow has usage to show."""
+    metered = any(row.get("usage") for row in rows)
     table = []
     for row in rows:
         resumable = "error" if row.get("error") else "yes" if row.get("resumable") else "no"
-        table.append(
-            [
-                str(row["name"]),
-                resumable,
-                round_label(int(row.get("round") or 0)),
-                status_label(row.get("status")),
-                str(row.get("last_run") or "—"),
-                str(row.get("error") or row.get("description") or ""),
-            ]
-        )
-    return _table(["FLOW", "RESUMABLE", "ROUND", "STATUS", "LAST RUN", "ABOUT"], table)
+        cells = [
+            str(row["name"]),
+            resumable,
+            round_label(int(row.get("round") or 0)),
+            status_label(row.get("status")),
+            str(row.get("last_run") or "—"),
+        ]
+        if metered:
+            cells.append(usage_short(row.get("usage")) or "—")
+        cells.append(str(row.get("error") or row.get("description") or ""))
+        table.append(cells)
+    headers = ["FLOW", "RESUMABLE", "ROUND", "STATUS", "LAST RUN"]
+    headers += ["USAGE"] if metered else []
+    return _table([*headers, "ABOUT"], table)
 
 
 def runs_table(rows: list[dict[str, Any]]) -> str:
+    """The run list; a USAGE column (tokens in/out) only when some run has usage."""
+    metered = any(row.get("usage") for row in rows)
     table = []
     for row in rows:
-        rounds = rounds_range(row.get("first_round"), row.get("last_round"))
-        table.append(
-            [
-                str(row["run"]),
-                str(row.get("flow")),
-                status_label(row.get("status")),
-                rounds,
-                str(row.get("started") or "")[:19].replace("T", " "),
-                duration(row.get("started"), row.get("ended")),
-                str(row.get("picked_up_from") or "—"),
-            ]
-        )
-    return _table(
-        ["RUN", "FLOW", "STATUS", "ROUNDS", "STARTED", "DURATION", "PICKED UP FROM"], table
-    )
+        cells = [
+            str(row["run"]),
+            str(row.get("flow")),
+            status_label(row.get("status")),
+            rounds_range(row.get("first_round"), row.get("last_round")),
+            str(row.get("started") or "")[:19].replace("T", " "),
+            duration(row.get("started"), row.get("ended")),
+            str(row.get("picked_up_from") or "—"),
+        ]
+        table.append([*cells, usage_short(row.get("usage")) or "—"] if metered else cells)
+    headers = ["RUN", "FLOW", "STATUS", "ROUNDS", "STARTED", "DURATION", "PICKED UP FROM"]
+    return _table([*headers, "USAGE"] if metered else headers, table)
 
 
 def show_text(detail: dict[str, Any]) -> str:
@@ -158,6 +194,8 @@ def show_text(detail: dict[str, Any]) -> str:
         lines.append(f"result          {detail['result']!r}")
     for warning in detail.get("warnings") or []:
         lines.append(f"warning         {warning}")
+    if detail.get("usage") is not None:
+        lines.append(f"usage           {usage_text(detail['usage'])}")
     lines.append("state")
     if detail.get("state") is None:
         lines.append(f"  unreadable: {detail.get('state_error')}")
@@ -170,6 +208,8 @@ def show_text(detail: dict[str, Any]) -> str:
         health = "ok" if session.get("exists") else "missing"
         lines.append(f"  {session.get('link')} -> {session.get('target')} [{health}]")
         lines.append(f"    {_session_outcome(session, detail.get('status'))}")
+        if session.get("usage") is not None:
+            lines.append(f"    usage: {usage_text(session['usage'])}")
     git = detail.get("git")
     if git is None:
         lines.append("git             not a git repository")

@@ -11,6 +11,9 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -95,6 +98,9 @@ def test_claude_session_links_the_transcript_claude_code_writes(
     detail = cli.json("show", run_id)
     assert detail["sessions"][0]["exists"] is True
     assert detail["sessions"][0]["target"] == str(transcript)
+    # Two lines (thinking, text) repeat one message's usage: counted once.
+    spent = {"input": 1001 + 5001 + 301, "output": 41, "cache_read": 5001, "cache_write": 301}
+    assert detail["sessions"][0]["usage"] == spent and detail["usage"] == spent
 
 
 def test_claude_honours_claude_config_dir(
@@ -170,6 +176,10 @@ def test_codex_session_links_the_rollout_codex_writes(
     opened = next(e for e in events(workspace, run_id) if e["event"] == "session_opened")
     assert opened["command"].startswith("codex exec --json --model gpt-5-codex")
     assert cli.json("show", run_id)["sessions"][0]["exists"] is True
+    # The last running total; its input already includes the cached tokens.
+    spent = {"input": 1001 + 5001, "output": 41, "cache_read": 5001, "cache_write": 0}
+    assert cli.json("show", run_id)["usage"] == spent
+    assert cli.json("runs", "agent")[0]["usage"] == spent
 
 
 def test_codex_honours_codex_home(
@@ -271,9 +281,10 @@ def test_stop_now_interrupts_an_agent_session_of_a_detached_run(
     monkeypatch: pytest.MonkeyPatch,
     backend: str,
 ) -> None:
-    """`stop --now` during a session: the CLI (in the run's process group) dies of the
-    SIGINT, the session is recorded interrupted, the run ends cancelled, and the
-    transcript written so far stays linked."""
+    """`stop --now` during a session: the CLI (in the run's process group) takes the
+    SIGINT and ends its own way (Claude Code exits 0, Codex 1: neither dies of it);
+    the session is recorded interrupted because the run asked, the run ends
+    cancelled, and the transcript written so far stays linked."""
     ready = workspace / f"{backend}-ready"
     monkeypatch.setenv("FAKE_AGENT_SLEEP", "120")
     monkeypatch.setenv("FAKE_AGENT_READY", str(ready))
@@ -298,7 +309,8 @@ def test_stop_now_interrupts_an_agent_session_of_a_detached_run(
 
     closed = [e for e in events(workspace, run_id) if e["event"] == "session_closed"]
     assert len(closed) == 1 and closed[0]["interrupted"] is True
-    assert closed[0]["exit_code"] == -2  # the CLI died of the SIGINT, as at a terminal
+    assert closed[0]["exit_code"] == {"claude": 0, "codex": 1}[backend]
+    assert closed[0]["error"].startswith("interrupted")
     assert [e["outcome"] for e in events(workspace, run_id) if e["event"] == "ended"] == [
         "cancelled"
     ]
@@ -317,3 +329,107 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def test_one_ctrl_c_at_a_terminal_interrupts_a_claude_session_that_exits_0(
+    workspace: Path,
+    cli: CLI,
+    flow_writer: Callable[[str, str], Path],
+    agents: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One Ctrl-C at a terminal reaches the whole foreground group: Claude Code stops
+    and exits 0 with no answer. The session is interrupted (the run took the SIGINT
+    while it ran), not ok, and the run stops after that round, cancelled."""
+    ready = workspace / "claude-ready"
+    monkeypatch.setenv("FAKE_AGENT_SLEEP", "120")
+    monkeypatch.setenv("FAKE_AGENT_READY", str(ready))
+    flow_writer(
+        "slow",
+        """
+        from flowdrop_tui import flow
+
+        @flow()
+        def main(run):
+            for n in run.rounds():
+                result = run.session("claude", "a long task")
+                run.state["result"] = {"ok": result.ok, "text": result.text,
+                                       "interrupted": result.interrupted}
+        """,
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "flowdrop_tui", "run", "slow"],
+        cwd=workspace,
+        start_new_session=True,  # its own group, as a terminal's foreground job
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: ready.exists() and ready.read_text().strip())
+        os.killpg(run.pid, signal.SIGINT)  # what one Ctrl-C at the terminal sends
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    run_id = str(cli.json("runs", "slow")[0]["run"])
+    [closed] = [e for e in events(workspace, run_id) if e["event"] == "session_closed"]
+    assert closed["exit_code"] == 0 and closed["interrupted"] is True
+    assert state_of(workspace, run_id)["slow"]["result"] == {
+        "ok": False,
+        "text": "",
+        "interrupted": True,
+    }
+    assert cli.json("show", run_id)["status"] == "cancelled"
+
+
+def test_flows_shows_what_a_thread_spent_since_its_chain_began(
+    cli: CLI, workspace: Path, flow_writer: Callable[[str, str], Path], agents: Path
+) -> None:
+    """`flows --json` adds up the thread's usage along the runs picked up one from
+    another (a called flow's along its own chain); `--fresh` begins a new chain,
+    counted from nothing; `runs` is per run. Each run records what its chain spent
+    before it (`chain_usage`), so this reads one record per flow."""
+    flow_writer(
+        "agent",
+        """
+        from flowdrop_tui import flow
+
+        @flow(resumable=True)
+        def main(run):
+            run.state["runs"] = run.state.get("runs", 0) + 1
+            run.session("claude", "one more time")
+            run.call("helper")
+        """,
+    )
+    flow_writer(
+        "helper",
+        """
+        from flowdrop_tui import flow
+
+        @flow(resumable=True)
+        def main(run):
+            run.state["calls"] = run.state.get("calls", 0) + 1
+            run.session("claude", "help")
+        """,
+    )
+    one = {"input": 1001 + 5001 + 301, "output": 41, "cache_read": 5001, "cache_write": 301}
+
+    def times(n: int) -> dict[str, int]:
+        return {k: v * n for k, v in one.items()}
+
+    def flow_usage(name: str) -> object:
+        return next(f for f in cli.json("flows") if f["name"] == name)["usage"]
+
+    cli("run", "agent", check=0)
+    assert flow_usage("agent") == one and flow_usage("helper") == one
+    cli("run", "agent", check=0)  # picks the thread up
+    runs = cli.json("runs", "agent")
+    assert runs[0]["picked_up_from"] == runs[1]["run"]
+    assert [r["usage"] for r in runs] == [times(2), times(2)]  # its session and the call's
+    created = next(e for e in events(workspace, runs[0]["run"]) if e["event"] == "created")
+    assert created["chain_usage"] == one
+    assert flow_usage("agent") == times(2) and flow_usage("helper") == times(2)
+    cli("run", "agent", "--fresh", check=0)
+    assert flow_usage("agent") == one
+    assert "USAGE" in cli("flows", check=0).stdout

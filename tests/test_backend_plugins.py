@@ -123,3 +123,61 @@ def test_a_broken_entry_point_is_a_clear_error(
     assert "needs a library that is not installed" in broken
     assert "unknown session backend 'missing'" in missing
     assert all(name in missing for name in ("broken", "claude", "codex", "command"))
+
+
+METERED = """
+from flowdrop_tui.core.sessions import Reply, Session, Usage
+
+
+class MeteredBackend:
+    name = "metered"
+
+    def run(self, session: Session, prompt: str, options: dict) -> Reply:
+        session.open(command=f"metered {prompt}")
+        if prompt == "as-dict":
+            usage = {"input": 7, "output": 3, "cache_read": 2, "cache_write": 1}
+            return Reply(0, prompt, usage=usage)
+        if prompt == "bad":
+            return Reply(0, prompt, usage={"input": -1, "output": "x"})
+        return Reply(0, prompt, usage=Usage(input=100, output=20, cache_read=60))
+"""
+
+
+def test_a_plugged_in_backend_reports_usage_in_its_reply(
+    cli: CLI, workspace: Path, flow_writer: Callable[[str, str], Path], site: Path
+) -> None:
+    """A backend that knows its usage returns it in the Reply (a Usage, or its JSON shape);
+    it is recorded per session and added up for the run. A malformed one is no usage."""
+    install(
+        site,
+        "flowdrop-metered",
+        "flowdrop_metered",
+        METERED,
+        """
+        [flowdrop_tui.backends]
+        metered = flowdrop_metered:MeteredBackend
+        """,
+    )
+    flow_writer(
+        "spend",
+        """
+        from flowdrop_tui import flow
+
+        @flow()
+        def main(run):
+            used = [run.session("metered", p).usage for p in ("usage", "as-dict", "bad")]
+            return [u.to_json() if u else None for u in used]
+        """,
+    )
+    cli("run", "spend", check=0)
+    run_id = str(cli.json("runs", "spend")[0]["run"])
+    detail = cli.json("show", run_id)
+    first = {"input": 100, "output": 20, "cache_read": 60, "cache_write": 0}
+    second = {"input": 7, "output": 3, "cache_read": 2, "cache_write": 1}
+    assert detail["result"] == [first, second, None]
+    assert [s["usage"] for s in detail["sessions"]] == [first, second, None]
+    assert detail["usage"] == {"input": 107, "output": 23, "cache_read": 62, "cache_write": 1}
+    assert cli.json("runs", "spend")[0]["usage"] == detail["usage"]
+    assert "107 in (62 cache read, 1 cache write), 23 out" in cli("show", run_id).stdout
+    listed = cli("runs", "spend", check=0).stdout.splitlines()
+    assert listed[0].endswith("USAGE") and listed[1].endswith("107/23")

@@ -38,7 +38,8 @@ def test_fifty_kill_9s_at_random_instants_lose_nothing(tmp_path: Path) -> None:
     set, every complete record line parses, the index is exact or rebuilt, and the next
     run picks up one round past the killed run's last."""
     figures = harness("kill9.py", tmp_path, "--kills", "50", timeout=900)
-    assert figures["kills"] == 50 and figures["losses"] == 0, figures["loss_details"]
+    # A scenario may land two kills at once (the index race kills both sides).
+    assert figures["kills"] >= 50 and figures["losses"] == 0, figures["loss_details"]
     assert set(figures["by_scenario"]) == {
         "run",
         "detached",

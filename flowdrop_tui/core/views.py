@@ -30,7 +30,10 @@ from flowdrop_tui.core.records.events import (
     load_run,
     read_events,
 )
+from flowdrop_tui.core.records.spending import thread_usage
 from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.records.usage import Usage, read_usage
+from flowdrop_tui.core.records.usage import total as usage_total
 from flowdrop_tui.core.run.plan import snapshot_of
 
 
@@ -63,6 +66,8 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
             row["status"] = str(run.status)
             row["round"] = run.key_rounds.get(info.name, row["round"])
         row["budget"] = thread_budget(info, run).to_json()
+        usage = thread_usage(layout, info.name, last if isinstance(last, str) else None)
+        row["usage"] = usage.to_json() if usage is not None else None
         rows.append(row)
     return rows
 
@@ -200,6 +205,10 @@ def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
             on_disk = _link_target(info.path / str(link))
             target = on_disk or target
         exists = isinstance(target, str) and os.path.exists(target)
+        usage = Usage.from_json(closed.get("usage"))
+        if not closed and exists and isinstance(target, str):
+            # Still running: what it has spent so far, read through its transcript.
+            usage = read_usage(str(opened.get("backend")), Path(target))
         rows.append(
             {
                 "link": link,
@@ -215,6 +224,7 @@ def sessions_of(info: RunInfo) -> list[dict[str, Any]]:
                 "closed": bool(closed),
                 "interrupted": bool(closed.get("interrupted")),
                 "error": closed.get("error"),
+                "usage": usage.to_json() if usage is not None else None,
             }
         )
     return rows
@@ -259,6 +269,8 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
         detail["state"] = None
         detail["state_error"] = exc.message
     detail["sessions"] = sessions_of(info)
+    usage = usage_total(Usage.from_json(row["usage"]) for row in detail["sessions"])
+    detail["usage"] = usage.to_json() if usage is not None else None
     detail["git"] = git_of(layout, info)
     detail["error"] = info.error
     detail["result"] = info.result

@@ -7,21 +7,28 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.notifications import Notify
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from flowdrop_tui.core import watch
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.errors import report
+from flowdrop_tui.tui.keys import AimedKey, aim, send_on
 from flowdrop_tui.tui.screens.main_screen import MainScreen
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.run_table import RunTable
 
+TOASTS_SHOWN = 2  # at most this many notifications at once: the newest replace the oldest
+
 
 class FlowdropApp(App[int]):
     """``flowdrop-tui`` in a workspace: every flow in it, from the keyboard."""
+
+    NOTIFICATION_TIMEOUT = 5
 
     CSS_PATH = Path(__file__).with_name("flowdrop.tcss")  # absolute: subclasses live elsewhere
     TITLE = "flowdrop-tui"
@@ -50,6 +57,18 @@ class FlowdropApp(App[int]):
             if isinstance(screen, MainScreen):
                 return screen
         raise LookupError("the main screen is not open")
+
+    def on_app_focus(self, event: events.AppFocus) -> None:
+        """Served to a browser, Textual's web driver starts the app blurred, before
+        anything is focused, and so finds nothing to give the focus back to when the
+        page gets it: land where the terminal UI opens (the screen's AUTO_FOCUS)."""
+        screen = self.screen
+        selector = screen.AUTO_FOCUS or self.AUTO_FOCUS
+        if screen.focused is None and selector:
+            for widget in screen.query(selector):
+                if widget.focusable:
+                    widget.focus(scroll_visible=False)
+                    break
 
     # -- keys everywhere: help and the command palette list the same bindings -------------------
 
@@ -90,6 +109,33 @@ class FlowdropApp(App[int]):
                             one.tooltip or one.description,
                             partial(self.run_action, action),
                         )
+
+    # -- keys go where focus is when they are handled (keys.py) ----------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        if (
+            isinstance(event, events.Key)
+            and not isinstance(event, AimedKey)
+            and not event.is_forwarded
+        ):
+            event = aim(self, event)
+        await super().on_event(event)
+
+    async def _on_key(self, event: events.Key) -> None:
+        # Textual calls App._on_key after this one unless the key is sent on.
+        send_on(self, event)
+
+    # -- notifications coalesce: the same words once, and no pile over the panes ---------------
+
+    def _on_notify(self, event: Notify) -> None:
+        # Runs before App._on_notify, which adds the new one and refreshes the toasts.
+        new = event.notification
+        for old in list(self._notifications):
+            if (old.message, old.title) == (new.message, new.title):
+                self._unnotify(old, refresh=False)
+        shown = list(self._notifications)
+        for old in shown[: max(0, len(shown) - TOASTS_SHOWN + 1)]:
+            self._unnotify(old, refresh=False)
 
     # -- the one error handler ------------------------------------------------------------------
 

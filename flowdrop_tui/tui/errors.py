@@ -21,14 +21,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 def report(app: App[Any], error: BaseException, what: str) -> None:
     """Show ``error`` (raised while doing ``what``) where the user looks."""
     if isinstance(error, FlowdropError):
-        app.notify(error.message, severity="warning", markup=False, timeout=10)
+        app.notify(error.message, severity="warning", markup=False, timeout=7)
         return
     app.notify(
         f"{type(error).__name__}: {error}",
         title=f"could not finish: {what}",
         severity="error",
         markup=False,
-        timeout=10,
+        timeout=7,
     )
 
 

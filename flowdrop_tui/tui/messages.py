@@ -52,13 +52,15 @@ class FlowRowsRead(Message):
 
 
 class RunsRead(Message):
-    """One flow's runs were read, newest first (``total``: how many it has)."""
+    """One flow's runs were read, newest first (``total``: how many it has).
+    ``older``: the next page, older than the runs already shown, to add below them."""
 
-    def __init__(self, key: str, runs: list[RunInfo], total: int) -> None:
+    def __init__(self, key: str, runs: list[RunInfo], total: int, older: bool = False) -> None:
         super().__init__()
         self.key = key
         self.runs = runs
         self.total = total
+        self.older = older
 
 
 class RunPolled(Message):

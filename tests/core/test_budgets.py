@@ -179,25 +179,14 @@ from flowdrop_tui.core.sessions import Reply, register
 
 
 class Spend:
-    '''A backend that reports what its session spent, as session_closed.usage.'''
-
+    # A plugged-in backend that reports what its session spent in its Reply.
     name = "spend"
 
     def run(self, session, prompt, options):
         session.open(command="spend")
-        host = session._host
         # input includes its cache parts (cache_read, cache_write): 400 + 100 a round
         usage = {"input": 400, "output": 100, "cache_read": 250, "cache_write": 50}
-
-        def close(exit_code, error):
-            host.log.append(
-                "session_closed", session=session.id, exit_code=exit_code, seconds=0.0,
-                interrupted=False, target=None, error=error, usage=usage,
-            )
-            return 0.0
-
-        session.close = close
-        return Reply(0, "spent")
+        return Reply(0, "spent", usage=usage)
 
 
 register(Spend())

@@ -20,7 +20,10 @@ def test_runs_by_key_newest_first_with_pages_and_gone_runs(workspace: Path) -> N
     catalog = RunCatalog(Layout(workspace))
     assert catalog.ids_of("alpha") == [ids[4], ids[2], ids[0]]
     assert catalog.ids_of("alpha", limit=2) == [ids[4], ids[2]]
+    # The next page starts after the oldest of the last one (the UI's "load more").
     assert catalog.ids_of("alpha", limit=2, before=ids[2]) == [ids[0]]
+    assert catalog.ids_of("alpha", limit=2, before=ids[0]) == []
+    assert [i.run for i in catalog.runs_of("alpha", 1, before=ids[4])] == [ids[2]]
     assert [info.run for info in catalog.runs_of("beta")] == [ids[3], ids[1]]
     assert catalog.count("alpha") == 3
     newest = seed_run(workspace, "20260817T070000.000Z-bbbbbb", "alpha", minute=7)

@@ -60,6 +60,7 @@ def test_flows_lists_each_with_declaration_and_no_rounds_yet(workspace: Path, cl
             "minutes": {"limit": None, "used": 0.0, "left": None},
             "tokens": {"limit": None, "used": 0, "left": None},
         },
+        "usage": None,  # no session has reported any
     }
     assert rows[1]["resumable"] is False
     text = cli("flows", check=0).stdout

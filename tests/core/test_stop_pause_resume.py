@@ -259,6 +259,29 @@ def test_stop_of_a_paused_run_closes_it_cancelled_without_running_it(
     assert not any(e["event"] == "resumed" for e in evs)
 
 
+def test_a_stop_that_keeps_paused_runs_refuses_a_paused_run_and_leaves_it_paused(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards the UI's escape (issue 11): ``keep_paused`` never closes a paused run."""
+    from flowdrop_tui.core.control import verbs
+    from flowdrop_tui.core.errors import ALREADY_PAUSED, SignalRefusedError
+    from flowdrop_tui.core.paths import Layout
+
+    write_flow(workspace, "batch", BATCH)
+    gate = hold(workspace)
+    run_id = detach(cli, "batch")
+    started(workspace, run_id)
+    cli("pause", run_id, check=0)
+    gate.unlink()
+    wait_for(lambda: status(cli, run_id) == "paused")
+    for now in (False, True):
+        with pytest.raises(SignalRefusedError) as refused:
+            verbs.stop(Layout(workspace), run_id, now=now, keep_paused=True)
+        assert refused.value.code == ALREADY_PAUSED and run_id in refused.value.message
+    assert status(cli, run_id) == "paused"
+    assert not any(e["event"] == "stop_requested" for e in events(workspace, run_id))
+
+
 def test_kill_9_then_resume_is_refused_and_plain_run_picks_up(workspace: Path, cli: CLI) -> None:
     write_flow(workspace, "loop", LOOP)
     run_id = detach(cli, "loop")

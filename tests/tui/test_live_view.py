@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+from textual import events
 from textual.message import Message
 
 from flowdrop_tui.core.paths import Layout
@@ -159,4 +160,42 @@ async def test_the_command_palette_offers_the_run_keys(
             assert title in titles, titles
         stop = next(c for c in app.get_system_commands(app.screen) if c.title == "Stop (esc)")
         await stop.callback()
-        await until(pilot, lambda: app.heard("alpha has no run to stop"), what="the action")
+        await until(pilot, lambda: app.heard("alpha has no live run to stop"), what="the action")
+
+
+async def test_one_end_goes_to_the_bottom_and_follows_again(
+    workspace: Path, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards issue 11 item 7: "end to follow" took two presses of End (the first, an
+    animated scroll, stopped short of a bottom that moved on)."""
+    flow_writer("alpha", FLOW)
+    seed_run(workspace, RUN, "alpha", outcome=None, last_round=40)
+    reindex(workspace)
+    app = RecordingApp(Layout(workspace))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: settled(app), what="the first reads")
+        feed = app.main_screen.feed
+        feed.focus()
+        await pilot.press("home")
+        await until(pilot, lambda: not feed.following, what="scrolled up")
+        assert "end to follow" in str(feed.border_subtitle)
+        append(workspace, RUN, 50)
+        await until(pilot, lambda: feed.shown == 82 + 50, what="the new events")
+        # End while events stream in: more arrive before a scroll could have finished.
+        app.post_message(events.Key("end", None))
+        await pilot.pause(0.02)
+        line = {"t": "2026-08-17T01:00:59.000Z", "event": "log", "message": "late", "fields": {}}
+        for _ in range(5):
+            feed.append([line] * 10)
+            await pilot.pause(0.02)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause(0.1)
+        assert feed.following and feed.is_vertical_scroll_end
+        assert feed.border_subtitle == "following"
+        append(workspace, RUN, 5, start=50)
+        await until(pilot, lambda: feed.shown == 82 + 105, what="more events")
+        await until(pilot, lambda: feed.is_vertical_scroll_end, what="followed")
+        await pilot.press("k")
+        await until(pilot, lambda: not feed.following, what="k scrolls up")
+        await pilot.press("G")
+        assert feed.following and feed.is_vertical_scroll_end

@@ -414,10 +414,11 @@ async def test_a_run_killed_while_watched_shows_as_interrupted(
         )
 
 
-async def test_escape_on_a_paused_run_closes_it_cancelled(
+async def test_escape_on_a_paused_run_leaves_it_paused_and_x_asks_before_closing_it(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
-    """Guards escape = stop for a paused run: closed cancelled, its state kept for a pick-up."""
+    """Guards issue 11 item 1: escape never closes a paused run; x does, once confirmed,
+    and the run is closed cancelled with its state kept for a pick-up."""
     flow_writer("batch", BATCH)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
@@ -430,5 +431,8 @@ async def test_escape_on_a_paused_run_closes_it_cancelled(
         await until(pilot, lambda: status(layout, run_id) == Status.PAUSED, what="paused")
         await until(pilot, lambda: main.runs.runs[run_id].status == Status.PAUSED, what="shown")
         await pilot.press("escape")
+        await until(pilot, lambda: app.heard("escape leaves it so"), what="the answer")
+        assert status(layout, run_id) == Status.PAUSED
+        await pilot.press("x", "y")
         await until(pilot, lambda: app.heard("it is now closed cancelled"), what="the close")
         assert status(layout, run_id) == Status.CANCELLED

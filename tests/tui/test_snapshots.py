@@ -123,3 +123,53 @@ def test_pick_up_preview(seeded: Path, snap_compare: Compare) -> None:
         await until(pilot, lambda: isinstance(pilot.app.screen, PickUpModal), what="preview")
 
     assert snap_compare(app_for(seeded), terminal_size=SIZE, run_before=on_preview)
+
+
+SMALL = (80, 24)
+
+
+def test_main_screen_at_80x24(seeded: Path, snap_compare: Compare) -> None:
+    """80×24 is first-class: every flow shows, the tables drop what the Run pane repeats,
+    the footer fits, and no run id wraps."""
+    assert snap_compare(app_for(seeded), terminal_size=SMALL, run_before=ready)
+
+
+def test_runs_filter_at_80x24(seeded: Path, snap_compare: Compare) -> None:
+    """``/`` on the runs table: the prompt says what it filters; the flows stay whole."""
+
+    async def on_filter(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        app = pilot.app
+        assert isinstance(app, RecordingApp)
+        app.main_screen.runs.focus()
+        await pilot.press("slash", "a", "1", "b")
+        await until(pilot, lambda: app.main_screen.runs.row_count == 1, what="filtered")
+        await until(pilot, lambda: settled(app), what="the run shown")
+
+    assert snap_compare(app_for(seeded), terminal_size=SMALL, run_before=on_filter)
+
+
+def test_pick_up_preview_with_toasts_at_80x24(seeded: Path, snap_compare: Compare) -> None:
+    """A dialog at 80×24 with notifications arriving: they sit at the top, two at most,
+    never over its buttons."""
+
+    async def on_preview(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(pilot.app.screen, PickUpModal), what="preview")
+        for n in range(4):
+            pilot.app.notify(f"run {n} of digest completed", timeout=60)
+        await pilot.pause(0.3)
+
+    assert snap_compare(app_for(seeded), terminal_size=SMALL, run_before=on_preview)
+
+
+def test_help_screen_at_80x24(seeded: Path, snap_compare: Compare) -> None:
+    """Help at 80×24: a description that wraps stays in its column."""
+
+    async def on_help(pilot: Pilot[Any]) -> None:
+        await ready(pilot)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), what="the help")
+
+    assert snap_compare(app_for(seeded), terminal_size=SMALL, run_before=on_help)

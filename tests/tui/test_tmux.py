@@ -1,4 +1,5 @@
-"""The real ``flowdrop-tui`` in a real terminal (tmux): enter, escape twice, cancelled."""
+"""The real ``flowdrop-tui`` in a real terminal (tmux): enter, escape twice, cancelled;
+escape never closes a paused run; a burst ``/name⏎⏎`` launches the flow named; 80×24."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLI, events, wait_for
+from tests.conftest import CLI, events, paused_mid_run, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -40,9 +42,10 @@ class Tmux:
         done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=30)
         return done.stdout
 
-    def start(self, command: str, cwd: Path) -> None:
+    def start(self, command: str, cwd: Path, size: tuple[int, int] = (120, 36)) -> None:
+        width, height = (str(n) for n in size)
         self.run(
-            "new-session", "-d", "-s", self.name, "-x", "120", "-y", "36", "-c", str(cwd), command
+            "new-session", "-d", "-s", self.name, "-x", width, "-y", height, "-c", str(cwd), command
         )
 
     def screen(self) -> str:
@@ -53,6 +56,17 @@ class Tmux:
 
     def close(self) -> None:
         self.run("kill-server")
+
+
+def open_ui(tmux: Tmux, workspace: Path, size: tuple[int, int] = (120, 36), env: str = "") -> None:
+    command = f"{shlex.quote(sys.executable)} -m flowdrop_tui; sleep 60"
+    env_path = shlex.quote(os.environ.get("PATH", ""))
+    # COLUMNS/LINES from the test runner would pin the app to their size, not the pane's.
+    tmux.start(
+        f"env -u COLUMNS -u LINES PATH={env_path} TERM=xterm-256color {env} {command}",
+        workspace,
+        size,
+    )
 
 
 @pytest.fixture
@@ -67,10 +81,7 @@ def test_enter_then_escape_twice_ends_the_run_cancelled(
 ) -> None:
     """Guards the whole path a user takes: the real command, real keys, a real run."""
     flow_writer("slow", SLOW)
-    command = f"{shlex.quote(sys.executable)} -m flowdrop_tui; sleep 60"
-    env_path = shlex.quote(os.environ.get("PATH", ""))
-    # COLUMNS/LINES from the test runner would pin the app to their size, not the pane's.
-    tmux.start(f"env -u COLUMNS -u LINES PATH={env_path} TERM=xterm-256color {command}", workspace)
+    open_ui(tmux, workspace)
     wait_for(lambda: "slow" in tmux.screen() and "Runs of slow" in tmux.screen(), timeout=60)
     tmux.keys("Enter")
     wait_for(lambda: cli.json("runs") != [], timeout=60)
@@ -85,3 +96,98 @@ def test_enter_then_escape_twice_ends_the_run_cancelled(
     stops = [ev["now"] for ev in events(workspace, run_id) if ev["event"] == "stop_requested"]
     assert stops == [False, True]
     wait_for(lambda: "stopped after" in tmux.screen())
+
+
+HELD = """
+    import pathlib, time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="items, each held while the gate file exists")
+    def main(run):
+        gate = pathlib.Path(run.workspace) / "hold"
+        for item in run.rounds(list("abcdef")):
+            while gate.exists():
+                time.sleep(0.05)
+            run.state["last"] = item
+"""
+
+QUICK = """
+    from flowdrop_tui import flow
+
+    @flow(description="returns at once")
+    def main(run):
+        return "done"
+"""
+
+TICKING = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(description="an event every 0.1 s")
+    def main(run):
+        for round in run.rounds():
+            run.log(f"tick {round}")
+            time.sleep(0.1)
+"""
+
+
+def test_at_80x24_escapes_never_close_a_paused_run_and_x_asks_first(
+    workspace: Path, cli: CLI, tmux: Tmux
+) -> None:
+    """Guards issue 11 item 1 in the real terminal, at 80×24: ``/held`` then escape after
+    escape leaves the paused run paused; ``x`` opens a question naming it, and escape
+    there keeps it. The footer fits."""
+    run_id = paused_mid_run(workspace, cli, "held", HELD)
+    open_ui(tmux, workspace, (80, 24))
+    wait_for(lambda: "Runs of held" in tmux.screen() and run_id in tmux.screen(), timeout=60)
+    screen = tmux.screen()
+    assert "1 paused: held" in screen
+    assert screen.rstrip().splitlines()[-1].rstrip().endswith("q Quit")  # the footer fits
+    tmux.keys("/", "held")
+    wait_for(lambda: "filter flows" in tmux.screen())
+    tmux.keys("Escape", "Escape", "Escape")
+    wait_for(lambda: "escape leaves it so" in tmux.screen())
+    tmux.keys("Escape", "Escape")
+    time.sleep(0.5)  # a key right after escape reads as alt+key in any terminal
+    tmux.keys("x")
+    wait_for(lambda: "Close paused run" in tmux.screen() and "Keep it paused" in tmux.screen())
+    tmux.keys("Escape", "Escape", "Escape")
+    wait_for(lambda: "Close paused run" not in tmux.screen())
+    time.sleep(1.0)  # anything the escapes could have asked would be recorded by now
+    assert cli.json("show", run_id)["status"] == "paused"
+    assert not any(ev["event"] == "stop_requested" for ev in events(workspace, run_id))
+
+
+def test_a_burst_slash_name_enter_enter_launches_the_flow_named(
+    workspace: Path,
+    flow_writer: Callable[[str, str], Path],
+    cli: CLI,
+    tmux: Tmux,
+    tmp_path: Path,
+) -> None:
+    """Guards items 2 and 3 with real keys: tmux delivers ``/bravo⏎⏎`` as one burst
+    while a live run streams events; the flow launched is bravo, and its run shows
+    under the kept filter. Then ``o`` hands the terminal to $PAGER on its state.json."""
+    for name in ("alpha", "bravo"):
+        flow_writer(name, QUICK)
+    flow_writer("ticker", TICKING)
+    ticker = str(cli.json("run", "ticker", "--detach")["run"])
+    opened = tmp_path / "opened"
+    pager = tmp_path / "pager"
+    pager.write_text(f'#!/bin/sh\necho "$1" > {shlex.quote(str(opened))}\n')
+    pager.chmod(0o755)
+    open_ui(tmux, workspace, (80, 24), env=f"PAGER={shlex.quote(str(pager))}")
+    wait_for(lambda: "ticker" in tmux.screen() and "Runs of alpha" in tmux.screen(), timeout=60)
+    tmux.keys("Down", "Down")  # the ticker: its events stream under the cursor
+    wait_for(lambda: "tick" in tmux.screen())
+    tmux.keys("/bravo", "Enter", "Enter")
+    wait_for(lambda: len(cli.json("runs")) == 2, timeout=60)
+    launched = [run for run in cli.json("runs") if run["run"] != ticker]
+    assert [run["flow"] for run in launched] == ["bravo"]
+    wait_for(lambda: launched[0]["run"] in tmux.screen() and "filter: bravo" in tmux.screen())
+    assert "alpha" not in tmux.screen().split("Runs of")[0]  # the filter is kept
+    tmux.keys("o")
+    wait_for(lambda: opened.exists() and opened.read_text().strip() != "")
+    assert opened.read_text().strip().endswith(f"{launched[0]['run']}/state.json")
+    wait_for(lambda: "Runs of bravo" in tmux.screen())  # the screen is back
+    assert cli.json("show", ticker)["status"] == "running"

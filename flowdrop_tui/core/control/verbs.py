@@ -69,12 +69,25 @@ def _refuse_ended(info: RunInfo, verb: str) -> None:
 
 
 def stop(
-    layout: Layout, run_id: str, *, now: bool = False, by: dict[str, Any] | None = None
+    layout: Layout,
+    run_id: str,
+    *,
+    now: bool = False,
+    by: dict[str, Any] | None = None,
+    keep_paused: bool = False,
 ) -> Asked:
-    """Ask a run to stop after its round (``now``: at once); a paused run is closed."""
+    """Ask a run to stop after its round (``now``: at once); a paused run is closed —
+    unless ``keep_paused`` (the UI's escape), which refuses it: a key meant to stop a
+    live run never closes a run that paused meanwhile."""
     by = {**who(), "via": "cli", **(by or {})}
     info = load_run(layout, run_id)
     _refuse_ended(info, "stop")
+    if info.status == Status.PAUSED and keep_paused:
+        raise SignalRefusedError(
+            f"run {run_id} is paused, so it was left as it is; resume it, or close it "
+            f"for good with: flowdrop-tui stop {run_id}",
+            ALREADY_PAUSED,
+        )
     if info.status == Status.PAUSED:
         if close_paused(layout, run_id, by):
             return Asked(run_id, info.key, Action.CLOSED, info.round)

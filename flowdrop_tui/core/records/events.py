@@ -31,6 +31,8 @@ from flowdrop_tui.core.records.budget import (
     session_tokens,
 )
 from flowdrop_tui.core.records.liveness import live_pid
+from flowdrop_tui.core.records.usage import Usage
+from flowdrop_tui.core.records.usage import total as usage_total
 
 RECORD_VERSION = 1
 
@@ -197,6 +199,9 @@ class RunInfo:
     stop_pending: bool = False
     stop_now: bool = False
     sessions: list[dict[str, Any]] = field(default_factory=list)
+    # What each key's chain had spent before this run took it up (``chain_usage`` of
+    # ``created`` and of a key's first ``call_started``); a key with none: nothing.
+    chain_before: dict[str, Usage | None] = field(default_factory=dict)
     events: int = 0
     has_created: bool = False
     live_pid: int | None = None
@@ -217,8 +222,25 @@ class RunInfo:
         """The last round started in this run's chain for its key (0 before any)."""
         return self.last_round if self.last_round is not None else self.first_round - 1
 
+    @property
+    def usage(self) -> Usage | None:
+        """What the run's closed sessions spent, as recorded when each closed (SPEC §14);
+        ``None`` when none reported usage."""
+        return usage_total(
+            Usage.from_json((s.get("closed") or {}).get("usage")) for s in self.sessions
+        )
+
+    def usage_of(self, key: str) -> Usage | None:
+        """What the closed sessions opened under ``key`` in this run spent."""
+        return usage_total(
+            Usage.from_json((s.get("closed") or {}).get("usage"))
+            for s in self.sessions
+            if s.get("key") == key
+        )
+
     def summary(self) -> dict[str, Any]:
         """The fields of ``runs --json`` (SPEC §11)."""
+        usage = self.usage
         return {
             "run": self.run,
             "flow": self.key,
@@ -231,6 +253,7 @@ class RunInfo:
             "picked_up_from": self.source,
             "start": self.start,
             "budget": self.chain_budget().to_json(),
+            "usage": usage.to_json() if usage is not None else None,
         }
 
     def own_used(self, now: str | None = None) -> Used:
@@ -287,6 +310,8 @@ class RunFold:
             info.position = _position(ev.get("position"))
             carried = ev.get("carried")
             info.carried = carried if isinstance(carried, dict) else {}
+            if isinstance(info.key, str):
+                info.chain_before[info.key] = Usage.from_json(ev.get("chain_usage"))
             info.recorded = Status.PENDING
             self._budget(info, ev)
             info.budget_carried = Used.from_record((ev.get("budget") or {}).get("carried"))
@@ -335,6 +360,8 @@ class RunFold:
             if isinstance(key, str):
                 if key not in info.called:
                     info.called.append(key)
+                if key not in info.chain_before:
+                    info.chain_before[key] = Usage.from_json(ev.get("chain_usage"))
                 info.position["currentNodeId"] = key
                 first = ev.get("first_round")
                 if isinstance(first, int) and key not in info.key_rounds:

@@ -16,6 +16,7 @@ from flowdrop_tui.core.flows.declaration import error_info, load_flow
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.events import Status
+from flowdrop_tui.core.records.spending import chain_usage_field
 from flowdrop_tui.core.records.state import StateFile
 from flowdrop_tui.core.run.context import RunContext, RunHost
 from flowdrop_tui.core.run.creation import take_key
@@ -77,6 +78,9 @@ def call_flow(
             round=call_plan.first_round - 1,
         )
         run.known_frames[ref.key] = frame
+        chain: dict[str, Any] = {}
+        if first_time:  # what the key's chain spent before this run took it up
+            chain["chain_usage"] = chain_usage_field(run.layout, ref.key, call_plan.source)
         run.log.append(
             "call_started",
             key=ref.key,
@@ -85,6 +89,7 @@ def call_flow(
             start=call_plan.start,
             source=call_plan.source,
             first_round=call_plan.first_round,
+            **chain,
         )
         run.frames.append(frame)
         try:

@@ -26,6 +26,9 @@ class RunHost(Protocol):
     sessions_opened: int | None
 
     @property
+    def interrupts(self) -> int: ...
+
+    @property
     def stop_requested(self) -> bool: ...
 
     def reap(self) -> None: ...

@@ -36,6 +36,7 @@ from flowdrop_tui.core.paths import (
 from flowdrop_tui.core.records import index, key_runs
 from flowdrop_tui.core.records.events import RECORD_VERSION, EventLog, Status
 from flowdrop_tui.core.records.folder import hidden_folder, unwritable
+from flowdrop_tui.core.records.spending import chain_usage_field
 from flowdrop_tui.core.records.state import encode
 from flowdrop_tui.core.run.plan import StartPlan
 
@@ -95,6 +96,9 @@ def created_event(
         "source_status": plan_.source_status,
         "snapshot": plan_.snapshot_file,
         "first_round": plan_.first_round,
+        # What the chain spent before this run (SPEC §14): a thread's usage, and its
+        # token budget, are then read from its last run alone.
+        "chain_usage": chain_usage_field(layout, ref.key, plan_.source),
         "resumable": loaded.declaration.resumable,
         "pid": os.getpid(),
         "pgid": os.getpgrp(),

@@ -101,6 +101,11 @@ class Execution:
 
     # -- what the flow sees ---------------------------------------------------------
     @property
+    def interrupts(self) -> int:
+        """SIGINTs this run has taken (``SessionHost``): a session sees them change."""
+        return self.signals.interrupts
+
+    @property
     def stop_requested(self) -> bool:
         return self.signals.stop_requested
 

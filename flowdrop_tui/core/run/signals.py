@@ -57,6 +57,9 @@ class RunSignals:
         self._watcher_stop = threading.Event()
         self._handlers: dict[int, Any] = {}
         self._printers: list[threading.Thread] = []
+        # SIGINTs taken so far: a session that saw this change while it ran was
+        # interrupted by the run, whatever its CLI made of the signal.
+        self.interrupts = 0
 
     @property
     def stop_requested(self) -> bool:
@@ -126,6 +129,8 @@ class RunSignals:
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
+        if signum == signal.SIGINT:
+            self.interrupts += 1
         if self.flags.finishing:
             return  # already saving and ending: let it finish
         self.poll()

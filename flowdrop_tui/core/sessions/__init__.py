@@ -13,11 +13,13 @@ processes in the run's process group (so Ctrl-C and ``stop --now`` reach them)
 and waiting for them in a way an interrupt cannot leave half-recorded.
 
 This module is what a backend author imports: ``Backend``, ``Reply``,
-``Session``, ``BackendUnavailableError``.
+``Session``, ``BackendUnavailableError``, and ``Usage`` (what a session spent,
+which a backend may report in its ``Reply``).
 """
 
 from __future__ import annotations
 
+from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.base import Backend, BackendUnavailableError, Reply
 from flowdrop_tui.core.sessions.opening import SessionResult, open_session
 from flowdrop_tui.core.sessions.registry import ENTRY_POINT_GROUP, available, get_backend, register
@@ -30,9 +32,11 @@ __all__ = [
     "Reply",
     "Session",
     "SessionResult",
+    "Usage",
     "available",
     "get_backend",
     "open_file_exclusive",
     "open_session",
+    "read_usage",
     "register",
 ]

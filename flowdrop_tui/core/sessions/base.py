@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.records.usage import Usage
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.sessions.session import Session
@@ -19,11 +20,17 @@ class BackendUnavailableError(FlowdropError):
 
 @dataclass
 class Reply:
-    """What a backend's ``run`` returns: the exit code and the final text."""
+    """What a backend's ``run`` returns: the exit code and the final text.
+
+    ``usage`` is what the session spent, when the backend knows it (a plugged-in
+    backend talking to an API); left ``None``, the built-in readers take it from
+    the transcript (``claude``, ``codex``) or there is none (``command``).
+    """
 
     exit_code: int
     text: str
     error: str | None = None  # why it failed, when the backend knows (stderr, an error event)
+    usage: Usage | dict[str, int] | None = None  # a dict: the shape of Usage.to_json()
 
 
 @runtime_checkable

@@ -49,14 +49,17 @@ def locate(env: dict[str, str], thread_id: str, *, everywhere: bool) -> Path | N
     sessions = codex_home(env) / "sessions"
     pattern = f"rollout-*-{thread_id}.jsonl"
     today = dt.date.today()
-    for day in (today, today - dt.timedelta(days=1)):
-        folder = sessions / f"{day:%Y}" / f"{day:%m}" / f"{day:%d}"
-        found = sorted(folder.glob(pattern))
-        if found:
-            return found[0]
-    if everywhere:
-        found = sorted(sessions.glob(f"*/*/*/{pattern}"))
-        return found[0] if found else None
+    try:
+        for day in (today, today - dt.timedelta(days=1)):
+            folder = sessions / f"{day:%Y}" / f"{day:%m}" / f"{day:%d}"
+            found = sorted(folder.glob(pattern))
+            if found:
+                return found[0]
+        if everywhere:
+            found = sorted(sessions.glob(f"*/*/*/{pattern}"))
+            return found[0] if found else None
+    except OSError:  # an unreadable home: not found, never a failed session
+        return None
     return None
 
 
@@ -130,6 +133,16 @@ class CodexBackend:
                 reader.join(timeout=5)
                 if events.thread_id and session.target is None:
                     self._link(session, env, events.thread_id, everywhere=True)
+                if session.target is None and "--ephemeral" not in argv:
+                    session.warn(
+                        "Codex's rollout for this session was not found "
+                        + (
+                            f"(thread {events.thread_id}, under {codex_home(env) / 'sessions'})"
+                            if events.thread_id
+                            else "(Codex announced no thread id)"
+                        )
+                        + "; the session is recorded without it"
+                    )
             err.seek(0)
             stderr = err.read()
         text = events.text if events.text is not None else "\n".join(events.plain)

@@ -20,6 +20,12 @@ class SessionHost(Protocol):
     children: set[int]  # session processes, for passing an interrupt on
     sessions_opened: int | None  # sessions this run has opened; None until first counted
 
+    @property
+    def interrupts(self) -> int:
+        """SIGINTs this run has taken so far: one arriving while a session's process
+        runs means the run interrupted that session, whatever its exit code."""
+        ...
+
 
 class SessionFrame(Protocol):
     """The flow (key) the session is opened from, and its round in flight."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flowdrop_tui.core.records.usage import Usage
 from flowdrop_tui.core.sessions.base import Reply
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 from flowdrop_tui.core.sessions.registry import get_backend
@@ -25,10 +26,13 @@ class SessionResult:
     interrupted: bool = False
     link: Path | None = None
     error: str | None = None
+    usage: Usage | None = None  # tokens in and out, when the backend tells
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0
+        """It ran to its end and succeeded: exit 0 and not interrupted (an agent CLI
+        stopped by Ctrl-C may well exit 0)."""
+        return self.exit_code == 0 and not self.interrupted
 
 
 def open_session(
@@ -54,7 +58,8 @@ def open_session(
         if session.opened:
             seconds = session.close(
                 reply.exit_code if reply is not None else session.exit_code,
-                reply.error if reply is not None else error,
+                _error(session, reply, error),
+                _reported_usage(reply),
             )
     assert reply is not None
     return SessionResult(
@@ -66,5 +71,26 @@ def open_session(
         seconds=seconds,
         interrupted=session.interrupted,
         link=session.link_path if session.target is not None else None,
-        error=reply.error,
+        error=_error(session, reply, None),
+        usage=session.usage,
     )
+
+
+def _error(session: Session, reply: Reply | None, raised: str | None) -> str | None:
+    """Why the session did not succeed: for one the run interrupted, that first (the
+    CLI's own words after a Ctrl-C are beside the point, or missing: Claude Code exits
+    0 with no answer), then what the backend said."""
+    error = reply.error if reply is not None else raised
+    if session.interrupted:
+        stopped = "interrupted (Ctrl-C or stop --now)"
+        return f"{stopped}; {error}" if error and error != "KeyboardInterrupt" else stopped
+    return error
+
+
+def _reported_usage(reply: Reply | None) -> Usage | None:
+    """A backend's own report of its usage: a :class:`Usage`, or its JSON shape."""
+    if reply is None or reply.usage is None:
+        return None
+    if isinstance(reply.usage, Usage):
+        return reply.usage
+    return Usage.from_json(reply.usage)

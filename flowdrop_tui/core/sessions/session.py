@@ -21,6 +21,7 @@ from typing import IO, Any
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, SESSIONS
 from flowdrop_tui.core.records.events import read_events
+from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 
 # Zero-padded so a plain sort of sessions/ is the opening order, even for a loop
@@ -28,7 +29,6 @@ from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 LINK_DIGITS = 6
 INTERRUPT_GRACE = 5.0  # a session process that outlives Ctrl-C this long is killed
 _SHOWN_LIMIT = 4000  # longest command text recorded in session_opened
-_SIGINT_CODES = (-signal.SIGINT, 128 + signal.SIGINT)
 
 
 # -- numbering --------------------------------------------------------------------------
@@ -75,6 +75,7 @@ class Session:
         self.opened = False
         self.interrupted = False
         self.exit_code: int | None = None  # of the last process waited for
+        self.usage: Usage | None = None  # what it spent, once closed
         self._began = 0.0
 
     @property
@@ -197,6 +198,7 @@ class Session:
         # the main thread, and raised between waitpid() returning and Popen storing
         # the status it would lose the exit code for good.
         reaped = threading.Event()
+        interrupts = self._host.interrupts
 
         def reap() -> None:
             try:
@@ -216,8 +218,11 @@ class Session:
             self._host.children.discard(child.pid)
         code = child.returncode
         self.exit_code = code
-        if code in _SIGINT_CODES:
-            self.interrupted = True  # killed by Ctrl-C at the terminal: its whole group got it
+        if self._host.interrupts != interrupts:
+            # Ctrl-C reached the run (and, through the terminal, its whole group) while
+            # this process ran. What the CLI makes of it is its own business: Claude
+            # Code exits 0, Codex 1, a shell script dies of it. The run asked: interrupted.
+            self.interrupted = True
         return int(code)
 
     def _settle(self, child: subprocess.Popen[Any], reaped: threading.Event) -> None:
@@ -227,13 +232,27 @@ class Session:
         it cannot block on a full pipe while it winds down.
         """
         self.interrupted = True
+        family = process_tree(child.pid)  # before the grace: a parent that exits orphans them
         if not reaped.wait(INTERRUPT_GRACE):
-            child.kill()
+            kill_tree(child.pid, family)
             reaped.wait()
+        else:
+            kill_tree(None, family)  # whatever it left behind (a child ignoring SIGINT)
         self.exit_code = child.returncode
 
-    def close(self, exit_code: int | None, error: str | None) -> float:
+    def warn(self, message: str) -> None:
+        """Record a ``warning`` (kind ``session``): something about this session did not
+        go as it should, but the run carries on (a transcript that cannot be found)."""
+        self._host.log.append("warning", kind="session", session=self.id, message=message)
+
+    def close(self, exit_code: int | None, error: str | None, usage: Usage | None = None) -> float:
+        """Record ``session_closed`` with what the session spent: ``usage`` when the
+        backend reported it, else read from the transcript now (so it outlives the
+        transcript's deletion)."""
         seconds = round(time.monotonic() - self._began, 3)
+        if usage is None:
+            usage = read_usage(self.backend, self.target)
+        self.usage = usage
         self._host.log.append(
             "session_closed",
             session=self.id,
@@ -242,8 +261,77 @@ class Session:
             interrupted=self.interrupted,
             target=str(self.target) if self.target is not None else None,
             error=error,
+            usage=usage.to_json() if usage is not None else None,
         )
         return seconds
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks (``/proc/PID/stat`` field 22): with the
+    pid, it names one process, never a later one given the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _children_of() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return tree
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                data = stat.read()
+        except OSError:
+            continue
+        parent = int(data[data.rfind(b")") + 2 :].split()[1])
+        tree.setdefault(parent, []).append(int(name))
+    return tree
+
+
+def process_tree(pid: int) -> dict[int, str]:
+    """``pid``'s descendants (not ``pid`` itself), each with its start time.
+
+    On Linux, from ``/proc``; elsewhere empty (the session's own process is still
+    killed). A wrapper CLI (Codex's Node launcher on Node < 22.15) runs the real
+    program as its child; a kill that reaches only the wrapper orphans it.
+    """
+    tree = _children_of()
+    found: dict[int, str] = {}
+    todo = list(tree.get(pid, []))
+    while todo:
+        child = todo.pop()
+        if child in found:
+            continue
+        started = _start_time(child)
+        if started is not None:
+            found[child] = started
+            todo.extend(tree.get(child, []))
+    return found
+
+
+def kill_tree(pid: int | None, known: dict[int, str]) -> None:
+    """SIGKILL ``pid``, its descendants now, and every process of ``known`` still the
+    same process (an orphan re-parented away from the tree is still found)."""
+    family = dict(known)
+    if pid is not None:
+        family.update(process_tree(pid))
+    targets = [p for p, started in family.items() if _start_time(p) == started]
+    if pid is not None:
+        targets.insert(0, pid)
+    for target in targets:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def open_file_exclusive(path: Path) -> IO[bytes]:

@@ -10,6 +10,7 @@ listing runs, git) fills in after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import on
@@ -41,8 +42,9 @@ from flowdrop_tui.tui.messages import (
     WorkspaceRead,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
+from flowdrop_tui.tui.screens.open_files import OpenFiles
 from flowdrop_tui.tui.screens.run_actions import RunActions
-from flowdrop_tui.tui.screens.workspace_reads import WorkspaceReads
+from flowdrop_tui.tui.screens.workspace_reads import RUNS_SHOWN, WorkspaceReads
 from flowdrop_tui.tui.widgets.event_feed import EventFeed
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
@@ -51,8 +53,12 @@ from flowdrop_tui.tui.widgets.run_detail import RunDetail
 from flowdrop_tui.tui.widgets.run_table import RunTable
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 
+NARROW = 100  # columns: below it, tables drop what the Run pane repeats, the footer packs
+GIT_EVERY = 10.0  # seconds between reads of the workspace's git state for the header
+SHORT = 30  # rows: below it, the flows pane is only as tall as its rows (up to six)
 
-class MainScreen(RunActions, WorkspaceReads):
+
+class MainScreen(RunActions, OpenFiles, WorkspaceReads):
     AUTO_FOCUS = "#flows"  # the app opens with the flow list focused on its first flow
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -61,8 +67,9 @@ class MainScreen(RunActions, WorkspaceReads):
             "Filter",
             id="filter",
             key_display="/",
-            tooltip="Filter flows and runs by name, id or status",
+            tooltip="Filter the focused table (flows or runs) by the text its rows show",
         ),
+        Binding("m", "more_runs", "More runs", show=False),  # help's words say it
     ]
 
     def __init__(self, layout: Layout, watcher: WorkspaceWatch) -> None:
@@ -75,6 +82,9 @@ class MainScreen(RunActions, WorkspaceReads):
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
         self.ready = False  # the lower panes are mounted (just after the first frame)
+        self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
+        self.runs_shown_of: str | None = None  # the flow whose runs have been read
+        self.after_runs: Callable[[], None] | None = None  # a key waiting for them
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -122,7 +132,25 @@ class MainScreen(RunActions, WorkspaceReads):
     def on_mount(self) -> None:
         # Nothing here touches the panes' children: nested containers mount theirs after
         # this screen's Mount. What needs them waits for the first frame.
+        self._fit()
         self.call_after_refresh(self._after_first_paint)
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """80×24 is a first-class size: classes for the stylesheet, columns for the tables."""
+        width, height = self.app.size
+        narrow = width < NARROW
+        self.set_class(narrow, "-narrow")
+        self.set_class(height < SHORT, "-short")
+        footer = self.query_one(Footer)
+        footer.compact = narrow
+        footer.show_command_palette = not narrow  # ctrl+p still opens it; help says so
+        self.flows.set_fit(narrow, width - 4)  # the pane's border and the scrollbar
+        if self.ready:
+            self.runs.set_narrow(narrow)
+            self._show_titles()
 
     async def _after_first_paint(self) -> None:
         """Measured (bench/ui_bench.py): mounting the lower panes with the flow list
@@ -135,13 +163,17 @@ class MainScreen(RunActions, WorkspaceReads):
             [Static(id="flow-note", markup=False), RunTable(id="runs")]
         )
         await self.query_one("#run-pane").mount_all([feed, detail])
-        await self.mount(FilterBar(), before=self.query_one(Footer))
+        await self.mount(FilterBar(self._filter_closed), before=self.query_one(Footer))
         self.ready = True
+        self._fit()
         self._show_flows(list(self.flows.rows_by_name.values()))
         self.read_flows()
         self.read_workspace()
         self.watch_workspace()
         self.set_interval(1.0, self.runs.tick)
+        # The header's git state, kept live: a commit or an edit made outside shows
+        # within this many seconds (each read is a short child process).
+        self.set_interval(GIT_EVERY, self.read_workspace)
 
     # -- what RunActions acts on ------------------------------------------------------------------
 
@@ -150,6 +182,20 @@ class MainScreen(RunActions, WorkspaceReads):
 
     def selected_flow_name(self) -> str | None:
         return self.flows.selected_name if self.flows.display else None
+
+    def runs_not_shown_yet(self, retry: Callable[[], None]) -> bool:
+        name = self.selected_flow_name()
+        if not self.ready or (name == self.selected_flow and self.runs_shown_of == name):
+            return False
+        self.after_runs = retry  # the latest key wins; on_runs_read calls it
+        if name != self.selected_flow:
+            self._select_flow(name)  # the highlight message is still on its way
+        return True
+
+    def no_flow_text(self) -> str:
+        if self.flows.filter_text and self.flows.rows_by_name:
+            return f"no flow shows {self.flows.filter_text!r}: escape clears the filter"
+        return "no flow selected"
 
     def selected_run_info(self) -> RunInfo | None:
         if not self.ready:
@@ -184,6 +230,15 @@ class MainScreen(RunActions, WorkspaceReads):
         )
         self._select_flow(self.flows.selected_name)
         self._refollow()
+        self._show_summary()
+
+    def _show_summary(self) -> None:
+        """The header says what is still running (and paused), also on reopening."""
+        rows = self.flows.rows_by_name
+        live = {str(s) for s in LIVE}
+        running = [name for name, row in rows.items() if row.get("status") in live]
+        paused = [name for name, row in rows.items() if row.get("status") == "paused"]
+        self.query_one(WorkspaceBar).show_summary(running, paused)
 
     def on_flows_changed(self, _: FlowsChanged) -> None:
         self.read_flows()
@@ -216,41 +271,74 @@ class MainScreen(RunActions, WorkspaceReads):
             return
         self.selected_flow = name
         row = self.flows.rows_by_name.get(name or "")
-        pane = self.query_one("#runs-pane")
-        pane.border_title = f"Runs of {name}" if name else "Runs"
-        pane.border_subtitle = ""
+        self.query_one("#runs-pane").border_subtitle = ""
+        self._show_titles()
         note = self.query_one("#flow-note", Static)
         error = row.get("error") if row else None
         note.update(f"cannot be loaded: {error}" if error else "")
         note.display = bool(error)
         self.runs.show_runs(name or "", [])
+        self.runs_shown_of = None
         self._select_run(None)
         if name is not None:
             self.read_runs(name)
+        elif self.flows.filter_text and self.flows.rows_by_name:
+            self.detail.show_empty(f"no flow shows {self.flows.filter_text!r}: escape clears it")
         else:
             self.detail.show_empty("no flow selected")
 
     @shielded
     def on_runs_read(self, message: RunsRead) -> None:
-        if message.key != self.selected_flow:
+        if message.key != self.selected_flow or (message.older and self.runs.key != message.key):
             return
-        self.runs.show_runs(message.key, message.runs)
+        runs = message.runs
+        if message.older:  # the next page goes below the runs already shown
+            shown_now = sorted(self.runs.runs.values(), key=lambda i: i.run, reverse=True)
+            runs = [*shown_now, *(i for i in runs if i.run not in self.runs.runs)]
+        self.runs.show_runs(message.key, runs)
         self.tracker.saw_live(info.run for info in message.runs if info.status in LIVE)
-        shown = len(message.runs)
-        pane = self.query_one("#runs-pane")
-        pane.border_subtitle = f"newest {shown} of {message.total}" if message.total > shown else ""
+        self.runs_total = message.total
+        self.runs_shown_of = message.key
+        self._show_more()
+        self._follow_run_cursor()
+        waiting, self.after_runs = self.after_runs, None
+        if waiting is not None:
+            waiting()
+        self._refollow()
+
+    def _show_more(self) -> None:
+        """Say how many runs are shown, and that ``m`` reads the next page."""
+        shown, total = len(self.runs.runs), self.runs_total
+        more = f"newest {shown} of {total} · m: {min(RUNS_SHOWN, total - shown)} more"
+        self.query_one("#runs-pane").border_subtitle = more if total > shown else ""
+
+    def action_more_runs(self) -> None:
+        """m: the next page of the selected flow's runs, older than the oldest shown."""
+        name = self.selected_flow
+        if not self.ready or name is None or self.runs.key != name:
+            return
+        if len(self.runs.runs) >= self.runs_total:
+            self.notify(f"all {self.runs_total} runs of {name} are shown", markup=False)
+            return
+        self.read_older_runs(name, min(self.runs.runs))
+
+    def _follow_run_cursor(self) -> None:
+        """Select the run under the cursor; with none, say why the pane is empty."""
         current = self.runs.selected_run
         self._select_run(current.run if current else None)
-        if current is None:
-            self.detail.show_empty(f"no runs of {message.key} yet — enter runs it")
-        self._refollow()
+        if current is None and self.selected_flow is not None:
+            if self.runs.runs and self.runs.filter_text:
+                text = f"no run of {self.selected_flow} shows {self.runs.filter_text!r}"
+                self.detail.show_empty(text + ": escape clears the filter")
+            else:
+                self.detail.show_empty(f"no runs of {self.selected_flow} yet — enter runs it")
 
     def _select_run(self, run_id: str | None) -> None:
         if run_id == self.selected_run:
             return
         self.selected_run = run_id
         self.feed.show_history(run_id, [], 0)
-        self.feed.border_title = f"Events of {run_id}" if run_id else "Events"
+        self._show_titles()
         self.detail.show_run(self.runs.runs.get(run_id) if run_id else None)
         self._refollow()
         if run_id is not None:
@@ -270,13 +358,14 @@ class MainScreen(RunActions, WorkspaceReads):
         update = message.update
         info = update.info
         self.flows.apply_run(info)
+        self._show_summary()
         if not self.ready:
             return  # the runs pane is read in full once it is mounted
         if info.key is not None and info.key == self.selected_flow:
-            new = self.runs.upsert(info)
-            if new and self.arriving == info.run:
-                self.arriving = None
-                self.runs.move_cursor(row=self.runs.get_row_index(info.run))
+            self.runs.upsert(info)
+            if self.arriving == info.run:
+                self._show_arrived(info.run)
+            self._follow_run_cursor()  # a filter may have hidden the row under it
         if info.run == self.selected_run:
             if message.history or update.restarted:
                 self.feed.show_history(info.run, update.events, update.dropped)
@@ -291,12 +380,25 @@ class MainScreen(RunActions, WorkspaceReads):
         extra = {"state": message.state, "sessions": message.sessions, "git": message.git}
         self.detail.show_extra(message.run_id, extra)
 
+    def _show_arrived(self, run_id: str) -> None:
+        """Put the cursor on a run launched here, even when the runs filter hid it."""
+        if run_id not in self.runs.rows and self.runs.filter_text:
+            self.notify(
+                f"the runs filter {self.runs.filter_text!r} hid the new run: cleared",
+                markup=False,
+            )
+            self._apply_filter("runs", "")
+        if run_id in self.runs.rows:
+            self.arriving = None
+            self.runs.move_cursor(row=self.runs.get_row_index(run_id), animate=False)
+
     def _track(self, update: RunUpdate) -> None:
         """Tell the user when a run they watched ends or pauses, with the reason."""
         refollow, notice = self.tracker.seen(update.info)
         if notice is not None:
+            self.read_workspace()  # a run that ended or paused may have committed
             text, severity = notice
-            self.notify(text, severity=severity, markup=False, timeout=8)  # type: ignore[arg-type]
+            self.notify(text, severity=severity, markup=False, timeout=6)  # type: ignore[arg-type]
         if refollow:
             self._refollow()
 
@@ -319,34 +421,73 @@ class MainScreen(RunActions, WorkspaceReads):
             title=f"refused ({message.code})",
             severity="warning",
             markup=False,
-            timeout=10,
+            timeout=7,
         )
 
-    # -- / ----------------------------------------------------------------------------------------
+    # -- / and escape -----------------------------------------------------------------------------
 
     def action_filter(self) -> None:
+        """Filter the focused table; the flows when neither table has focus."""
         if not self.ready:
             return
         bar = self.query_one(FilterBar)
-        bar.display = True
-        bar.focus()
+        if self.focused is self.runs:
+            what = f"runs of {self.selected_flow}" if self.selected_flow else "runs"
+            bar.open_for("runs", what, self.runs.filter_text)
+        else:
+            bar.open_for("flows", "flows", self.flows.filter_text)
+        self.set_focus(bar)  # at once: Widget.focus() would wait for the keys already typed
 
     @shielded
     def on_input_changed(self, event: FilterBar.Changed) -> None:
-        self.flows.set_filter(event.value)
-        self.runs.set_filter(event.value)
-        self._select_flow(self.flows.selected_name)
+        bar = self.query_one(FilterBar)
+        if event.input is bar and bar.display:  # a late change after closing is not news
+            self._apply_filter(bar.target, event.value)
 
-    def on_filter_bar_closed(self, event: FilterBar.Closed) -> None:
+    def _filter_closed(self, cleared: bool) -> None:
+        """Enter (keep) or escape (clear) in the bar, applied before the next key."""
         bar = self.query_one(FilterBar)
         bar.display = False
-        value = bar.value.strip()
-        self.query_one("#flows-pane").border_title = (
-            f"Flows · filter: {value}" if value else "Flows"
-        )
-        self.flows.focus()
+        self._apply_filter(bar.target, "" if cleared else bar.value)
+        self.set_focus(self.runs if bar.target == "runs" else self.flows)
+
+    def _apply_filter(self, target: str, text: str) -> None:
+        if target == "runs":
+            self.runs.set_filter(text)
+            self._follow_run_cursor()
+        else:
+            self.flows.set_filter(text)
+            self._select_flow(self.flows.selected_name)
+        self._show_titles()
+
+    def _show_titles(self) -> None:
+        flows = self.query_one("#flows-pane")
+        flows.border_title = "Flows" + _filtered(self.flows.filter_text)
+        runs = self.query_one("#runs-pane")
+        name = self.selected_flow
+        shown = self.runs.filter_text if self.ready else ""
+        runs.border_title = (f"Runs of {name}" if name else "Runs") + _filtered(shown)
+        if self.ready:  # narrow: the id is in the Run pane; a title would cut it
+            run_id = self.selected_run
+            wide = run_id is not None and not self.has_class("-narrow")
+            self.feed.border_title = f"Events of {run_id}" if wide else "Events"
+
+    def action_stop_run(self) -> None:
+        """Escape backs out first: a kept filter is cleared, and that is all it does."""
+        if not self.ready:
+            return
+        kept = [t for t, table in (("flows", self.flows), ("runs", self.runs)) if table.filter_text]
+        if kept:
+            for target in kept:
+                self._apply_filter(target, "")
+            return
+        super().action_stop_run()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         report = getattr(self.app, "report_worker", None)
         if report is not None:
             report(event)
+
+
+def _filtered(text: str) -> str:
+    return f" · filter: {text}" if text else ""

@@ -1,14 +1,18 @@
-"""The keys that act on runs — enter, escape, p, r, n — and the workers behind them.
+"""The keys that act on runs — enter, escape, p, r, n, x — and the workers behind them.
 
 Every action calls the core from a thread worker (process starts and record
 reads block) and answers with a message: ``RunLaunched``, ``RunActionTaken``,
 ``RunActionRefused`` or, before carrying state into a new run, ``PickUpPlanned``
 / ``FreshRunPlanned``, which ask the user first. Runs are always started
 detached (``core.control``): they outlive this screen.
+
+Escape stops live runs only. A paused run is closed for good by ``x`` after a
+confirmation naming it; no sequence of escapes can close it (docs/decisions.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual import work
@@ -44,7 +48,8 @@ class RunActions(Screen[None]):
             "stop_run",
             "Stop",
             id="stop",
-            tooltip="Stop the selected flow's run after its round; press again to stop it now",
+            tooltip="Stop the selected flow's live run after its round; again: stop it now. "
+            "Escape first closes the filter, a dialog or help; it never closes a paused run",
         ),
         Binding(
             "p",
@@ -54,6 +59,13 @@ class RunActions(Screen[None]):
             tooltip="Pause the selected flow's run after its round",
         ),
         Binding("r", "resume_run", "Resume", id="resume", tooltip="Resume the selected paused run"),
+        Binding(
+            "x",
+            "close_run",
+            "Close",
+            id="close",
+            tooltip="Close the selected flow's paused run for good (asks first, naming it)",
+        ),
         Binding(
             "n",
             "fresh_run",
@@ -90,8 +102,17 @@ class RunActions(Screen[None]):
     def _need_flow(self) -> str | None:
         name = self.selected_flow_name()
         if name is None:
-            self.notify("no flow selected", severity="warning")
+            self.notify(self.no_flow_text(), severity="warning", markup=False)
         return name
+
+    def no_flow_text(self) -> str:
+        return "no flow selected"
+
+    def runs_not_shown_yet(self, retry: Callable[[], None]) -> bool:
+        """True when the selected flow's runs are still being read: ``retry`` is then
+        called once they are shown (a key typed right after moving the cursor acts on
+        the runs of the flow the cursor is on, not on none)."""
+        return False
 
     # -- enter ----------------------------------------------------------------------------
 
@@ -231,35 +252,70 @@ class RunActions(Screen[None]):
 
     def action_stop_run(self) -> None:
         name = self._need_flow()
-        if name is None:
+        if name is None or self.runs_not_shown_yet(self.action_stop_run):
             return
-        # Its live run first (one per flow); a paused one is closed only when none is live.
-        info = self._current_run(*LIVE) or self._current_run(Status.PAUSED)
+        info = self._current_run(*LIVE)  # one live run per flow
         if info is None:
-            self.notify(f"{name} has no run to stop", markup=False)
+            paused = self._current_run(Status.PAUSED)
+            if paused is not None:
+                self.notify(
+                    f"run {paused.run} of {name} is paused; escape leaves it so. "
+                    "r resumes it; x closes it for good (asks first)",
+                    markup=False,
+                )
+            else:
+                self.notify(f"{name} has no live run to stop", markup=False)
             return
-        now = info.run in self.tracker.stop_asked and info.status in LIVE
+        now = info.run in self.tracker.stop_asked
         self.tracker.stop_asked.add(info.run)
         self.stop(info.run, now)
 
     @work(thread=True, group="control", exit_on_error=False)
     def stop(self, run_id: str, now: bool) -> None:
+        """Escape: stop a live run. A run that paused meanwhile is refused, not closed."""
         try:
-            asked = verbs.stop(self.workspace, run_id, now=now, by=UI)
+            asked = verbs.stop(self.workspace, run_id, now=now, by=UI, keep_paused=True)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
-        if asked.action == verbs.Action.CLOSED:
-            text = asked_text(asked)
-        elif asked.action == verbs.Action.STOP_NOW:
+        if asked.action == verbs.Action.STOP_NOW:
             text = f"stopping run {run_id} now: round {asked.round} is interrupted"
         else:
             text = f"stopping after round {asked.round} — escape again to stop now"
         self.post_message(RunActionTaken(run_id, text))
 
+    # -- x: close a paused run, after asking -----------------------------------------------
+
+    def action_close_run(self) -> None:
+        name = self._need_flow()
+        if name is None or self.runs_not_shown_yet(self.action_close_run):
+            return
+        info = self._current_run(Status.PAUSED)
+        if info is None:
+            self.notify(f"{name} has no paused run to close", markup=False)
+            return
+        from flowdrop_tui.tui.screens.close_run_modal import (  # loaded when first asked
+            CloseRunModal,
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.close_paused(info.run)
+
+        self.app.push_screen(CloseRunModal(info), answered)
+
+    @work(thread=True, group="control", exit_on_error=False)
+    def close_paused(self, run_id: str) -> None:
+        try:
+            asked = verbs.stop(self.workspace, run_id, by=UI)
+        except FlowdropError as exc:
+            self.post_message(RunActionRefused(exc.message, exc.code))
+            return
+        self.post_message(RunActionTaken(run_id, asked_text(asked)))
+
     def action_pause_run(self) -> None:
         name = self._need_flow()
-        if name is None:
+        if name is None or self.runs_not_shown_yet(self.action_pause_run):
             return
         info = self._current_run(*LIVE)
         if info is None:
@@ -280,7 +336,7 @@ class RunActions(Screen[None]):
 
     def action_resume_run(self) -> None:
         name = self._need_flow()
-        if name is None:
+        if name is None or self.runs_not_shown_yet(self.action_resume_run):
             return
         info = self._current_run(Status.PAUSED)
         if info is None or info.key is None:

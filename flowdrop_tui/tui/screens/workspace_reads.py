@@ -30,7 +30,7 @@ from flowdrop_tui.tui.messages import (
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
 
-RUNS_SHOWN = 500  # the newest runs of a flow in the table; older ones stay on disk
+RUNS_SHOWN = 500  # runs of a flow read at a time: the newest, then a page per "m"
 
 
 class WorkspaceReads(Screen[None]):
@@ -78,8 +78,15 @@ class WorkspaceReads(Screen[None]):
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def read_runs(self, key: str) -> None:
+        """The newest page of ``key``'s runs."""
         runs = self.catalog.runs_of(key, RUNS_SHOWN)
         self.post_message(RunsRead(key, runs, self.catalog.count(key)))
+
+    @work(thread=True, group="older-runs", exit_on_error=False)
+    def read_older_runs(self, key: str, before: str) -> None:
+        """The next page: ``key``'s runs older than ``before`` (the oldest shown)."""
+        runs = self.catalog.runs_of(key, RUNS_SHOWN, before=before)
+        self.post_message(RunsRead(key, runs, self.catalog.count(key), older=True))
 
     @work(thread=True, group="poll", exit_on_error=False)
     def poll_run(self, run_id: str, history: bool = False) -> None:

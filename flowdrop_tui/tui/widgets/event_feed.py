@@ -8,8 +8,9 @@ must not silently stop following).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from textual.binding import Binding, BindingType
 from textual.widgets import Log
 
 from flowdrop_tui.tui.labels import event_line
@@ -19,6 +20,13 @@ KEEP = 2000  # lines on screen; older ones scroll out (the record keeps them all
 
 class EventFeed(Log):
     """A ``Log`` of one run's events, one line each."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "scroll_down", "Down", show=False),
+        Binding("k", "scroll_up", "Up", show=False),
+        Binding("g,home", "scroll_home", "First", show=False),
+        Binding("G,end", "follow", "Follow", show=False),
+    ]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_lines=KEEP, auto_scroll=False, **kwargs)
@@ -52,6 +60,13 @@ class EventFeed(Log):
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         self.follow = self.is_vertical_scroll_end  # where the user leaves the view
+        self._show_follow()
+
+    def action_follow(self) -> None:
+        """End: to the bottom and following, in one press. (An animated scroll ended
+        short of a bottom that moved on meanwhile, and left the mode off.)"""
+        self.follow = True
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
         self._show_follow()
 
     def on_resize(self) -> None:

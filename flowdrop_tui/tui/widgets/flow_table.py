@@ -9,7 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from flowdrop_tui.core.records.events import RunInfo
-from flowdrop_tui.format import round_label
+from flowdrop_tui.format import round_label, usage_short
 from flowdrop_tui.tui.labels import short_error
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
@@ -22,12 +22,24 @@ COLUMNS = (
     ("last_run", "LAST RUN"),
     ("about", "ABOUT"),
 )
+USAGE_COLUMN = ("usage", "USAGE")  # before ABOUT, only while some flow has usage
+NARROW_HIDES = frozenset({"last_run", "usage"})  # the runs and run panes show them
+
+
+# Keys a lazygit / k9s user reaches for, in every list (not in the footer: help lists them).
+LIST_KEYS: list[BindingType] = [
+    Binding("j", "cursor_down", "Down", show=False),
+    Binding("k", "cursor_up", "Up", show=False),
+    Binding("g,home", "scroll_top", "First", show=False),
+    Binding("G,end", "scroll_bottom", "Last", show=False),
+]
 
 
 class FlowTable(DataTable[Text]):
     """One row per flow under ``flows/``, keyed by its name."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        *LIST_KEYS,
         Binding(
             "enter",
             "screen.run_flow",
@@ -49,6 +61,21 @@ class FlowTable(DataTable[Text]):
         self.filter_text = ""
         self._theme: str | None = None
         self._widths: list[int] = []
+        self.narrow = False
+        self.fit_width: int | None = None  # narrow: ABOUT gets what is left of this
+
+    @property
+    def shown_columns(self) -> list[tuple[str, str]]:
+        columns: tuple[tuple[str, str], ...] = COLUMNS
+        if any(row.get("usage") for row in self.rows_by_name.values()):
+            columns = (*COLUMNS[:-1], USAGE_COLUMN, COLUMNS[-1])
+        return [c for c in columns if not (self.narrow and c[0] in NARROW_HIDES)]
+
+    def set_fit(self, narrow: bool, width: int) -> None:
+        """Fit the columns to a narrow screen (``width`` cells for the table) or not."""
+        if (narrow, width if narrow else None) != (self.narrow, self.fit_width):
+            self.narrow, self.fit_width = narrow, (width if narrow else None)
+            self._redraw()
 
     def on_mount(self) -> None:
         self._redraw()  # the rows it was made with are in the first frame
@@ -58,6 +85,12 @@ class FlowTable(DataTable[Text]):
         if not self.row_count:
             return None
         return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+
+    def _columns(self) -> tuple[tuple[str, str], ...]:
+        """The columns; USAGE (tokens in/out since the thread began) when any flow has it."""
+        if not any(row.get("usage") for row in self.rows_by_name.values()):
+            return COLUMNS
+        return (*COLUMNS[:-1], USAGE_COLUMN, COLUMNS[-1])
 
     def _cells(self, row: dict[str, Any]) -> list[Text]:
         muted = self.get_component_rich_style("flow--muted", partial=True)
@@ -72,14 +105,16 @@ class FlowTable(DataTable[Text]):
         else:
             resumable = Text("yes" if row.get("resumable") else "no")
             about = Text(str(row.get("description") or ""), style=muted)
-        return [
-            Text(str(row["name"])),
-            status_text(self, row.get("status")),
-            Text(round_label(int(row.get("round") or 0))),
-            resumable,
-            Text(str(row.get("last_run") or "—"), style=muted),
-            about,
-        ]
+        cells = {
+            "flow": Text(str(row["name"])),
+            "status": status_text(self, row.get("status")),
+            "round": Text(round_label(int(row.get("round") or 0))),
+            "resumable": resumable,
+            "last_run": Text(str(row.get("last_run") or "—"), style=muted),
+            "usage": Text(usage_short(row.get("usage")) or "—", style=muted),
+            "about": about,
+        }
+        return [cells[key] for key, _ in self.shown_columns]
 
     def show_rows(self, rows: list[dict[str, Any]]) -> None:
         """Show ``rows`` (filtered); cells change in place when the flows are the same."""
@@ -91,13 +126,18 @@ class FlowTable(DataTable[Text]):
         if row is None:
             return
         row.update(changes)
+        cells = self._cells(row)
+        if self.filter_text and (name in self.rows) != _shows(cells, self.filter_text):
+            self._redraw()  # it now matches the filter, or no longer does
+            return
         if name not in self.rows:
             return  # filtered out
-        cells = self._cells(row)
-        if any(cell.cell_len > width for cell, width in zip(cells, self._widths, strict=True)):
-            self._redraw()  # a column must widen
+        if len(cells) != len(self._widths) or any(
+            cell.cell_len > width for cell, width in zip(cells, self._widths, strict=True)
+        ):
+            self._redraw()  # a column must widen, or USAGE comes or goes
             return
-        for (column, _), cell in zip(COLUMNS, cells, strict=True):
+        for (column, _), cell in zip(self.shown_columns, cells, strict=True):
             self.update_cell(name, column, cell)  # one row, as a live run moves on
 
     def apply_run(self, info: RunInfo) -> None:
@@ -113,12 +153,9 @@ class FlowTable(DataTable[Text]):
                 self.update_row(key, last_run=info.run, status=str(info.status), round=round_)
 
     def set_filter(self, text: str) -> None:
+        """Show only the rows whose visible text contains ``text`` (any case)."""
         self.filter_text = text.strip().lower()
         self._redraw()
-
-    def _visible(self) -> list[dict[str, Any]]:
-        needle = self.filter_text
-        return [row for name, row in self.rows_by_name.items() if needle in name.lower()]
 
     def _redraw(self) -> None:
         """Show the visible rows, in place when only their cells changed.
@@ -126,26 +163,36 @@ class FlowTable(DataTable[Text]):
         Column widths are worked out here from the cells and set explicitly: the
         table's own auto-width settles on a later idle, which would make what is on
         screen depend on timing."""
-        cells = {str(row["name"]): self._cells(row) for row in self._visible()}
+        every = {name: self._cells(row) for name, row in self.rows_by_name.items()}
+        cells = {name: row for name, row in every.items() if _shows(row, self.filter_text)}
+        columns = self.shown_columns
         widths = [
             min(MAX_WIDTH, max([len(label), *(row[n].cell_len for row in cells.values())]))
-            for n, (_, label) in enumerate(COLUMNS)
+            for n, (_, label) in enumerate(columns)
         ]
+        if self.fit_width is not None:  # ABOUT (last) takes what is left, cut to fit
+            used = sum(widths[:-1]) + 2 * self.cell_padding * len(widths)
+            widths[-1] = max(8, min(widths[-1], self.fit_width - used))
+            for row_cells in cells.values():
+                row_cells[-1].truncate(widths[-1], overflow="ellipsis")
         current = [str(row.key.value) for row in self.ordered_rows]
         if list(cells) == current and widths == self._widths:
             for name, row_cells in cells.items():
-                for (column, _), cell in zip(COLUMNS, row_cells, strict=True):
+                for (column, _), cell in zip(columns, row_cells, strict=True):
                     self.update_cell(name, column, cell)
             return
         selected = self.selected_name
         self.clear(columns=True)
         self._widths = widths
-        for (key, label), width in zip(COLUMNS, widths, strict=True):
+        for (key, label), width in zip(columns, widths, strict=True):
             self.add_column(label, width=width, key=key)
         for name, row_cells in cells.items():
             self.add_row(*row_cells, key=name)
         if selected in cells:
             self.move_cursor(row=list(cells).index(selected))
+        # Once the new rows are laid out: a rebuilt table must not leave the selected
+        # row scrolled out of view while the panes below name it.
+        self.call_after_refresh(self._scroll_cursor_into_view)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -153,3 +200,8 @@ class FlowTable(DataTable[Text]):
         if theme != self._theme and self.columns:
             self._theme = theme
             self._redraw()  # a theme change recolours the statuses
+
+
+def _shows(cells: list[Text], needle: str) -> bool:
+    """Whether a row's text, as shown, contains ``needle`` (lower case)."""
+    return not needle or needle in " ".join(cell.plain for cell in cells).lower()

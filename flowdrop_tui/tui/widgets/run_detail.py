@@ -18,6 +18,8 @@ from flowdrop_tui.format import (
     duration,
     error_words,
     start_words,
+    usage_short,
+    usage_text,
 )
 from flowdrop_tui.tui.labels import rounds_label, stamp
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
@@ -107,6 +109,8 @@ class RunDetail(VerticalScroll):
         text.append(f"\nstarted {stamp(info.started)} · {duration(info.started, info.ended)}")
         if info.ended:
             text.append(f"\nended   {stamp(info.ended)}")
+        if info.usage is not None:
+            text.append(f"\nusage {usage_text(info.usage.to_json())}")
         if info.stop_pending:
             text.append("\nstop asked: " + ("now" if info.stop_now else "after its round"))
         if info.pause_pending:
@@ -172,6 +176,9 @@ class RunDetail(VerticalScroll):
             )
             if exit_code is not None:
                 text.append(f" · exit {exit_code}", style=self._style("muted"))
+            if session.get("usage") is not None:
+                spent = usage_short(session["usage"])
+                text.append(f" · {spent} tokens in/out", style=self._style("muted"))
             text.append("\n")
 
     def _git(self, text: Text, git: dict[str, Any] | None) -> None:

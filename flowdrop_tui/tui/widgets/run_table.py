@@ -12,6 +12,7 @@ from textual.widgets import DataTable
 from flowdrop_tui.core.records.events import LIVE, RunInfo
 from flowdrop_tui.format import duration
 from flowdrop_tui.tui.labels import rounds_label, stamp
+from flowdrop_tui.tui.widgets.flow_table import LIST_KEYS
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
 # Fixed widths (ids have one length): what is on screen never waits for the table's
@@ -24,12 +25,14 @@ COLUMNS = (
     ("duration", "DURATION", 8),
     ("source", "PICKED UP FROM", 27),
 )
+NARROW_HIDES = frozenset({"started", "source"})  # the Run pane shows both
 
 
 class RunTable(DataTable[Text]):
     """One row per run of the selected flow, keyed by run id, newest on top."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        *LIST_KEYS,
         Binding(
             "enter",
             "screen.pick_up_run",
@@ -50,10 +53,28 @@ class RunTable(DataTable[Text]):
         self.key: str | None = None
         self.runs: dict[str, RunInfo] = {}
         self.filter_text = ""
+        self.narrow = False
+
+    @property
+    def shown_columns(self) -> list[tuple[str, str, int]]:
+        return [c for c in COLUMNS if not (self.narrow and c[0] in NARROW_HIDES)]
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
+        for key, label, width in self.shown_columns:
             self.add_column(label, width=width, key=key)
+
+    def set_narrow(self, narrow: bool) -> None:
+        """Drop (or bring back) the columns the Run pane repeats, on a narrow screen."""
+        if narrow == self.narrow:
+            return
+        self.narrow = narrow
+        selected = self.selected_run
+        self.clear(columns=True)
+        for key, label, width in self.shown_columns:
+            self.add_column(label, width=width, key=key)
+        self._add_rows(sorted(self.runs.values(), key=lambda i: i.run, reverse=True))
+        if selected is not None and selected.run in self.rows:
+            self.move_cursor(row=self.get_row_index(selected.run), animate=False)
 
     @property
     def selected_run(self) -> RunInfo | None:
@@ -64,18 +85,20 @@ class RunTable(DataTable[Text]):
 
     def _cells(self, info: RunInfo, now: datetime | None = None) -> list[Text]:
         muted = self.get_component_rich_style("run--muted", partial=True)
-        return [
-            Text(info.run),
-            status_text(self, info.status),
-            Text(rounds_label(info)),
-            Text(stamp(info.started)),
-            Text(duration(info.started, info.ended, now)),
-            Text(info.source or "—", style=muted),
-        ]
+        cells = {
+            "run": Text(info.run),
+            "status": status_text(self, info.status),
+            "rounds": Text(rounds_label(info)),
+            "started": Text(stamp(info.started)),
+            "duration": Text(duration(info.started, info.ended, now)),
+            "source": Text(info.source or "—", style=muted),
+        }
+        return [cells[key] for key, _, _ in self.shown_columns]
 
     def _matches(self, info: RunInfo) -> bool:
+        """Whether the run's row, as shown, contains the filter text (any case)."""
         needle = self.filter_text
-        return not needle or needle in info.run.lower() or needle in str(info.status)
+        return not needle or needle in " ".join(c.plain for c in self._cells(info)).lower()
 
     def show_runs(self, key: str, runs: list[RunInfo]) -> None:
         """Show ``runs`` (newest first) of ``key``, keeping the cursor on the same run."""
@@ -83,20 +106,25 @@ class RunTable(DataTable[Text]):
         self.key = key
         self.runs = {info.run: info for info in runs}
         self.clear()
+        self._add_rows(runs)
+        if selected is not None and selected.run in self.rows:
+            self.move_cursor(row=self.get_row_index(selected.run))
+
+    def _add_rows(self, runs: list[RunInfo]) -> None:
         for info in runs:
             if self._matches(info):
                 self.add_row(*self._cells(info), key=info.run)
-        if selected is not None and selected.run in self.rows:
-            self.move_cursor(row=self.get_row_index(selected.run))
 
     def upsert(self, info: RunInfo) -> bool:
         """Show one run as it now is; a new run goes on top. True when it was new."""
         new = info.run not in self.runs
         self.runs[info.run] = info
         if not self._matches(info):
+            if info.run in self.rows:
+                self.remove_row(info.run)  # it no longer shows the filter's text
             return new
         if info.run in self.rows:
-            for (column, _, _), cell in zip(COLUMNS, self._cells(info), strict=True):
+            for (column, _, _), cell in zip(self.shown_columns, self._cells(info), strict=True):
                 self.update_cell(info.run, column, cell)
             return new
         selected = self.selected_run

@@ -9,12 +9,26 @@ from textual.widgets import Static
 
 
 class WorkspaceBar(Static):
-    """``flowdrop-tui · ws · git main`` — the folder name, not its path, to keep it short."""
+    """``flowdrop-tui · ws · 2 running: a, b · 1 paused: c · git main`` — the folder name,
+    not its path; what is still running comes before git, so a narrow screen cuts git."""
 
     def __init__(self, name: str) -> None:
         super().__init__(id="workspace-bar", markup=False)
         self.workspace_name = name
         self.git_text = "reading git…"
+        self.summary = ""
+
+    def show_summary(self, running: list[str], paused: list[str]) -> None:
+        """The flows whose last run is live, and those whose last run is paused."""
+        parts = [
+            f"{len(names)} {what}: {', '.join(names)}"
+            for what, names in (("running", running), ("paused", paused))
+            if names
+        ]
+        summary = " · ".join(parts) if parts else "nothing running"
+        if summary != self.summary:
+            self.summary = summary
+            self._redraw()
 
     def on_mount(self) -> None:
         self._redraw()
@@ -28,4 +42,5 @@ class WorkspaceBar(Static):
         self._redraw()
 
     def _redraw(self) -> None:
-        self.update(Text(f"flowdrop-tui · {self.workspace_name} · {self.git_text}"))
+        parts = ["flowdrop-tui", self.workspace_name, self.summary, self.git_text]
+        self.update(Text(" · ".join(part for part in parts if part)))
