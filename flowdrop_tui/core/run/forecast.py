@@ -35,7 +35,7 @@ from flowdrop_tui.core.flows.discovery import (
 )
 from flowdrop_tui.core.paths import STATE, Layout
 from flowdrop_tui.core.records.budget import ChainBudget, Limits, Reached, Used, effective
-from flowdrop_tui.core.records.events import RunInfo, Status, load_run
+from flowdrop_tui.core.records.events import RunInfo, load_run
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.run.creation import key_is_taken, key_taken
 from flowdrop_tui.core.run.drift import Drift, GitReader, drift_from
@@ -283,9 +283,10 @@ def _refusals(found: Forecast, options: StartOptions, *, resuming: bool) -> Fore
     if options.strict and found.drift is not None and found.drift.drifted:
         assert found.source is not None
         what = "; ".join(found.drift.messages())
+        fresh = "" if resuming else ", or start over with --fresh"
         found.refusal = DriftedError(
             f"refused under --strict: {what}. Look at what changed, then run again "
-            "without --strict to go on anyway, or start over with --fresh"
+            f"without --strict to go on anyway{fresh}"
         )
     return found
 
@@ -304,8 +305,3 @@ def _exhausted_words(found: Forecast, reached: Reached, resuming: bool) -> str:
         f"{found.key} is out of budget along its chain ({used}); "
         f"raise it with {flag} N, or start a new count with --fresh"
     )
-
-
-def paused_on_budget(info: RunInfo) -> bool:
-    """Whether a paused run paused because a budget was reached."""
-    return info.status == Status.PAUSED and info.budget_reached is not None
