@@ -27,6 +27,7 @@ paused run, and a process that is writing the index (racing a live run).
 
     python bench/kill9.py --kills 1000            # the full figure (≈ 8 minutes on 2 cores)
     python bench/kill9.py --kills 50 --json       # what the test suite runs
+    python bench/kill9.py --scenario prune --kills 1000   # kill `prune` instead (kill9_prune.py)
 
 Exit status 0 when every kill was survived, 1 otherwise. Linux or macOS.
 """
@@ -728,9 +729,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the workspaces afterwards")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
+    parser.add_argument(
+        "--scenario",
+        choices=("runs", "prune"),
+        default="runs",
+        help="runs: kill runs (the mix above); prune: kill `prune` mid-work (kill9_prune.py)",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     root = Path(tempfile.mkdtemp(prefix="kill9-", dir=args.dir))
+    if args.scenario == "prune":
+        return _main_prune(args, root, seed)
     harness = Harness(root, seed, args.per_workspace, args.verbose)
     began = time.monotonic()
     # A stray SIGINT to the harness (Ctrl-C) still prints what was found so far.
@@ -763,6 +772,43 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shutil.rmtree(root, ignore_errors=True)
     return 1 if tally.losses or stopped.is_set() else 0
+
+
+def _main_prune(args: argparse.Namespace, root: Path, seed: int) -> int:
+    from kill9_prune import PruneHarness
+    from kill9_prune import report as prune_report
+
+    harness = PruneHarness(root, seed, args.per_workspace, args.verbose)
+    began = time.monotonic()
+    stopped = False
+    try:
+        tally = harness.run(args.kills)
+    except KeyboardInterrupt:
+        stopped = True
+        tally = harness.tally
+    figures = {"seed": seed, **prune_report(tally, time.monotonic() - began)}
+    if args.json:
+        print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(
+            f"kill -9 harness, prune (seed {seed}): {figures['kills']} kills landed, "
+            f"{figures['losses']} losses, {figures['runs_deleted']} runs deleted, "
+            f"in {figures['seconds']} s"
+        )
+        print("  by phase:")
+        for name, count in figures["by_phase"].items():
+            print(f"    {count:5d}  {name}")
+        left = figures["kills_leaving_trash"]
+        print(f"  kills that left runs in the trash (finished later): {left}")
+        print(f"  full prunes checked exact: {figures['full_prunes_checked_exact']}")
+        print(f"  reads by the concurrent reader: {figures['reader_reads']}")
+        for loss in tally.losses[:50]:
+            print("  LOSS", loss)
+    if args.keep or tally.losses:
+        print(f"workspaces kept in {root}", file=sys.stderr)
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 1 if tally.losses or stopped else 0
 
 
 if __name__ == "__main__":

@@ -18,13 +18,22 @@ from typing import Any, NoReturn
 
 import orjson
 
-from flowdrop_tui.core import views
+from flowdrop_tui.core import retention, views
 from flowdrop_tui.core.control import launch, verbs
 from flowdrop_tui.core.errors import FlowdropError, UsageError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout, find_workspace
+from flowdrop_tui.core.records import ledger, pins
 from flowdrop_tui.core.records.budget import KINDS, check_limit
-from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import (
+    ENDED,
+    LIVE,
+    Status,
+    list_run_ids,
+    load_run,
+    side_value,
+)
+from flowdrop_tui.core.records.nesting import clip
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import StartOptions, forecast_flow, runnable
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
@@ -34,10 +43,12 @@ from flowdrop_tui.format import (
     error_words,
     flows_table,
     plan_text,
+    prune_text,
     rounds_range,
     runs_table,
     show_text,
     start_words,
+    usage_words,
 )
 
 
@@ -47,7 +58,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _dump(value: Any) -> str:
-    return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:  # orjson's own error too: nested past what it writes (a forged record)
+        return orjson.dumps(clip(value), default=str, option=orjson.OPT_INDENT_2).decode()
 
 
 def _err(message: str) -> None:
@@ -188,7 +202,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="the secret a browser must bring (default: $FLOWDROP_SERVE_TOKEN, or one made"
         " up when the address is not loopback)",
     )
+    prune = sub.add_parser(
+        "prune", parents=[common, json_flag], help="delete old ended runs (never what is picked up)"
+    )
+    prune.add_argument(
+        "--keep",
+        type=_count,
+        default=retention.DEFAULT_KEEP,
+        metavar="N",
+        help=f"keep the newest N runs of each flow (default {retention.DEFAULT_KEEP})",
+    )
+    prune.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="delete only runs that ended longer ago than this (30d, 12h, 1d12h)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="say what would go; delete nothing")
+    pin = sub.add_parser("pin", parents=[common, json_flag], help="never prune this run")
+    pin.add_argument("run", metavar="RUN")
+    unpin = sub.add_parser("unpin", parents=[common, json_flag], help="let prune delete it again")
+    unpin.add_argument("run", metavar="RUN")
     return parser
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs (0 or more)")
+    return value
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -261,7 +305,8 @@ def _finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) 
         message += f": {error_words(outcome.error)}"
     _err(message)
     if as_json:
-        answer = {**info.summary(), "result": info.result, "error": info.error}
+        result = side_value(info.path, info.result)  # a big one: from its side file
+        answer = {**info.summary(), "result": result, "error": info.error}
         print(_dump({**answer, "warnings": warnings.items}))
     return outcome.exit_code
 
@@ -408,6 +453,8 @@ def cmd_flows(args: argparse.Namespace) -> int:
         print(f"no flows in {layout.flows} yet — a flow is a folder flows/<name>/ holding flow.py")
     else:
         print(flows_table(rows))
+        used = ledger.workspace_usage(layout)
+        print(f"\n{usage_words(used.runs, used.bytes)} (flowdrop-tui prune deletes old runs)")
     return 0
 
 
@@ -417,7 +464,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         raise UsageError("--limit takes a number of runs, 1 or more")
     key = views.key_for(layout, args.flow) if args.flow else None
     infos, total = views.run_page(layout, key, limit=None if args.all else args.limit)
-    rows = [info.summary() for info in infos]
+    pinned = pins.pinned(layout)
+    rows = [{**info.summary(), "pinned": info.run in pinned} for info in infos]
     if args.json:
         print(_dump(rows))
     elif not rows:
@@ -445,13 +493,40 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     layout = _layout(args)
     from flowdrop_tui.core.records import index
 
-    data = index.rebuild(layout)
+    data = index.rebuild(layout, strict=True)
     count = len(list_run_ids(layout))
     if args.json:
         print(_dump({"runs": count, "keys": len(data["keys"])}))
     else:
         print(f"rebuilt {layout.index} from {count} runs ({len(data['keys'])} keys)")
     return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    layout = _layout(args)
+    older = retention.parse_duration(args.older_than) if args.older_than is not None else None
+    result = retention.prune(layout, args.keep, older, dry_run=args.dry_run)
+    report = result.as_json()
+    print(_dump(report) if args.json else prune_text(report))
+    return 0
+
+
+def _pin(args: argparse.Namespace, change: Callable[[Layout, str], bool], done: str) -> int:
+    changed = change(_layout(args), args.run)
+    message = f"run {args.run} {done}" if changed else f"run {args.run} was already {done}"
+    if args.json:
+        print(_dump({"run": args.run, "pinned": done == "pinned", "changed": changed}))
+    else:
+        print(message)
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace) -> int:
+    return _pin(args, pins.pin, "pinned")
+
+
+def cmd_unpin(args: argparse.Namespace) -> int:
+    return _pin(args, pins.unpin, "unpinned")
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -492,6 +567,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "snapshot": cmd_snapshot,
     "reindex": cmd_reindex,
     "serve": cmd_serve,
+    "prune": cmd_prune,
+    "pin": cmd_pin,
+    "unpin": cmd_unpin,
 }
 
 

@@ -160,7 +160,7 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
         cells = [
             str(row["run"]),
             str(row.get("flow")),
-            status_label(row.get("status")),
+            status_label(row.get("status")) + (", pinned" if row.get("pinned") else ""),
             rounds_range(row.get("first_round"), row.get("last_round")),
             str(row.get("started") or "")[:19].replace("T", " "),
             duration(row.get("started"), row.get("ended")),
@@ -175,7 +175,8 @@ def show_text(detail: dict[str, Any]) -> str:
     lines = [
         f"run             {detail['run']}",
         f"flow            {detail.get('flow')}  ({detail.get('flow_path')})",
-        f"status          {status_label(detail.get('status'))}",
+        f"status          {status_label(detail.get('status'))}"
+        + ("  (pinned: prune never deletes it)" if detail.get("pinned") else ""),
         "rounds          "
         + rounds_range(detail.get("first_round"), detail.get("last_round"), "none")
         + f" ({detail.get('rounds')} in this run)",
@@ -318,4 +319,77 @@ def plan_text(answer: dict[str, Any]) -> str:
         lines.append(
             f"refused: {refusal.get('message')} ({refusal.get('code')}, exit {refusal.get('exit')})"
         )
+    return "\n".join(lines)
+
+
+def size_words(count: int) -> str:
+    """``12.3 MB``: bytes for a person."""
+    value = float(count)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{count} B"
+
+
+def usage_words(runs: int, used: int) -> str:
+    """The workspace's size: ``1,204 runs, 35.2 MB on disk``."""
+    return f"{runs:,} run{'' if runs == 1 else 's'}, {size_words(used)} on disk"
+
+
+_WHY_WORDS = {
+    "live": "live",
+    "paused": "paused",
+    "pinned": "pinned",
+    "pick_up": "picked up next",
+    "last_run": "last run of its key",
+    "newest": "among the newest",
+    "recent": "ended recently",
+    "unreadable": "unreadable record",
+}
+
+
+def why_words(reasons: list[str], keys: list[str]) -> str:
+    """Why a run stays, in words: ``pinned, picked up next (nightly)``."""
+    words = [_WHY_WORDS.get(r, r) for r in reasons]
+    return ", ".join(words) + (f" ({', '.join(keys)})" if keys else "")
+
+
+def prune_text(report: dict[str, Any]) -> str:
+    """``prune``'s answer: per flow what goes and what stays, every run kept for a
+    reason other than being among the newest, and the orphaned transcripts."""
+    dry = report["dry_run"]
+    gone, kept = report["delete"], report["kept"]
+    verb = "would delete" if dry else "deleted"
+    lines = [
+        f"{verb} {len(gone):,} of {report['runs']:,} runs and "
+        f"{len(report['orphans']):,} orphaned transcripts ({size_words(report['bytes'])}); "
+        f"kept {len(kept):,} (newest {report['keep']} per flow"
+        + (f", ended in the last {report['older_than']:g} s" if report["older_than"] else "")
+        + ")"
+    ]
+    flows: dict[str, list[int]] = {}
+    for row in gone:
+        flows.setdefault(str(row.get("flow")), [0, 0])[0] += 1
+    for row in kept:
+        flows.setdefault(str(row.get("flow")), [0, 0])[1] += 1
+    if flows:
+        lines.append(
+            _table(
+                ["FLOW", "DELETE" if dry else "DELETED", "KEEP"],
+                [[name, f"{d:,}", f"{k:,}"] for name, (d, k) in sorted(flows.items())],
+            )
+        )
+    special = [row for row in kept if row.get("reasons") != ["newest"]]
+    if special:
+        lines.append("kept for a reason of their own:")
+        for row in special:
+            why = why_words(row.get("reasons") or [], row.get("keys") or [])
+            lines.append(f"  {row['run']}  {row.get('flow')}  {row.get('status')}: {why}")
+    for row in report.get("skipped") or []:
+        lines.append(f"  skipped {row['run']}: it became {row['why']} while pruning")
+    if dry and gone:
+        lines.append("(dry run: nothing was deleted; --json lists every run)")
+    if report.get("leftovers_swept"):
+        lines.append(f"finished deleting {report['leftovers_swept']} runs a stopped prune left")
     return "\n".join(lines)

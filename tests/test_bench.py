@@ -56,3 +56,12 @@ def test_paging_and_cold_listing_benches_print_ratios(script: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert re.search(r"ratio \d+\.\d+.*goal ≤ \d\.\d: (met|NOT met)", done.stdout), done.stdout
+
+
+def test_prune_prints_a_ratio_and_leaves_what_the_rules_say(tmp_path: Path) -> None:
+    """Guards against bench/prune.py breaking, or a prune at scale leaving the wrong runs,
+    changing a key's pick-up answer, or a stale index (it exits 1 then)."""
+    out = quick("prune.py", tmp_path)
+    match = RATIO.search(out)
+    assert match and float(match.group(1)) > 0, out
+    assert "PROBLEMS" not in out and out.count("; OK") == 2, out

@@ -53,6 +53,17 @@ def test_fifty_kill_9s_at_random_instants_lose_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_twenty_prune_kills_leave_every_run_whole_or_gone(tmp_path: Path) -> None:
+    """Guards SPEC §16 crash safety: a prune SIGKILLed at random instants leaves each run
+    whole or gone, never a kept one gone, the index exact, every key's pick-up answer as
+    it was, and a concurrent reader never sees a damaged run; the next prune finishes."""
+    figures = harness("kill9.py", tmp_path, "--scenario", "prune", "--kills", "20", timeout=900)
+    assert figures["kills"] == 20 and figures["losses"] == 0, figures["loss_details"]
+    assert figures["runs_deleted"] > 0 and figures["full_prunes_checked_exact"] >= 2
+    assert figures["reader_reads"] > 0
+
+
+@pytest.mark.slow
 def test_twenty_flows_at_once_ten_racing_starts_and_a_viewer(tmp_path: Path) -> None:
     """Guards SPEC §8 'many runs starting and ending at once leave it exact', one live run
     per flow, and viewers that never error while it all happens."""

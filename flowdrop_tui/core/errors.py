@@ -71,6 +71,21 @@ class RecordsUnwritableError(RefusedError):
     code = "RECORDS_UNWRITABLE"
 
 
+class LinkRefusedError(RecordsUnwritableError, OSError):
+    """A link where the engine writes under ``.flowdrop/``: never written through.
+
+    Also an ``OSError``, so every place that carries on when a cache cannot be
+    written (the index, the describe cache) carries on the same way."""
+
+
+class LockTimeoutError(RefusedError, OSError):
+    """A lock another process held past the wait for it (a process stopped with
+    Ctrl-Z); the message names it. Also an ``OSError``: the index behind such a lock is
+    a cache, and every place that carries on without a cache carries on the same way."""
+
+    code = "LOCK_HELD"
+
+
 class SignalRefusedError(RefusedError):
     """INT-16: a stop, pause or resume the run cannot take (codes below)."""
 

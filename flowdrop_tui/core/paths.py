@@ -6,16 +6,23 @@ before it becomes a path, so nothing can leave `.flowdrop/` (SPEC §4).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
+import stat
 import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from flowdrop_tui.core.errors import InvalidNameError, NotFoundError, RecordsUnwritableError
+from flowdrop_tui.core.errors import (
+    InvalidNameError,
+    LinkRefusedError,
+    NotFoundError,
+    RecordsUnwritableError,
+)
 
 RECORDS_DIR = ".flowdrop"
 FLOWS_DIR = "flows"
@@ -30,6 +37,13 @@ REQUESTS = "requests"
 
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}$")
 _MAX_NAME = 200
+# Limits that are the filesystem's, so counted in bytes as it counts them: a flow name
+# is one folder name (NAME_MAX, 255 bytes), so any folder the listing shows can run;
+# a key (a flow name or a workspace-relative path) never becomes a path itself.
+_MAX_FLOW_NAME_BYTES = 255
+_MAX_KEY_BYTES = 1024
+# A key's file names stay well under NAME_MAX (255): writers add temporary suffixes.
+_MAX_FILENAME_BYTES = 200
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -71,7 +85,7 @@ def validate_flow_name(name: str) -> str:
     """A flow name is one folder name under `flows/`."""
     if (
         not name
-        or len(name) > _MAX_NAME
+        or len(name.encode(errors="surrogatepass")) > _MAX_FLOW_NAME_BYTES
         or name in (".", "..")
         or name.startswith(".")
         or "/" in name
@@ -91,7 +105,7 @@ def validate_key(key: str) -> str:
     parts = key.split("/")
     if (
         not key
-        or len(key) > _MAX_NAME
+        or len(key.encode(errors="surrogatepass")) > _MAX_KEY_BYTES
         or "\\" in key
         or "\x00" in key
         or _has_control(key)
@@ -104,9 +118,20 @@ def validate_key(key: str) -> str:
     return key
 
 
-def key_filename(key: str) -> str:
-    """A key as one safe file name (keys may hold `/`)."""
-    return quote(validate_key(key), safe="") or "_"
+def key_filename(key: str, suffix: str = "") -> str:
+    """A key as one safe file name (keys may hold `/`), ``suffix`` included.
+
+    Percent-encoding a non-ASCII name multiplies its length (``ä`` is 6 bytes), so a
+    flow name of 42 such letters was listed but could not run: its lock file name
+    passed the filesystem's 255 bytes. A long name keeps a readable prefix and ends
+    in a digest of the whole key, so two keys never share a file."""
+    name = quote(validate_key(key), safe="") or "_"
+    if len(name) + len(suffix) <= _MAX_FILENAME_BYTES:
+        return name + suffix
+    digest = hashlib.sha256(key.encode(errors="surrogatepass")).hexdigest()[:32]
+    prefix = name[: _MAX_FILENAME_BYTES - len(suffix) - len(digest) - 1]
+    prefix = prefix[: prefix.rfind("%")] if "%" in prefix[-2:] else prefix  # no torn %XX
+    return f"{prefix}~{digest}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -144,6 +169,16 @@ class Layout:
         return self.root / "transcripts"
 
     @property
+    def pins(self) -> Path:
+        """One empty file per pinned run: ``pins/<run-id>``."""
+        return self.root / "pins"
+
+    @property
+    def trash(self) -> Path:
+        """Where ``prune`` moves a run's folder (one rename) before deleting it."""
+        return self.root / "trash"
+
+    @property
     def flows(self) -> Path:
         return self.workspace / FLOWS_DIR
 
@@ -154,7 +189,7 @@ class Layout:
         return self.runs / run_id
 
     def key_lock(self, key: str) -> Path:
-        return self.keys / f"{key_filename(key)}.lock"
+        return self.keys / key_filename(key, ".lock")
 
     def rel(self, path: Path) -> str:
         """A path relative to the workspace with `/` separators (or absolute if outside)."""
@@ -163,14 +198,42 @@ class Layout:
         except ValueError:
             return str(path)
 
+    def folder(self, path: Path) -> Path:
+        """``path``, a folder under ``.flowdrop/``, made if missing; refused when it or a
+        folder between it and ``.flowdrop/`` is a link (``refuse_link``)."""
+        current = self.root
+        for part in path.relative_to(self.root).parts:
+            current = current / part
+            refuse_link(current)
+            try:
+                current.mkdir()
+            except FileExistsError:
+                refuse_link(current)  # (made meanwhile: looked at again)
+        return path
+
     def ensure(self) -> None:
-        """Create `.flowdrop/` (with a `.gitignore` of `*`) on first use."""
+        """Create `.flowdrop/` (with a `.gitignore` of `*`) on first use.
+
+        ``.flowdrop`` itself may be a link (records kept on another disk is a choice a
+        user makes); nothing *inside* it is written through a link (docs/decisions.md)."""
         try:
-            self.runs.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.folder(self.runs)
             ignore = self.root / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("*\n")
-            self.keys.mkdir(exist_ok=True)
+            refuse_link(ignore)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(ignore, flags, 0o644)
+            except FileExistsError:
+                refuse_link(ignore)
+            else:
+                try:
+                    os.write(fd, b"*\n")
+                finally:
+                    os.close(fd)
+            self.folder(self.keys)
+        except LinkRefusedError:
+            raise
         except OSError as exc:
             raise RecordsUnwritableError(
                 f"cannot write run records under {self.root}: {exc.strerror or exc}; "
@@ -194,6 +257,23 @@ class Layout:
                     f"cannot write run records in {folder}: {exc.strerror or exc}; "
                     "make it writable (or free some space) and run again"
                 ) from exc
+
+
+def refuse_link(path: Path) -> None:
+    """Refuse, naming it, a link where the engine writes under ``.flowdrop/``.
+
+    A link planted at ``.gitignore``, ``index.lock``, ``cache/``, ``transcripts/`` or a
+    run's ``requests/`` had the engine write (or delete) files outside ``.flowdrop/``.
+    """
+    try:
+        is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return  # not there (yet): the caller creates it without following anything
+    if is_link:
+        raise LinkRefusedError(
+            f"{path} is a link; the engine never writes through a link inside "
+            f"{RECORDS_DIR}/ — remove the link (the engine makes its own) and try again"
+        )
 
 
 def find_workspace(cwd: Path | None = None, override: str | os.PathLike[str] | None = None) -> Path:

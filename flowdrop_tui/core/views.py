@@ -6,6 +6,7 @@ what could be read, never raised as a crash, so one bad run hides nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -20,16 +21,19 @@ from flowdrop_tui.core.flows.discovery import (
     resolve_flow,
 )
 from flowdrop_tui.core.paths import CYCLE, SESSIONS, STATE, Layout, validate_flow_name, validate_key
-from flowdrop_tui.core.records import index, key_runs
+from flowdrop_tui.core.records import folded, index, key_runs, pins
 from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
     RunInfo,
+    Status,
     list_run_ids,
     load_run,
     read_events,
+    side_value,
 )
+from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.spending import thread_usage
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.records.usage import Usage, read_usage
@@ -56,15 +60,25 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
             "status": entry.get("status"),
         }
         last = entry.get("last_run")
+        if isinstance(last, str) and entry.get("status") not in {str(s) for s in TERMINAL}:
+            if not (layout.runs / last).is_dir():
+                row["status"] = None
+            else:
+                # Behind its record (a killed run): repaired from the record, and written
+                # once the run no longer moves, so a big record is not re-read every time.
+                fixed = index.repair(layout, info.name, entry) or entry
+                row["round"] = int(fixed.get("round") or 0)
+                recorded = fixed.get("status")
+                live = recorded in {str(s) for s in LIVE}
+                row["status"] = (
+                    str(Status.INTERRUPTED)
+                    if live and live_pid(layout.runs / last) is None
+                    else recorded
+                )
         run: RunInfo | None = None
         if isinstance(last, str):
-            try:
+            with contextlib.suppress(FlowdropError):
                 run = _last_run(layout, info.name, last)
-            except FlowdropError:
-                row["status"] = None
-        if run is not None and entry.get("status") not in {str(s) for s in TERMINAL}:
-            row["status"] = str(run.status)
-            row["round"] = run.key_rounds.get(info.name, row["round"])
         row["budget"] = thread_budget(info, run).to_json()
         usage = thread_usage(layout, info.name, last if isinstance(last, str) else None)
         row["usage"] = usage.to_json() if usage is not None else None
@@ -81,7 +95,7 @@ def _last_run(layout: Layout, key: str, run_id: str) -> RunInfo:
     held = _ENDED.get((str(layout.root), key))
     if held is not None and held.run == run_id:
         return held
-    info = load_run(layout, run_id)
+    info = folded.load_run(layout, run_id)  # a big record: only what it appended since
     if info.status in TERMINAL:
         _ENDED[(str(layout.root), key)] = info
     return info
@@ -164,7 +178,7 @@ def run_page(
     found = []
     for run_id in ids:
         try:
-            info = load_run(layout, run_id)
+            info = folded.load_run(layout, run_id)  # a big record: only what it appended
         except FlowdropError:
             continue
         if key is None or info.key == key:
@@ -273,13 +287,14 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["usage"] = usage.to_json() if usage is not None else None
     detail["git"] = git_of(layout, info)
     detail["error"] = info.error
-    detail["result"] = info.result
+    detail["result"] = side_value(info.path, info.result)  # a big one: from its side file
     detail["position"] = info.position
     detail["warnings"] = info.warnings
     detail["budget_reached"] = info.budget_reached
     detail["called"] = info.called
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow
+    detail["pinned"] = pins.is_pinned(layout, run_id)
     return detail
 
 

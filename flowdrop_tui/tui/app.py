@@ -91,10 +91,20 @@ class FlowdropApp(App[int]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.key_help()))
 
+    def action_prune(self) -> None:
+        from flowdrop_tui.tui.screens.prune_modal import offer_prune  # loaded when asked
+
+        offer_prune(self, self.workspace)
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         if not isinstance(screen, MainScreen):
             return
+        yield SystemCommand(
+            "Prune old runs",
+            "Delete ended runs beyond the newest 20 of each flow; shows what would go first",
+            self.action_prune,
+        )
         for owner, prefix in ((FlowTable, ""), (RunTable, ""), (MainScreen, "screen.")):
             for bindings in owner._merge_bindings().key_to_bindings.values():
                 for one in bindings:

@@ -55,12 +55,20 @@ class RunsRead(Message):
     """One flow's runs were read, newest first (``total``: how many it has).
     ``older``: the next page, older than the runs already shown, to add below them."""
 
-    def __init__(self, key: str, runs: list[RunInfo], total: int, older: bool = False) -> None:
+    def __init__(
+        self,
+        key: str,
+        runs: list[RunInfo],
+        total: int,
+        older: bool = False,
+        pinned: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__()
         self.key = key
         self.runs = runs
         self.total = total
         self.older = older
+        self.pinned = pinned
 
 
 class RunPolled(Message):
@@ -96,6 +104,15 @@ class WorkspaceRead(Message):
     def __init__(self, git: dict[str, Any] | None) -> None:
         super().__init__()
         self.git = git
+
+
+class UsageRead(Message):
+    """The workspace's size was measured: runs and bytes on disk under .flowdrop/."""
+
+    def __init__(self, runs: int, used: int) -> None:
+        super().__init__()
+        self.runs = runs
+        self.used = used
 
 
 class PickUpPlanned(Message):

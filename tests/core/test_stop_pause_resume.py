@@ -8,6 +8,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -449,3 +450,32 @@ def test_a_detached_resume_records_who_asked_not_the_background_process(
     assert resumed["by"]["pid"] != resumed["pid"]  # the asker, not the resuming process
     asked = next(e for e in events(workspace, run_id) if e["event"] == "pause_requested")
     assert not asked["by"]["user"].isdigit()  # a user name, even without a terminal
+
+
+def test_a_request_is_never_seen_half_written(workspace: Path) -> None:
+    """Guards who-asked against a run reading a request file between its creation and
+    its content (the run saw ``by == {}`` and recorded a stop nobody asked for by name)."""
+    from flowdrop_tui.core.control import requests
+
+    run_dir = workspace / "run"
+    run_dir.mkdir()
+    inbox = requests.Inbox(run_dir)
+    seen: list[requests.Request] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.extend(inbox.take())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for n in range(300):
+            while not requests.post(run_dir, requests.STOP, {"pid": n, "via": "cli"}):
+                pass  # the last one is still pending: the reader takes it
+    finally:
+        stop.set()
+        reader.join()
+    seen.extend(inbox.take())
+    assert len(seen) == 300 and all(isinstance(r.by.get("pid"), int) for r in seen)
+    assert not any(name.endswith(".draft") for name in os.listdir(run_dir / "requests"))

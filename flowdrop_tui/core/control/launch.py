@@ -115,14 +115,19 @@ def launch(layout: Layout, child_args: list[str], *, timeout: float = 120.0) -> 
         raise FlowdropError(f"could not start the run process: {exc}") from exc
     os.close(write_fd)
     deadline = time.monotonic() + timeout
+    assert child.stdout is not None
+    output = child.stdout.fileno()
     try:
-        answer = _read_until_eof(read_fd, deadline)
+        # The child's output is drained while waiting for its answer: a child that
+        # prints more than a pipe holds (64 KiB: a chatty import, a long traceback)
+        # before it answers would otherwise block on its write while we block on
+        # the answer, until the deadline killed it.
+        answer, early_output = _read_both(read_fd, output, deadline)
     finally:
         os.close(read_fd)
-    early_output = b""
-    if child.stdout is not None:
-        early_output = _read_until_eof(child.stdout.fileno(), min(deadline, time.monotonic() + 2))
-        child.stdout.close()
+    early_output += _read_until_eof(output, min(deadline, time.monotonic() + 2))
+    early_output = early_output[-_OUTPUT_KEPT:]
+    child.stdout.close()
     try:
         message = orjson.loads(answer) if answer.strip() else None
     except orjson.JSONDecodeError:
@@ -139,6 +144,38 @@ def launch(layout: Layout, child_args: list[str], *, timeout: float = 120.0) -> 
     # The child lives on in its own session; it is reaped by init when it ends.
     threading.Thread(target=child.wait, daemon=True).start()
     return message
+
+
+_OUTPUT_KEPT = 64 * 1024  # of the child's early output, the tail shown when it fails
+
+
+def _read_both(answer_fd: int, output_fd: int, deadline: float) -> tuple[bytes, bytes]:
+    """Read the answer pipe to its end, draining the output pipe meanwhile (its tail kept)."""
+    answer: list[bytes] = []
+    output = bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(answer_fd, selectors.EVENT_READ)
+        selector.register(output_fd, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            ready = selector.select(remaining) if remaining > 0 else []
+            if not ready:
+                break
+            done = False
+            for key, _ in ready:
+                chunk = os.read(key.fd, 65536)
+                if key.fd == output_fd:
+                    if not chunk:
+                        selector.unregister(output_fd)
+                    output += chunk
+                    del output[:-_OUTPUT_KEPT]
+                elif chunk:
+                    answer.append(chunk)
+                else:
+                    done = True
+            if done:
+                break
+    return b"".join(answer), bytes(output)
 
 
 def _read_until_eof(fd: int, deadline: float) -> bytes:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.paths import REQUESTS
+from flowdrop_tui.core.paths import REQUESTS, refuse_link
 
 STOP = "stop"
 STOP_NOW = "stop-now"
@@ -34,16 +34,28 @@ class Request:
 def post(run_dir: Path, kind: str, by: dict[str, Any]) -> bool:
     """The asker's end: leave a request; False when one of that kind is already pending."""
     folder = run_dir / REQUESTS
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{kind}.json"
+    refuse_link(run_dir)  # never through a link planted in the record
+    refuse_link(folder)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir()
+    refuse_link(folder)  # (made meanwhile: looked at again)
+    # Written whole under a hidden name, then linked into place: the run, which may
+    # look at any instant, never reads a request half-written (it would lose who
+    # asked), and link() refuses a name that exists — a pending request or a link.
+    draft = folder / f".{kind}.{os.getpid()}.{threading.get_ident()}.draft"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(draft, flags, 0o644)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, orjson.dumps({"kind": kind, "by": by}))
+        finally:
+            os.close(fd)
+        os.link(draft, folder / f"{kind}.json")
     except FileExistsError:
         return False
-    try:
-        os.write(fd, orjson.dumps({"kind": kind, "by": by}))
     finally:
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(draft)
     return True
 
 
@@ -61,6 +73,8 @@ class Inbox:
     def take(self) -> list[Request]:
         """Consume every pending request (each is seen exactly once)."""
         taken: list[Request] = []
+        if self.folder.is_symlink():
+            return taken  # a link planted in the record: never read or delete through it
         with self._lock:
             for kind in KINDS:
                 path = self.folder / f"{kind}.json"

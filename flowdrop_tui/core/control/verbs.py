@@ -59,11 +59,21 @@ class Asked:
     round: int
 
 
+def pick_up_hint(info: RunInfo) -> str:
+    """How to pick ``info`` up: its key, when its record still names one."""
+    if info.key is not None:
+        return f"pick it up with: flowdrop-tui run {info.key} --from {info.run}"
+    # A record with no readable `created` event names no flow (it had said `run None`).
+    return (
+        f"its record names no flow ({info.path / CYCLE} has no readable creation); "
+        f"to carry its state on, pick it up with: flowdrop-tui run FLOW --from {info.run}"
+    )
+
+
 def _refuse_ended(info: RunInfo, verb: str) -> None:
     if info.status in ENDED:
         raise SignalRefusedError(
-            f"cannot {verb} run {info.run}: it has ended ({info.status}); "
-            f"pick it up with: flowdrop-tui run {info.key} --from {info.run}",
+            f"cannot {verb} run {info.run}: it has ended ({info.status}); {pick_up_hint(info)}",
             PIPELINE_TERMINAL,
         )
 
@@ -128,7 +138,7 @@ def check_resumable(layout: Layout, run_id: str) -> RunInfo:
     if info.status in ENDED:
         raise SignalRefusedError(
             f"cannot resume run {run_id}: it has ended ({info.status}) and a finished run is "
-            f"never resumed; pick it up with: flowdrop-tui run {info.key} --from {run_id}",
+            f"never resumed; {pick_up_hint(info)}",
             PIPELINE_TERMINAL,
         )
     if info.status in LIVE:

@@ -16,14 +16,19 @@ viewer can never make a starting run's lock attempt fail.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from flowdrop_tui.core.errors import LockTimeoutError
+from flowdrop_tui.core.paths import refuse_link
 
 # struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
 _FLOCK = "hhqqi" + "x" * 4
@@ -123,16 +128,88 @@ def read_content(path: Path) -> str:
         return ""
 
 
+class LockTimeout(LockTimeoutError):
+    """A lock still held by another process when the wait for it ran out."""
+
+    def __init__(self, path: Path, waited: float, holder: int | None) -> None:
+        who = f"process {holder}{_command_of(holder)}" if holder else "another process"
+        super().__init__(
+            f"{path} is held by {who} for more than {waited:g} s (stopped with Ctrl-Z? "
+            "continue it with `fg`, or end it)"
+        )
+        self.path = path
+        self.holder = holder
+
+
+def _command_of(pid: int | None) -> str:
+    """`` (flowdrop-tui reindex)``: what the process is, when /proc says."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    words = [w.decode(errors="replace") for w in argv if w]
+    if words:
+        words[0] = os.path.basename(words[0])
+    if len(words) > 2 and words[1:3] == ["-m", "flowdrop_tui"]:
+        words = ["flowdrop-tui", *words[3:]]
+    text = " ".join(" ".join(words).split())
+    return f" ({text[:80]})" if text else ""
+
+
+def flock_holder(path: Path) -> int | None:
+    """The pid holding a ``flock`` on ``path`` (from ``/proc/locks``), or ``None``."""
+    try:
+        info = os.stat(path)
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for line in table.splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 08:02:1234 0 EOF"; waiters are marked "->"
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
+            with contextlib.suppress(ValueError):
+                return int(fields[4])
+    return None
+
+
 @contextmanager
-def exclusive(path: Path) -> Iterator[None]:
-    """A short critical section between processes and threads (``flock``, blocking).
+def exclusive(path: Path, *, wait: float | None = None) -> Iterator[None]:
+    """A short critical section between processes and threads (``flock``).
 
     Used for the index, whose lock is only ever held for a read-modify-write: a
     separate open file description per entry makes threads exclude each other too.
+    ``wait``: how long to wait for it before raising ``LockTimeout`` naming the
+    holder (a holder stopped with Ctrl-Z would otherwise block every caller for
+    good); ``None`` waits as long as it takes.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link planted in its place: refused, naming it
+            refuse_link(path)
+        raise
+    try:
+        if wait is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            _flock_within(fd, path, wait)
         yield
     finally:
         os.close(fd)
+
+
+def _flock_within(fd: int, path: Path, wait: float) -> None:
+    deadline = time.monotonic() + wait
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LockTimeout(path, wait, flock_holder(path))
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.01)  # the lock is held for milliseconds: look soon

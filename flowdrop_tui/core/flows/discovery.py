@@ -12,8 +12,10 @@ import contextlib
 import hashlib
 import os
 import signal
+import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,13 @@ from flowdrop_tui.core.records.budget import clean_limits
 
 CACHE_VERSION = 2  # 2: answers carry the declared budget
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+# What describing a folder reads (content_hash): code is small, data is not.
+_HASH_MAX_FILE = 1 << 20  # a file bigger than this is hashed by size and change time
+_HASH_MAX_BYTES = 8 << 20  # read at most this much of one folder
+_HASH_MAX_FILES = 2000  # look at no more entries than this
+# A flow that did not answer in time is asked again by `run`, and by a listing once
+# this long has passed: a slow first import (a cold disk) is not "no answer" for good.
+TIMEOUT_RETRY = 30.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,10 @@ def discover(layout: Layout) -> list[FlowRef]:
     for entry in entries:
         if entry.name.startswith(".") or not entry.is_dir():
             continue
+        try:
+            validate_flow_name(entry.name)
+        except InvalidNameError:
+            continue  # listed only what `run NAME` accepts: listing and running agree
         file = Path(entry.path) / FLOW_FILE
         if file.is_file():
             found.append(
@@ -117,22 +130,72 @@ def discover(layout: Layout) -> list[FlowRef]:
 
 
 def content_hash(folder: Path) -> str:
-    """A digest of every file in the folder: the cache key for its description."""
-    digest = hashlib.sha256(b"flowdrop-describe-v1")
-    for root, dirs, files in os.walk(folder):
+    """A digest of the flow's folder: the cache key for its description.
+
+    Only what is safe to look at is read. A FIFO or device (a link to ``/dev/zero``)
+    would hang the listing or fill memory, so only regular files are opened, with
+    ``O_NONBLOCK|O_NOFOLLOW`` and checked again by ``fstat`` once open (the entry may
+    be swapped between the look and the open). Links are never followed (a link is
+    hashed as its target's text). A big data file is hashed by its size and change
+    time, not read on every listing, and the walk stops after ``_HASH_MAX_FILES``.
+    """
+    digest = hashlib.sha256(b"flowdrop-describe-v2")
+    budget = _HASH_MAX_BYTES
+    seen = 0
+    for root, dirs, files in os.walk(folder):  # os.walk never descends into linked folders
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        for name in sorted(files):
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(root, d))]):
             if name.endswith((".pyc", ".pyo")):
                 continue
+            seen += 1
+            if seen > _HASH_MAX_FILES:
+                digest.update(b"<more files not looked at>")
+                return digest.hexdigest()
             path = os.path.join(root, name)
-            digest.update(os.path.relpath(path, folder).encode() + b"\0")
-            try:
-                with open(path, "rb") as handle:
-                    digest.update(handle.read())
-            except OSError:
-                digest.update(b"<unreadable>")
+            digest.update(os.path.relpath(path, folder).encode(errors="surrogateescape") + b"\0")
+            budget -= _hash_entry(digest, path, budget)
             digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _hash_entry(digest: Any, path: str, budget: int) -> int:
+    """Feed one folder entry into ``digest``; returns the bytes read."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        digest.update(b"<gone>")
+        return 0
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            digest.update(b"<link>" + os.fsencode(os.readlink(path)))
+        except OSError:
+            digest.update(b"<link>")
+        return 0
+    if not stat.S_ISREG(info.st_mode):
+        digest.update(f"<not a file: {stat.filemode(info.st_mode)}>".encode())
+        return 0
+    if info.st_size > _HASH_MAX_FILE or info.st_size > budget:
+        # Data, not code: its size and change time stand for its content.
+        digest.update(f"<{info.st_size} bytes, changed {info.st_mtime_ns}>".encode())
+        return 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        digest.update(b"<unreadable>")
+        return 0
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or opened.st_size > _HASH_MAX_FILE:
+            digest.update(b"<changed while looked at>")
+            return 0
+        data = os.read(fd, _HASH_MAX_FILE + 1)[:_HASH_MAX_FILE]
+    except OSError:
+        digest.update(b"<unreadable>")
+        return 0
+    finally:
+        os.close(fd)
+    digest.update(data)
+    return len(data)
 
 
 def _child_command(*args: str) -> list[str]:
@@ -256,34 +319,53 @@ class DescribeCache:
         except (OSError, orjson.JSONDecodeError):
             pass
 
-    def get(self, folder: str, digest: str) -> dict[str, Any] | None:
+    def get(
+        self, folder: str, digest: str, *, retry_timeouts: bool = False
+    ) -> dict[str, Any] | None:
+        """The cached answer, or ``None``: none, the folder changed, or it timed out and
+        is asked again (``retry_timeouts``, or ``TIMEOUT_RETRY`` has passed)."""
         entry = self.entries.get(folder)
-        if isinstance(entry, dict) and entry.get("hash") == digest:
-            answer = entry.get("answer")
-            return answer if isinstance(answer, dict) else None
-        return None
+        if not isinstance(entry, dict) or entry.get("hash") != digest:
+            return None
+        answer = entry.get("answer")
+        if not isinstance(answer, dict):
+            return None
+        if answer.get("timeout"):
+            when = entry.get("t")
+            fresh = isinstance(when, float | int) and 0 <= time.time() - when < TIMEOUT_RETRY
+            if retry_timeouts or not fresh:
+                return None
+        return answer
 
     def put(self, folder: str, digest: str, answer: dict[str, Any]) -> None:
-        self.entries[folder] = {"hash": digest, "answer": answer}
+        self.entries[folder] = {"hash": digest, "answer": answer, "t": time.time()}
 
     def save(self) -> None:
         try:
             self.layout.ensure()  # .flowdrop/ is created on first use, with its .gitignore
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.layout.folder(self.path.parent)  # never through a link (a planted cache/)
             data = orjson.dumps({"v": CACHE_VERSION, "entries": self.entries})
             write_atomic(self.path, data, durable=False)  # a cache: losing it costs a re-read
         except (OSError, FlowdropError):
             pass  # read-only workspace: describe again next time
 
 
-def describe(layout: Layout, refs: list[FlowRef], *, use_cache: bool = True) -> list[FlowInfo]:
-    """Describe ``refs`` (in order), loading the uncached ones in child processes."""
+def describe(
+    layout: Layout, refs: list[FlowRef], *, use_cache: bool = True, retry_timeouts: bool = False
+) -> list[FlowInfo]:
+    """Describe ``refs`` (in order), loading the uncached ones in child processes.
+
+    ``retry_timeouts``: a flow whose last answer was a timeout is loaded again now."""
     cache = DescribeCache(layout) if use_cache else None
     digests = {ref.folder: content_hash(ref.folder) for ref in refs}
     answers: dict[Path, dict[str, Any]] = {}
     missing: list[FlowRef] = []
     for ref in refs:
-        cached = cache.get(ref.rel(layout), digests[ref.folder]) if cache else None
+        cached = (
+            cache.get(ref.rel(layout), digests[ref.folder], retry_timeouts=retry_timeouts)
+            if cache
+            else None
+        )
         if cached is not None:
             answers[ref.folder] = cached
         else:
@@ -311,4 +393,5 @@ def describe_cached(layout: Layout, refs: list[FlowRef]) -> list[FlowInfo | None
 
 
 def describe_one(layout: Layout, ref: FlowRef) -> FlowInfo:
-    return describe(layout, [ref])[0]
+    """One flow, as about to run: a timeout cached by a listing is not trusted."""
+    return describe(layout, [ref], retry_timeouts=True)[0]

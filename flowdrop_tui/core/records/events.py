@@ -8,10 +8,14 @@ documented in ``docs/records.md``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import re
+import secrets
 import socket
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -21,7 +25,7 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.errors import NotFoundError
-from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, refuse_link
 from flowdrop_tui.core.records.budget import (
     ChainBudget,
     Limits,
@@ -87,13 +91,20 @@ class EventLog:
         self._torn = _ends_mid_line(self._fd)
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Append one event; returns it. Never raises for an unwritable value or a full disk."""
+        """Append one event; returns it. Never raises for an unwritable value or a full disk.
+
+        A line is kept under ``EVENT_MAX``: a bigger field (a result, an error, the
+        metadata a snapshot carried, a logged value) goes to a file of its own in the
+        run's ``events/`` folder, and the event holds a reference (``side_value``
+        reads it back). A reader following the record then never meets a huge line."""
         record = {"t": now_iso(), "event": event, **fields}
         try:
             line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
         except (orjson.JSONEncodeError, TypeError):
             record = {"t": record["t"], "event": event, "fields": repr(fields)[:2000]}
             line = orjson.dumps(record) + b"\n"
+        if len(line) > EVENT_MAX:
+            record, line = self._bounded(record)
         with self._lock:
             data = b"\n" + line if self._torn else line
             try:
@@ -103,11 +114,79 @@ class EventLog:
                 pass  # full disk or gone: the run carries on (SPEC §5.3)
         return record
 
+    def _bounded(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """``record`` with its biggest fields moved to side files until its line fits."""
+        sizes = []
+        for name, value in record.items():
+            if name in ("t", "event"):
+                continue
+            raw = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+            sizes.append((len(raw), name, raw))
+        record = dict(record)
+        line = b""
+        for size, name, raw in sorted(sizes, reverse=True):
+            record[name] = self._side_file(str(record["event"]), name, raw)
+            line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+            if len(line) <= EVENT_MAX or size <= 1024:
+                break
+        return record, line
+
+    def _side_file(self, event: str, name: str, raw: bytes) -> dict[str, Any]:
+        """Write one field's JSON to ``events/`` in the run folder; the reference to it."""
+        label = "".join(c if c.isalnum() or c == "_" else "-" for c in f"{event}-{name}")[:60]
+        relative = f"{SIDE_DIR}/{label}-{secrets.token_hex(6)}.json"
+        preview = raw[:200].decode(errors="replace")
+        try:
+            folder = self.path.parent / SIDE_DIR
+            with contextlib.suppress(FileExistsError):
+                folder.mkdir()
+            refuse_link(folder)  # never through a link left in the record
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(self.path.parent / relative, flags, 0o644)
+            try:
+                view = memoryview(raw)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fdatasync(fd)  # on disk before the event that names it
+            finally:
+                os.close(fd)
+        except OSError:
+            # Not writable (full disk, a link): the event keeps the beginning only.
+            return {SIDE_KEY: None, "bytes": len(raw), "preview": preview, "lost": True}
+        return {SIDE_KEY: relative, "bytes": len(raw), "preview": preview}
+
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+
+EVENT_MAX = 64 * 1024  # an event line longer than this moves its big fields to side files
+SIDE_DIR = "events"  # in the run folder
+SIDE_KEY = "flowdrop_side_file"
+_SIDE_RE = re.compile(r"^events/[A-Za-z0-9_-]{1,60}-[0-9a-f]{12}\.json$")
+_SIDE_MAX = 256 << 20
+
+
+def side_value(run_dir: Path, value: Any) -> Any:
+    """A field as it was appended: read back from its side file when the event holds a
+    reference (``EventLog.append``); anything else as it is. A reference that cannot be
+    read (the file gone, or not one the engine wrote) is returned as it is."""
+    if not (isinstance(value, dict) and isinstance(value.get(SIDE_KEY), str)):
+        return value
+    relative = value[SIDE_KEY]
+    if not _SIDE_RE.match(relative):
+        return value  # read from a file: only a name the engine makes, never a path
+    try:
+        fd = os.open(run_dir / relative, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, _SIDE_MAX)
+        finally:
+            os.close(fd)
+        return orjson.loads(raw)
+    except (OSError, orjson.JSONDecodeError):
+        return value
 
 
 def _ends_mid_line(fd: int) -> bool:
@@ -130,25 +209,79 @@ def parse_lines(raw: bytes) -> list[dict[str, Any]]:
     return events
 
 
+READ_CHUNK = 1 << 20  # a record is read this much at a time: a huge one streams
+MAX_LINE = 64 << 20  # a longer line is skipped as junk (the engine writes none this long)
+
+
+def line_batches(
+    fd: int, offset: int = 0, end: int | None = None, chunk: int = READ_CHUNK
+) -> Iterator[tuple[bytes, int]]:
+    """Whole lines of ``fd`` from ``offset``, in batches of about ``chunk`` bytes:
+    ``(lines, offset just past them)``. A line longer than a chunk is read whole (up to
+    ``MAX_LINE``: then it is passed over, yielded as ``b""``); a last line without its
+    newline (being written, or torn) is not yielded."""
+    end = os.fstat(fd).st_size if end is None else end
+    carry = bytearray()
+    skipping = False
+    position = offset
+    while position < end:
+        data = os.pread(fd, min(chunk, end - position), position)
+        if not data:
+            return
+        start = position
+        position += len(data)
+        if skipping:
+            first = data.find(b"\n")
+            if first < 0:
+                continue
+            skipping = False
+            data, start = data[first + 1 :], start + first + 1
+            if data.rfind(b"\n") < 0:
+                yield b"", start  # past the over-long line
+        last = data.rfind(b"\n")
+        if last < 0:
+            carry += data
+            if len(carry) > MAX_LINE:
+                carry.clear()
+                skipping = True
+            continue
+        lines = bytes(carry) + data[: last + 1]
+        carry[:] = data[last + 1 :]
+        yield lines, start + last + 1
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every event in the record at ``path``, read a chunk at a time."""
+    return [event for batch in event_batches(path) for event in batch]
+
+
+def event_batches(path: Path) -> Iterator[list[dict[str, Any]]]:
+    """The record's events a chunk at a time (a huge record never sits in memory whole),
+    its last line too when it parses without its newline."""
     try:
-        return parse_lines(path.read_bytes())
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return []
+        return
+    try:
+        size = os.fstat(fd).st_size
+        done = 0
+        for lines, after in line_batches(fd, 0, size):
+            done = after
+            yield parse_lines(lines)
+        if done < size:
+            yield parse_lines(os.pread(fd, min(size - done, MAX_LINE), done))
+    except OSError:
+        return
+    finally:
+        os.close(fd)
 
 
 def read_first_event(path: Path) -> dict[str, Any] | None:
     """The first event (``created``) without reading the whole file."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(16384)
-    except OSError:
-        return None
-    newline = head.find(b"\n")
-    events = parse_lines(head if newline < 0 else head[:newline])
-    if not events:
-        events = read_events(path)[:1]
-    return events[0] if events else None
+    for batch in event_batches(path):
+        if batch:
+            return batch[0]
+    return None
 
 
 def _position(value: Any) -> dict[str, Any]:
@@ -277,7 +410,7 @@ class RunFold:
 
     def __init__(self, run_id: str, path: Path) -> None:
         self.info = RunInfo(run=run_id, path=path)
-        self._in_round_main = False
+        self.in_round_main = False
 
     def feed(self, events: list[dict[str, Any]]) -> RunInfo:
         """Fold ``events`` (the next lines of the record, in order); returns the run so far."""
@@ -338,7 +471,7 @@ class RunFold:
                 if key == info.key:
                     info.rounds += 1
                     info.last_round = max(number, info.last_round or 0)
-                    self._in_round_main = True
+                    self.in_round_main = True
                     info.position["currentNodeId"] = key
                     if isinstance(ev.get("index"), int):
                         info.position["iterator"] = ev["index"]
@@ -347,14 +480,14 @@ class RunFold:
         elif name == "round_ended":
             key = ev.get("key")
             if key == info.key:
-                self._in_round_main = False
+                self.in_round_main = False
                 if ev.get("outcome") == "ok":
                     info.position["iterationCount"] += 1
                     if isinstance(ev.get("index"), int):
                         info.position["iterator"] = ev["index"] + 1
                 info.position["currentNodeId"] = ""
             else:
-                info.position["currentNodeId"] = info.key if self._in_round_main else ""
+                info.position["currentNodeId"] = info.key if self.in_round_main else ""
         elif name == "call_started":
             key = ev.get("key")
             if isinstance(key, str):
@@ -367,7 +500,7 @@ class RunFold:
                 if isinstance(first, int) and key not in info.key_rounds:
                     info.key_rounds[key] = first - 1
         elif name == "call_ended":
-            info.position["currentNodeId"] = (info.key or "") if self._in_round_main else ""
+            info.position["currentNodeId"] = (info.key or "") if self.in_round_main else ""
         elif name == "warning":
             info.warnings.append(str(ev.get("message", "")))
         elif name == "stop_requested":
@@ -391,7 +524,7 @@ class RunFold:
             )
             info.ended = ev.get("t")
             info.result = ev.get("result")
-            info.error = ev.get("error")
+            info.error = side_value(info.path, ev.get("error"))  # small, and shown as is
             info.git_end = ev.get("git")
             if "position" in ev:
                 info.position = _position(ev.get("position"))
@@ -445,8 +578,10 @@ def load_run(layout: Layout, run_id: str) -> RunInfo:
     path = layout.run_dir(run_id)
     if not path.is_dir():
         raise NotFoundError(f"no run {run_id} in {layout.runs}")
-    info = fold(run_id, path, read_events(path / CYCLE))
-    return derive_status(info)
+    run = RunFold(run_id, path)
+    for batch in event_batches(path / CYCLE):
+        run.feed(batch)
+    return derive_status(run.info)
 
 
 def list_run_ids(layout: Layout) -> list[str]:

@@ -25,8 +25,9 @@ import orjson
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
-from flowdrop_tui.core.records import key_runs
+from flowdrop_tui.core.records import folded, key_runs, trash
 from flowdrop_tui.core.records.events import (
+    LIVE,
     TERMINAL,
     RunInfo,
     Status,
@@ -35,8 +36,15 @@ from flowdrop_tui.core.records.events import (
     read_events,
 )
 from flowdrop_tui.core.records.folder import is_abandoned
+from flowdrop_tui.core.records.liveness import live_pid
 
 INDEX_VERSION = 1
+# How long a writer waits for the index lock before it carries on without the index
+# (a holder stopped with Ctrl-Z would otherwise block every run start and end for
+# good), and how long a reader waits to rebuild it before answering from the records.
+WRITE_WAIT = 5.0
+READ_WAIT = 1.0
+STALE = "index.stale"
 Entry = dict[str, Any]
 Index = dict[str, Any]
 
@@ -94,8 +102,35 @@ def _valid(data: Any) -> bool:
     return isinstance(keys, dict) and all(_valid_entry(entry) for entry in keys.values())
 
 
+def invalidate(layout: Layout) -> None:
+    """Say the index is behind the records: a writer could not take the lock.
+
+    The mark is removed only by a holder of the lock, *before* it rescans the
+    records, so a change made before the mark is always seen by a later rescan, and
+    one made after it leaves the mark in place (``_rescan_locked``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(OSError):
+        os.close(os.open(layout.root / STALE, flags, 0o644))
+
+
+def _rescan_locked(layout: Layout) -> Index:
+    try:
+        (layout.root / STALE).unlink()
+    except FileNotFoundError:
+        return _scan(layout)
+    # Marked behind: a run was made without the lock, so without its line in its
+    # key's run list either (key_runs); those lists are made again too.
+    data = _scan(layout)
+    with contextlib.suppress(OSError):
+        key_runs.rebuild_locked(layout)
+    return data
+
+
 def read(layout: Layout) -> Index | None:
-    """The index as on disk, or ``None`` when missing, unreadable or of another version."""
+    """The index as on disk, or ``None`` when missing, unreadable, of another version,
+    or marked behind the records (``invalidate``)."""
+    if os.path.lexists(layout.root / STALE):
+        return None
     try:
         data = orjson.loads(layout.index.read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -181,14 +216,21 @@ def _sweep_half_made(layout: Layout) -> None:
             shutil.rmtree(layout.runs / name, ignore_errors=True)
 
 
-def rebuild(layout: Layout) -> Index:
-    """Rebuild the index from the records (``flowdrop-tui reindex``)."""
+def rebuild(layout: Layout, *, strict: bool = False) -> Index:
+    """Rebuild the index from the records (``flowdrop-tui reindex``: ``strict``, which
+    reports a lock held too long; otherwise the records' answer is returned anyway)."""
     layout.ensure()
-    with locks.exclusive(layout.index_lock):
-        _sweep_half_made(layout)
-        data = _scan(layout)
-        _write(layout, data)
-        key_runs.rebuild_locked(layout)
+    try:
+        with locks.exclusive(layout.index_lock, wait=WRITE_WAIT):
+            _sweep_half_made(layout)
+            data = _rescan_locked(layout)
+            _write(layout, data)
+            key_runs.rebuild_locked(layout)
+        trash.sweep(layout)  # finish what a killed prune left (invisible to readers)
+    except locks.LockTimeout:
+        if strict:
+            raise
+        return _scan(layout)
     return data
 
 
@@ -196,7 +238,7 @@ def update_locked(layout: Layout, change: Callable[[dict[str, Entry]], None]) ->
     """``update`` for a caller that already holds the index lock."""
     data = read(layout)
     if data is None:
-        data = _scan(layout)
+        data = _rescan_locked(layout)
     change(data["keys"])
     try:
         _write(layout, data)
@@ -211,8 +253,12 @@ def update_locked(layout: Layout, change: Callable[[dict[str, Entry]], None]) ->
 def update(layout: Layout, change: Callable[[dict[str, Entry]], None]) -> None:
     """Apply ``change`` to the keys under the lock; rebuild first if the index is unusable."""
     layout.ensure()
-    with locks.exclusive(layout.index_lock):
-        update_locked(layout, change)
+    try:
+        with locks.exclusive(layout.index_lock, wait=WRITE_WAIT):
+            update_locked(layout, change)
+    except locks.LockTimeout:
+        invalidate(layout)  # carried on without it: readers rebuild once the lock is free
+        raise
 
 
 def set_entries(layout: Layout, entries: Iterable[tuple[str, Entry]]) -> None:
@@ -260,18 +306,19 @@ def load(layout: Layout, key: str | None = None) -> Index:
     if not layout.root.is_dir():
         return _empty()
     try:
-        with locks.exclusive(layout.index_lock):
+        with locks.exclusive(layout.index_lock, wait=READ_WAIT):
             # A run being created holds this lock while its entry is ahead of its
             # record; once we have the lock, look again before rebuilding.
             data = read(layout)
             if data is not None and not _stale(layout, data, key):
                 return data
             _sweep_half_made(layout)  # a kill during creation is what leaves the index stale
-            data = _scan(layout)
+            data = _rescan_locked(layout)
             _write(layout, data)
             return data
     except OSError:
-        return _scan(layout)  # a read-only workspace: answer from the records
+        # A read-only workspace, or the lock held past READ_WAIT: answer from the records.
+        return _scan(layout)
 
 
 def lookup(layout: Layout, key: str) -> Entry | None:
@@ -284,24 +331,26 @@ def lookup(layout: Layout, key: str) -> Entry | None:
     if entry is None:
         return None
     if entry.get("status") not in {str(s) for s in TERMINAL}:
-        repaired = _repair(layout, key, entry)
+        repaired = repair(layout, key, entry)
         if repaired is not None:
             entry = repaired
     return dict(entry)
 
 
-def _repair(layout: Layout, key: str, entry: Entry) -> Entry | None:
+def repair(layout: Layout, key: str, entry: Entry) -> Entry | None:
     """An entry still saying live or paused may be behind its record (killed mid-update)."""
     run_id = entry["last_run"]
     run_dir = layout.runs / run_id
-    info = fold(run_id, run_dir, read_events(run_dir / CYCLE))
+    info = folded.fold_run(layout, run_id, run_dir)  # a big record: only what it appended
     status = str(info.recorded)
     round_ = info.key_rounds.get(key, entry.get("round", 0))
     if status == entry.get("status") and round_ == entry.get("round"):
         return None
     fixed = {**entry, "status": status, "round": round_}
-    if info.recorded in (Status.PENDING, Status.RUNNING):
-        return fixed  # live or interrupted: the round moves on; not worth a write per read
+    if info.recorded in LIVE and live_pid(run_dir) is not None:
+        return fixed  # live: the round moves on; not worth a write per read
+    # Ended, paused, or dead (interrupted): the record no longer moves, so the repair is
+    # written once, under the index lock, instead of recomputed by every reader.
     with contextlib.suppress(OSError):
         set_entries(layout, [(key, fixed)])
     return fixed

@@ -31,7 +31,7 @@ _CHUNK = 64 * _LINE
 
 
 def path_of(layout: Layout, key: str) -> Path:
-    return layout.keys / f"{key_filename(key)}{SUFFIX}"
+    return layout.keys / key_filename(key, SUFFIX)
 
 
 def _key_of(layout: Layout, run_id: str) -> str | None:
@@ -67,6 +67,20 @@ def rebuild_locked(layout: Layout) -> None:
         _write(layout, key, ids)
 
 
+def compact_locked(layout: Layout, keys: set[str]) -> None:
+    """Drop from ``keys``' lists the ids whose record is gone (after a prune), so that
+    counts are right and pages do not walk past them. Call under the index lock."""
+    for key in keys:
+        path = path_of(layout, key)
+        try:
+            ids = path.read_text("ascii", "replace").split()
+        except OSError:
+            continue
+        kept = [run_id for run_id in ids if (layout.runs / run_id).is_dir()]
+        if len(kept) != len(ids):
+            _write(layout, key, kept)
+
+
 def _ensure_locked(layout: Layout, key: str) -> None:
     if not path_of(layout, key).exists():
         _write(layout, key, _scan(layout).get(key, []))
@@ -89,7 +103,7 @@ def _ensure(layout: Layout, key: str) -> bool:
         return True
     try:
         layout.ensure()
-        with locks.exclusive(layout.index_lock):
+        with locks.exclusive(layout.index_lock, wait=1.0):  # as index.READ_WAIT
             _ensure_locked(layout, key)
     except OSError:
         return False

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.errors import NotFoundError, TerminalSnapshotError, UnusableStateError
+from flowdrop_tui.core.records.nesting import MAX_DEPTH, too_deep
 
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 ENDED_STATUSES = TERMINAL_STATUSES | {"interrupted"}
@@ -70,6 +71,8 @@ def check_shape(snapshot: Any, name: str) -> dict[str, Any]:
 
     if not isinstance(snapshot, dict):
         raise refuse(f"it holds {type(snapshot).__name__}, not an object")
+    if too_deep(snapshot):
+        raise refuse(f"it nests more than {MAX_DEPTH} levels deep, the most this engine reads")
     if "status" not in snapshot:
         raise refuse('it has no "status" field')
     status = snapshot["status"]

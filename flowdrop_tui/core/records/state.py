@@ -20,6 +20,7 @@ import orjson
 
 from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.files.atomic import AtomicFile
+from flowdrop_tui.core.records.nesting import MAX_DEPTH, too_deep
 
 _MISSING: Any = object()
 _OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
@@ -85,6 +86,11 @@ def read_states(path: Path) -> dict[str, dict[str, Any]]:
             f"{path} is not valid JSON ({exc}); it was left as it is — fix it, "
             "or start fresh with --fresh"
         ) from None
+    if too_deep(data, raw):
+        raise UnusableStateError(
+            f"{path} nests more than {MAX_DEPTH} levels deep, the most this engine reads; "
+            "it was left as it is — fix it, or start fresh with --fresh"
+        )
     if not isinstance(data, dict):
         raise UnusableStateError(
             f"{path} holds {type(data).__name__}, not an object of states by key; "

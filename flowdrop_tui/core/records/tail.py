@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flowdrop_tui.core.records.events import parse_lines
+from flowdrop_tui.core.records.events import line_batches, parse_lines
 
-CHUNK = 1 << 20  # read at most this much per call: a huge record streams, it never balloons
+CHUNK = 1 << 20  # read about this much per call: a huge record streams, it never balloons
 
 
 @dataclass
@@ -53,17 +53,17 @@ class EventTail:
             self._inode = inode
             if stat.st_size <= self.offset:
                 return result
-            data = os.pread(fd, min(limit, stat.st_size - self.offset), self.offset)
+            # Whole lines only, a chunk at a time; a line longer than a chunk is read
+            # whole (it had been dropped: a big `ended` event turned a completed run
+            # into an interrupted one in the UI).
+            read = 0
+            for lines, after in line_batches(fd, self.offset, stat.st_size, min(limit, CHUNK)):
+                result.events.extend(parse_lines(lines))
+                read += after - self.offset
+                self.offset = after
+                if read >= limit:
+                    result.more = self.offset < stat.st_size
+                    break
         finally:
             os.close(fd)
-        end = data.rfind(b"\n")
-        if end < 0:
-            if len(data) >= limit:  # one line longer than a chunk: skip it as unreadable
-                self.offset += len(data)
-                result.more = True
-            return result
-        whole = data[: end + 1]
-        self.offset += len(whole)
-        result.events = parse_lines(whole)
-        result.more = self.offset < stat.st_size and len(data) >= limit
         return result

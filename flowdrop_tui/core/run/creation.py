@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,46 +115,79 @@ def created_event(
 
 
 def create_record(
-    layout: Layout, run_id: str, key: str, created: dict[str, Any], state: dict[str, Any]
+    layout: Layout,
+    run_id: str,
+    key: str,
+    created: dict[str, Any],
+    state: dict[str, Any],
+    on_warning: Callable[[str], None] | None = None,
+) -> EventLog:
+    """Make the run's record, its index entry first (under the index lock).
+
+    When the lock is held past ``index.WRITE_WAIT`` (its holder stopped with Ctrl-Z),
+    the record is made without the index, which is marked behind the records
+    (``index.invalidate``): it is a cache, and a stopped process must not stop runs."""
+    try:
+        with locks.exclusive(layout.index_lock, wait=index.WRITE_WAIT):
+            return _create(layout, run_id, key, created, state, with_index=True)
+    except locks.LockTimeout as exc:
+        log = _create(layout, run_id, key, created, state, with_index=False)
+        index.invalidate(layout)
+        message = f"the index was not updated: {exc}; it is rebuilt when the lock is free"
+        log.append("warning", kind="index", message=message)
+        if on_warning is not None:
+            on_warning(message)
+        return log
+
+
+def _create(
+    layout: Layout,
+    run_id: str,
+    key: str,
+    created: dict[str, Any],
+    state: dict[str, Any],
+    *,
+    with_index: bool,
 ) -> EventLog:
     final = layout.runs / run_id
     hidden = hidden_folder(layout, run_id)
-    with locks.exclusive(layout.index_lock):
-        previous: dict[str, Any] = {}
+    previous: dict[str, Any] = {}
 
-        def point_at_new_run(keys: dict[str, Any]) -> None:
-            previous.update(keys.get(key) or {})
-            keys[key] = index.new_entry(
-                run_id, Status.PENDING, created["first_round"] - 1, created["flow"]
-            )
+    def point_at_new_run(keys: dict[str, Any]) -> None:
+        previous.update(keys.get(key) or {})
+        keys[key] = index.new_entry(
+            run_id, Status.PENDING, created["first_round"] - 1, created["flow"]
+        )
 
+    if with_index:
         index.update_locked(layout, point_at_new_run)
         key_runs.append_locked(layout, key, run_id)  # before the record, as the entry
-        try:
-            hidden.mkdir()
-            (hidden / SESSIONS).mkdir()
-            (hidden / REQUESTS).mkdir()
-            locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid()))
-            write_atomic(hidden / STATE, encode({key: state}))
-            log = EventLog(hidden / CYCLE)
-            log.append("created", **created)
-            (hidden / OUTPUT).touch()
-            os.rename(hidden, final)
-            locks.rekey(hidden / LIVE_LOCK, final / LIVE_LOCK)
-            log.path = final / CYCLE
-        except BaseException:
-            locks.release(hidden / LIVE_LOCK)
-            shutil.rmtree(hidden, ignore_errors=True)
+    try:
+        hidden.mkdir()
+        (hidden / SESSIONS).mkdir()
+        (hidden / REQUESTS).mkdir()
+        locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid()))
+        write_atomic(hidden / STATE, encode({key: state}))
+        log = EventLog(hidden / CYCLE)
+        log.append("created", **created)
+        (hidden / OUTPUT).touch()
+        os.rename(hidden, final)
+        locks.rekey(hidden / LIVE_LOCK, final / LIVE_LOCK)
+        log.path = final / CYCLE
+    except BaseException:
+        locks.release(hidden / LIVE_LOCK)
+        shutil.rmtree(hidden, ignore_errors=True)
 
-            def restore(keys: dict[str, Any]) -> None:
-                if previous:
-                    keys[key] = previous
-                else:
-                    keys.pop(key, None)
+        def restore(keys: dict[str, Any]) -> None:
+            if previous:
+                keys[key] = previous
+            else:
+                keys.pop(key, None)
 
+        if with_index:
             try:
                 index.update_locked(layout, restore)
             except OSError:
                 pass  # the entry points at a run that is gone: the next reader rebuilds
-            raise
+        raise
     return log

@@ -77,7 +77,14 @@ def open_run(
             foresight["git"] = found.git_now
         created = created_event(layout, run_id, ref, loaded, start_plan, foresight)
         try:
-            log = create_record(layout, run_id, ref.key, created, start_plan.state)
+            log = create_record(
+                layout,
+                run_id,
+                ref.key,
+                created,
+                start_plan.state,
+                on_warning=lambda message: notify(f"warning: {message}"),
+            )
         except OSError as exc:
             raise RecordsUnwritableError(
                 f"could not create the run's record under {layout.runs}: "

@@ -23,7 +23,15 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout, check_run_ref
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import ENDED, LIVE, TERMINAL, RunInfo, Status, load_run
+from flowdrop_tui.core.records.events import (
+    ENDED,
+    LIVE,
+    TERMINAL,
+    RunInfo,
+    Status,
+    load_run,
+    side_value,
+)
 from flowdrop_tui.core.records.snapshot import ensure_resumable, read_snapshot_file, seed_next_turn
 from flowdrop_tui.core.records.state import read_states
 
@@ -71,7 +79,8 @@ def status_for_snapshot(info: RunInfo) -> str | None:
 def snapshot_of(info: RunInfo, states: dict[str, Any], key: str | None = None) -> dict[str, Any]:
     """A run's state for ``key`` (its own key by default) in the FlowDrop shape."""
     key = key or info.key or ""
-    carried = info.carried
+    carried = side_value(info.path, info.carried)  # a big one was kept in a side file
+    carried = carried if isinstance(carried, dict) else {}
     metadata = dict(carried.get("metadata") or {})
     metadata["round"] = info.key_rounds.get(key, info.first_round - 1)
     metadata["pickedUpFrom"] = info.source
@@ -252,8 +261,25 @@ def _latest(
 ) -> RunInfo | None:
     """The run holding the thread's latest state for ``key`` (SG-12: the thread's latest
     state), checked against the records; ``None`` when there is none (or it is
-    ``this_run``). An index that names a run that is gone, unreadable, or without the
-    key is rebuilt and asked again."""
+    ``this_run``). A live one is refused (it is never picked up from)."""
+    info = _latest_holder(layout, key, warnings, this_run=this_run)
+    if info is not None:
+        _refuse_live(info)
+    return info
+
+
+def pick_up_source(layout: Layout, key: str) -> str | None:
+    """The run a plain ``run KEY`` of a resumable flow (or a call of ``KEY``) would pick
+    up or resume, whatever its status: what ``prune`` must never delete."""
+    info = _latest_holder(layout, key, [])
+    return info.run if info is not None else None
+
+
+def _latest_holder(
+    layout: Layout, key: str, warnings: list[str], *, this_run: str | None = None
+) -> RunInfo | None:
+    """``_latest`` without the refusal. An index that names a run that is gone,
+    unreadable, or without the key is rebuilt and asked again."""
     for _ in range(3):
         entry = index.lookup(layout, key)
         source = entry.get("source") if entry else None
@@ -269,7 +295,6 @@ def _latest(
         if not _holds(info, key):
             index.rebuild(layout)  # the index named a run that never wrote the key
             continue
-        _refuse_live(info)
         return info
     return None
 

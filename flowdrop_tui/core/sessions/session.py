@@ -101,9 +101,8 @@ class Session:
     @property
     def transcripts(self) -> Path:
         """``.flowdrop/transcripts/``: for a backend whose transcript flowdrop keeps."""
-        folder = self._host.layout.transcripts
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
+        layout = self._host.layout
+        return layout.folder(layout.transcripts)  # never through a link (a planted one)
 
     def open(
         self, *, command: str | None = None, transcript: Path | None = None, suffix: str = ""

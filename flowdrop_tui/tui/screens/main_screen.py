@@ -17,6 +17,8 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.widget import MountError
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker
 
@@ -39,6 +41,7 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
     RunPolled,
     RunsRead,
+    UsageRead,
     WorkspaceRead,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
@@ -159,16 +162,24 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         feed.border_title = "Events"
         detail = RunDetail(id="detail")
         detail.border_title = "Run"
-        await self.query_one("#runs-pane").mount_all(
-            [Static(id="flow-note", markup=False), RunTable(id="runs")]
-        )
-        await self.query_one("#run-pane").mount_all([feed, detail])
-        await self.mount(FilterBar(self._filter_closed), before=self.query_one(Footer))
+        try:
+            await self.query_one("#runs-pane").mount_all(
+                [Static(id="flow-note", markup=False), RunTable(id="runs")]
+            )
+            await self.query_one("#run-pane").mount_all([feed, detail])
+            await self.mount(FilterBar(self._filter_closed), before=self.query_one(Footer))
+        except (MountError, NoMatches):
+            if self.is_attached:
+                raise
+            return  # `q` before the first frame settled: the screen is already gone
+        if not self.is_attached:
+            return
         self.ready = True
         self._fit()
         self._show_flows(list(self.flows.rows_by_name.values()))
         self.read_flows()
         self.read_workspace()
+        self.read_usage()
         self.watch_workspace()
         self.set_interval(1.0, self.runs.tick)
         # The header's git state, kept live: a commit or an edit made outside shows
@@ -245,10 +256,15 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
 
     def on_index_changed(self, _: IndexChanged) -> None:
         self.read_flows()
+        self.read_usage()
 
     @shielded
     def on_workspace_read(self, message: WorkspaceRead) -> None:
         self.query_one(WorkspaceBar).show_git(message.git)
+
+    @shielded
+    def on_usage_read(self, message: UsageRead) -> None:
+        self.query_one(WorkspaceBar).show_usage(message.runs, message.used)
 
     # -- selection --------------------------------------------------------------------------------
 
@@ -291,6 +307,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
     def on_runs_read(self, message: RunsRead) -> None:
         if message.key != self.selected_flow or (message.older and self.runs.key != message.key):
             return
+        self.runs.pinned = message.pinned
         runs = message.runs
         if message.older:  # the next page goes below the runs already shown
             shown_now = sorted(self.runs.runs.values(), key=lambda i: i.run, reverse=True)
@@ -351,7 +368,16 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.watcher.follow(self.tracker.wanted(self.selected_run))
 
     def on_run_changed(self, message: RunChanged) -> None:
+        if not (self.workspace.runs / message.run_id).is_dir():
+            self._run_vanished()  # pruned (or deleted by hand): nothing to poll
+            return
         self.poll_run(message.run_id)
+
+    def _run_vanished(self) -> None:
+        """Runs were deleted: list the flow's runs and measure the workspace again."""
+        if self.selected_flow is not None:
+            self.read_runs(self.selected_flow)
+        self.read_usage()
 
     @shielded
     def on_run_polled(self, message: RunPolled) -> None:

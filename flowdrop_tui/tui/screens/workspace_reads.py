@@ -15,8 +15,10 @@ from flowdrop_tui.core import views, watch
 from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached, discover
 from flowdrop_tui.core.git import isolated
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import pins
 from flowdrop_tui.core.records.catalog import RunCatalog
 from flowdrop_tui.core.records.events import RunInfo
+from flowdrop_tui.core.records.ledger import isolated_usage
 from flowdrop_tui.core.watch import WorkspaceWatch
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,
@@ -26,6 +28,7 @@ from flowdrop_tui.tui.messages import (
     RunDetailRead,
     RunPolled,
     RunsRead,
+    UsageRead,
     WorkspaceRead,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
@@ -76,17 +79,26 @@ class WorkspaceReads(Screen[None]):
     def read_workspace(self) -> None:
         self.post_message(WorkspaceRead(isolated(self.workspace.workspace, "facts")))
 
+    @work(thread=True, exclusive=True, group="usage", exit_on_error=False)
+    def read_usage(self) -> None:
+        """Runs and disk used (in a child process: a cold ledger reads every run once)."""
+        used = isolated_usage(self.workspace)
+        if used is not None:
+            self.post_message(UsageRead(used.runs, used.bytes))
+
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def read_runs(self, key: str) -> None:
         """The newest page of ``key``'s runs."""
         runs = self.catalog.runs_of(key, RUNS_SHOWN)
-        self.post_message(RunsRead(key, runs, self.catalog.count(key)))
+        pinned = frozenset(pins.pinned(self.workspace))
+        self.post_message(RunsRead(key, runs, self.catalog.count(key), pinned=pinned))
 
     @work(thread=True, group="older-runs", exit_on_error=False)
     def read_older_runs(self, key: str, before: str) -> None:
         """The next page: ``key``'s runs older than ``before`` (the oldest shown)."""
         runs = self.catalog.runs_of(key, RUNS_SHOWN, before=before)
-        self.post_message(RunsRead(key, runs, self.catalog.count(key), older=True))
+        pinned = frozenset(pins.pinned(self.workspace))
+        self.post_message(RunsRead(key, runs, self.catalog.count(key), older=True, pinned=pinned))
 
     @work(thread=True, group="poll", exit_on_error=False)
     def poll_run(self, run_id: str, history: bool = False) -> None:

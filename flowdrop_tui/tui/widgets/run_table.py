@@ -19,7 +19,7 @@ from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 # own auto-width, which settles on a later idle.
 COLUMNS = (
     ("run", "RUN", 27),
-    ("status", "STATUS", 11),
+    ("status", "STATUS", 19),  # "interrupted, pinned"
     ("rounds", "ROUNDS", 11),
     ("started", "STARTED (UTC)", 19),
     ("duration", "DURATION", 8),
@@ -54,6 +54,7 @@ class RunTable(DataTable[Text]):
         self.runs: dict[str, RunInfo] = {}
         self.filter_text = ""
         self.narrow = False
+        self.pinned: frozenset[str] = frozenset()  # runs prune never deletes
 
     @property
     def shown_columns(self) -> list[tuple[str, str, int]]:
@@ -87,13 +88,19 @@ class RunTable(DataTable[Text]):
         muted = self.get_component_rich_style("run--muted", partial=True)
         cells = {
             "run": Text(info.run),
-            "status": status_text(self, info.status),
+            "status": self._status(info),
             "rounds": Text(rounds_label(info)),
             "started": Text(stamp(info.started)),
             "duration": Text(duration(info.started, info.ended, now)),
             "source": Text(info.source or "—", style=muted),
         }
         return [cells[key] for key, _, _ in self.shown_columns]
+
+    def _status(self, info: RunInfo) -> Text:
+        text = status_text(self, info.status)
+        if info.run in self.pinned:
+            text.append(", pinned")
+        return text
 
     def _matches(self, info: RunInfo) -> bool:
         """Whether the run's row, as shown, contains the filter text (any case)."""

@@ -7,6 +7,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from flowdrop_tui.format import usage_words
+
 
 class WorkspaceBar(Static):
     """``flowdrop-tui · ws · 2 running: a, b · 1 paused: c · git main`` — the folder name,
@@ -16,6 +18,7 @@ class WorkspaceBar(Static):
         super().__init__(id="workspace-bar", markup=False)
         self.workspace_name = name
         self.git_text = "reading git…"
+        self.usage_text = ""
         self.summary = ""
 
     def show_summary(self, running: list[str], paused: list[str]) -> None:
@@ -41,6 +44,11 @@ class WorkspaceBar(Static):
             self.git_text = f"git {branch}" + (" (uncommitted changes)" if git.get("dirty") else "")
         self._redraw()
 
+    def show_usage(self, runs: int, used: int) -> None:
+        """Runs and disk used: so the user knows when to prune."""
+        self.usage_text = usage_words(runs, used)
+        self._redraw()
+
     def _redraw(self) -> None:
-        parts = ["flowdrop-tui", self.workspace_name, self.summary, self.git_text]
+        parts = ["flowdrop-tui", self.workspace_name, self.summary, self.git_text, self.usage_text]
         self.update(Text(" · ".join(part for part in parts if part)))

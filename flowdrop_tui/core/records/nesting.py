@@ -1,0 +1,61 @@
+"""How deep a JSON value nests, and what this engine will read.
+
+orjson writes at most 254 levels and reads 1,024, and Python's own recursion
+runs out somewhere in between, so a file nested a few hundred levels deep parsed
+fine and then failed as a traceback when it was written out again (a ``show``,
+a snapshot, the next run's ``state.json``). Files are checked when read instead:
+anything deeper than ``MAX_DEPTH`` is refused naming the file, leaving every
+wrapper the engine adds (a snapshot, ``show --json``, an event) room below the
+writer's limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_DEPTH = 200  # a file's top level counts as 1; orjson writes up to 254
+_CLIPPED = "<nested more than {} levels: not shown>"
+
+
+def depth_of(value: Any, stop: int = MAX_DEPTH + 1) -> int:
+    """Levels of lists and objects in ``value`` (a scalar is 0), counted up to ``stop``.
+
+    Iterative, so a value of any depth is measured without recursion."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest >= stop:
+            return deepest
+        pending.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def too_deep(value: Any, raw: bytes | None = None) -> bool:
+    """Whether ``value`` nests more than ``MAX_DEPTH`` levels.
+
+    ``raw``, the bytes it was parsed from, rules most values out at C speed: a value
+    cannot nest deeper than it has brackets."""
+    if raw is not None and raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return False
+    return depth_of(value) > MAX_DEPTH
+
+
+def clip(value: Any, limit: int = MAX_DEPTH) -> Any:
+    """``value`` with whatever nests below ``limit`` levels replaced by a short text.
+
+    For output only (a record forged deeper than any file this engine writes)."""
+    if limit <= 0:
+        return _CLIPPED.format(MAX_DEPTH) if isinstance(value, dict | list | tuple) else value
+    if isinstance(value, dict):
+        return {k: clip(v, limit - 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clip(v, limit - 1) for v in value]
+    return value

@@ -1,0 +1,71 @@
+"""Pinned runs: ``pin RUN`` keeps a run from ever being pruned (SPEC §16).
+
+A pin is an empty file ``.flowdrop/pins/<run-id>``, never a field in the run's
+record: a record is written only by the process that holds the run (SPEC §4).
+Pinning and pruning exclude each other through the index lock (``prune`` moves
+runs away only while holding it, checking each run's pin just before), so a pin
+that ``pin`` reports as taken is a run that stays.
+"""
+
+from __future__ import annotations
+
+import os
+
+from flowdrop_tui.core.errors import NotFoundError, RecordsUnwritableError
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.paths import RUN_ID_RE, Layout, check_run_ref
+
+
+def _checked(layout: Layout, run_id: str) -> None:
+    if not check_run_ref(run_id) or not (layout.runs / run_id).is_dir():
+        raise NotFoundError(f"no run {run_id} in {layout.runs} (see: flowdrop-tui runs)")
+
+
+def pin(layout: Layout, run_id: str) -> bool:
+    """Pin a run; returns False when it was pinned already."""
+    layout.ensure()
+    with locks.exclusive(layout.index_lock):
+        _checked(layout, run_id)
+        path = layout.pins / run_id
+        if path.exists():
+            return False
+        try:
+            layout.pins.mkdir(exist_ok=True)
+            path.touch()
+        except OSError as exc:
+            raise RecordsUnwritableError(
+                f"cannot pin {run_id}: cannot write {path}: {exc.strerror or exc}"
+            ) from exc
+    return True
+
+
+def unpin(layout: Layout, run_id: str) -> bool:
+    """Unpin a run; returns False when it was not pinned. A pin left by a run that is
+    gone can be removed too (it names no run, so nothing is checked)."""
+    check_run_ref(run_id)
+    path = layout.pins / run_id
+    if not path.exists() and not path.is_symlink():
+        _checked(layout, run_id)  # an unknown run is an error, a known unpinned one is not
+        return False
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise RecordsUnwritableError(
+            f"cannot unpin {run_id}: cannot remove {path}: {exc.strerror or exc}"
+        ) from exc
+    return True
+
+
+def is_pinned(layout: Layout, run_id: str) -> bool:
+    return os.path.lexists(layout.pins / run_id)
+
+
+def pinned(layout: Layout) -> set[str]:
+    """Every pinned run id (one ``listdir``; pins of runs that are gone included)."""
+    try:
+        names = os.listdir(layout.pins)
+    except OSError:
+        return set()
+    return {name for name in names if RUN_ID_RE.match(name)}

@@ -1,0 +1,132 @@
+"""Deleting a run's record so that a kill at any instant leaves it whole or gone.
+
+A run leaves in three steps: its folder is renamed into ``.flowdrop/trash/`` (one
+atomic ``rename``, done by ``prune`` under the index lock), then the transcripts
+flowdrop keeps for it (``.flowdrop/transcripts/``, found through the links in
+its ``sessions/``) are unlinked, then the trashed folder is removed. Readers list
+only ``runs/<run-id>`` names, so from the rename on the run is gone for all of
+them; whatever a kill leaves in ``trash/`` is finished by the next ``prune`` or
+``reindex`` (``sweep``). Nothing outside ``.flowdrop/`` is ever deleted, and no
+link is followed to delete: a link to an agent's own transcript goes with the
+folder, its target stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from flowdrop_tui.core.paths import RUN_ID_RE, SESSIONS, Layout
+
+
+def keeps_transcripts(layout: Layout) -> bool:
+    """Whether ``.flowdrop/transcripts`` is a real folder of ours: when it is a link
+    (to somewhere else), nothing in it is deleted."""
+    return layout.transcripts.is_dir() and not layout.transcripts.is_symlink()
+
+
+def own_transcript(layout: Layout, run_id: str, link: str) -> Path | None:
+    """The transcript under ``.flowdrop/transcripts/`` a session link of ``run_id`` names,
+    read as text and resolved against where the run's ``sessions/`` was, never followed;
+    ``None`` for a link pointing anywhere else (an agent's own transcript)."""
+    base = layout.runs / run_id / SESSIONS
+    target = Path(os.path.normpath(os.path.join(base, link)))
+    if target.parent != Path(os.path.normpath(layout.transcripts)):
+        return None
+    if target.name in ("", ".", ".."):
+        return None
+    return target
+
+
+def linked_transcripts(layout: Layout, folder: Path, run_id: str) -> list[Path]:
+    """The transcripts under ``.flowdrop/transcripts`` that a record folder links to."""
+    found = []
+    try:
+        entries = list(os.scandir(folder / SESSIONS))
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.is_symlink():
+            continue
+        try:
+            link = os.readlink(entry.path)
+        except OSError:
+            continue
+        target = own_transcript(layout, run_id, link)
+        if target is not None:
+            found.append(target)
+    return found
+
+
+def discard(layout: Layout, run_id: str) -> bool:
+    """Move a run's folder into the trash (call under the index lock); False when gone.
+
+    The rename is the instant the run stops existing for every reader."""
+    layout.trash.mkdir(exist_ok=True)
+    place = layout.trash / run_id
+    if os.path.lexists(place):
+        _remove(place)  # a leftover of the same name is garbage by construction
+    try:
+        os.rename(layout.runs / run_id, place)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def purge(layout: Layout, name: str) -> int:
+    """Delete a trashed run: its kept transcripts first, then its folder. Returns the
+    number of transcripts removed. Safe to repeat after a kill at any point."""
+    place = layout.trash / name
+    removed = 0
+    if RUN_ID_RE.match(name) and keeps_transcripts(layout) and not place.is_symlink():
+        for transcript in linked_transcripts(layout, place, name):
+            try:
+                transcript.unlink()  # a link in transcripts/ is removed, never followed
+                removed += 1
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+    _remove(place)
+    return removed
+
+
+def _remove(place: Path) -> None:
+    if place.is_symlink() or not place.is_dir():
+        with contextlib.suppress(FileNotFoundError):
+            place.unlink()
+        return
+    shutil.rmtree(place, ignore_errors=True)  # never follows links (fd-based on Linux)
+
+
+def leftovers(layout: Layout) -> list[str]:
+    """What a killed prune left in the trash."""
+    try:
+        return sorted(os.listdir(layout.trash))
+    except OSError:
+        return []
+
+
+# Removing a folder waits on the disk (``rmdir`` measured 2 ms on an ext4 mounted
+# with ``discard``), not on the CPU: several at once overlap those waits (17× faster
+# with 8 threads on that disk; bench/README.md, "prune").
+PURGE_THREADS = 8
+
+
+def purge_all(layout: Layout, names: Iterable[str]) -> None:
+    """``purge`` each name, several at once."""
+    with ThreadPoolExecutor(PURGE_THREADS, thread_name_prefix="purge") as pool:
+        for _ in pool.map(lambda name: purge(layout, name), names):
+            pass
+
+
+def sweep(layout: Layout) -> int:
+    """Finish deleting whatever a killed prune left in the trash; returns how many."""
+    names = leftovers(layout)
+    if names:
+        purge_all(layout, names)
+    return len(names)
