@@ -195,6 +195,7 @@ async def test_enter_shows_the_pick_up_and_the_rounds_go_on(
         assert modal.forecast.source_id == first
         assert modal.forecast.next_round == 4
         assert modal.forecast.state_keys == ["n"]
+        await until(pilot, lambda: modal.query("#pick-up-plan"), what="the preview composed")
         shown = str(modal.query_one("#pick-up-plan", Static).render())
         assert "budget       rounds 3/10" in shown  # used along the chain / the declared limit
         confirm = modal.query_one("#confirm", Button)
@@ -285,6 +286,7 @@ async def test_r_on_a_paused_batch_whose_code_changed_shows_the_drift_first(
         modal = await until(
             pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
         )
+        await until(pilot, lambda: modal.query("#pick-up-plan"), what="the preview composed")
         shown = str(modal.query_one("#pick-up-plan", Static).render())
         assert shown.startswith("Resume held")
         assert planned["warnings"]
