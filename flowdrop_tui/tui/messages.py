@@ -13,6 +13,7 @@ from textual.message import Message
 
 from flowdrop_tui.core.records.events import RunInfo
 from flowdrop_tui.core.records.follow import RunUpdate
+from flowdrop_tui.core.run.forecast import Forecast
 from flowdrop_tui.core.run.plan import StartPlan
 
 
@@ -115,12 +116,13 @@ class UsageRead(Message):
 
 
 class PickUpPlanned(Message):
-    """A launch was planned that carries state into a new run: ask before it starts."""
+    """A launch was planned that carries state into a new run (or resumes a paused run
+    that drifted): ask before it starts. ``forecast``: what ``plan`` would say."""
 
-    def __init__(self, key: str, plan: StartPlan, from_run: str | None) -> None:
+    def __init__(self, key: str, forecast: Forecast, from_run: str | None) -> None:
         super().__init__()
         self.key = key
-        self.plan = plan
+        self.forecast = forecast
         self.from_run = from_run
 
 

@@ -12,26 +12,39 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from flowdrop_tui.core.run.plan import StartPlan
+from flowdrop_tui.core.run.forecast import Forecast
+from flowdrop_tui.format import budget_words
 
 
-def describe_plan(key: str, plan: StartPlan) -> Text:
-    """From which run, which round comes next, the state keys."""
-    keys = sorted(plan.state)
+def describe_plan(key: str, found: Forecast) -> Text:
+    """What ``plan`` would say (one core function, ``core.run.forecast``): from which run,
+    which round comes next, the state keys, the budget, what drifted."""
+    answer = found.to_json()
+    resuming = found.start == "resume"
     text = Text()
-    text.append(f"Pick up {key}\n\n", style="bold")
-    text.append(f"  from run     {plan.source} ({plan.source_status})\n")
-    text.append(f"  next round   {plan.first_round}\n")
+    text.append(f"{'Resume' if resuming else 'Pick up'} {key}\n\n", style="bold")
+    verb = "resume run " if resuming else "from run     "
+    text.append(f"  {verb}{answer['source']} ({answer['source_status']})\n")
+    text.append(f"  next round   {answer['next_round']}")
+    if resuming and answer["item_index"] is not None:
+        text.append(f" (item index {answer['item_index']})")
+    text.append("\n")
+    keys = answer["state_keys"]
     text.append(f"  state keys   {', '.join(keys) if keys else '(empty: the flow cleared it)'}\n")
-    for name, value in sorted(plan.state.items()):
+    state = found.plan.state if found.plan is not None else {}
+    for name, value in sorted(state.items()):
         shown = orjson.dumps(value, default=str).decode()
         text.append(f"    {name} = {shown if len(shown) <= 50 else shown[:49] + '…'}\n")
-    for warning in plan.warnings:
-        text.append(f"\n  warning: {warning}\n")
-    text.append(
-        "\nThe new run starts its loops from the beginning with this state;\n"
-        "the conversation of earlier sessions does not come back."
-    )
+    text.append(f"  budget       {budget_words(answer['budget'])}\n")
+    for warning in answer["warnings"]:
+        text.append(f"\n  warning: {warning}\n", style="bold")
+    if resuming:
+        text.append("\nThe paused run continues in its own record where it paused.")
+    else:
+        text.append(
+            "\nThe new run starts its loops from the beginning with this state;\n"
+            "the conversation of earlier sessions does not come back."
+        )
     return text
 
 
@@ -43,14 +56,14 @@ class PickUpModal(ModalScreen[bool]):
         Binding("escape,n", "answer(False)", "Cancel", id="cancel-pick-up"),
     ]
 
-    def __init__(self, key: str, plan: StartPlan) -> None:
+    def __init__(self, key: str, forecast: Forecast) -> None:
         super().__init__(id="pick-up")
         self.key = key
-        self.plan = plan
+        self.forecast = forecast
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(describe_plan(self.key, self.plan), markup=False, id="pick-up-plan")
+            yield Static(describe_plan(self.key, self.forecast), markup=False, id="pick-up-plan")
             with Horizontal(classes="buttons"):
                 yield Button("Pick up (y)", variant="primary", id="confirm")
                 yield Button("Cancel (n)", id="cancel")
