@@ -20,10 +20,11 @@ import orjson
 
 from flowdrop_tui.core import retention, views
 from flowdrop_tui.core.control import launch, verbs
-from flowdrop_tui.core.errors import FlowdropError, FlowLoadError, UsageError
-from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
+from flowdrop_tui.core.errors import FlowdropError, UsageError
+from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import OUTPUT, Layout, find_workspace
 from flowdrop_tui.core.records import ledger, output_log, pins
+from flowdrop_tui.core.records.budget import KINDS, check_limit
 from flowdrop_tui.core.records.events import (
     ENDED,
     LIVE,
@@ -35,11 +36,14 @@ from flowdrop_tui.core.records.events import (
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.nesting import clip
 from flowdrop_tui.core.run.execution import Execution
+from flowdrop_tui.core.run.forecast import StartOptions, forecast_flow, runnable
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
 from flowdrop_tui.format import (
     asked_text,
+    budget_reached_words,
     error_words,
     flows_table,
+    plan_text,
     prune_text,
     rounds_range,
     runs_table,
@@ -108,6 +112,25 @@ class Warnings:
         self(self.PREFIX + text)
 
 
+def _limit(kind: str) -> Callable[[str], float | int | None]:
+    """``--max-rounds 50``: a positive number (whole for rounds and tokens); ``none``
+    lifts the limit for this chain."""
+
+    def parse(text: str) -> float | int | None:
+        if text.strip().lower() in ("none", "off"):
+            return None
+        try:
+            value: float = float(text) if kind == "minutes" else int(text)
+            return check_limit(kind, value, f"--max-{kind}")
+        except ValueError:
+            whole = "a whole number" if kind != "minutes" else "a number"
+            raise argparse.ArgumentTypeError(
+                f"--max-{kind} takes {whole} more than 0 (or none for no limit), not {text!r}"
+            ) from None
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
@@ -115,6 +138,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     json_flag = _Parser(add_help=False)
     json_flag.add_argument("--json", action="store_true", help="machine-readable output")
+    budget = _Parser(add_help=False)
+    spent = {"rounds": "rounds", "minutes": "minutes of running", "tokens": "tokens"}
+    for kind, what in spent.items():
+        budget.add_argument(
+            f"--max-{kind}",
+            dest=f"max_{kind}",
+            metavar="N",
+            type=_limit(kind),
+            default=argparse.SUPPRESS,
+            help=f"at most N {what} along the chain (none: no limit); the runs picked up "
+            "after this one keep it",
+        )
+    budget.add_argument(
+        "--strict", action="store_true", help="refuse to start when the flow or git drifted"
+    )
 
     parser = _Parser(
         prog="flowdrop-tui",
@@ -125,14 +163,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     run = sub.add_parser(
-        "run", parents=[common, json_flag], help="run a flow (picks up when it can)"
+        "run", parents=[common, json_flag, budget], help="run a flow (picks up when it can)"
     )
-    run.add_argument("flow", metavar="FLOW", help="a flow name, or a path to its folder or flow.py")
-    start = run.add_mutually_exclusive_group()
-    start.add_argument("--from", dest="from_run", metavar="RUN", help="pick up from this run")
-    start.add_argument("--resume", metavar="CHECKPOINT", help="resume this paused run")
-    start.add_argument("--snapshot", metavar="FILE", help="start from this snapshot file")
-    start.add_argument("--fresh", action="store_true", help="start a new chain: round 1, no state")
+    plan = sub.add_parser(
+        "plan", parents=[common, json_flag, budget], help="what run would do, doing nothing"
+    )
+    for verb in (run, plan):
+        verb.add_argument(
+            "flow", metavar="FLOW", help="a flow name, or a path to its folder or flow.py"
+        )
+        start = verb.add_mutually_exclusive_group()
+        start.add_argument("--from", dest="from_run", metavar="RUN", help="pick up from this run")
+        start.add_argument("--resume", metavar="CHECKPOINT", help="resume this paused run")
+        start.add_argument("--snapshot", metavar="FILE", help="start from this snapshot file")
+        start.add_argument(
+            "--fresh", action="store_true", help="start a new chain: round 1, no state"
+        )
     run.add_argument("--detach", action="store_true", help="run in the background")
     run.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
 
@@ -145,7 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     pause.add_argument("run", metavar="RUN")
     pause.add_argument("--wait", action="store_true", help="return once the run has paused")
 
-    resume = sub.add_parser("resume", parents=[common, json_flag], help="continue a paused run")
+    resume = sub.add_parser(
+        "resume", parents=[common, json_flag, budget], help="continue a paused run"
+    )
     resume.add_argument("run", metavar="RUN")
     resume.add_argument("--detach", action="store_true", help="continue in the background")
     resume.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
@@ -235,10 +283,30 @@ def _checked_flow(layout: Layout, name: str, ref: FlowRef | None = None) -> Flow
     """Resolve FLOW and load it in a child process first: a broken or hanging flow is
     refused (exit 1, naming file and line) before anything else happens."""
     ref = ref or resolve_flow(layout, name)
-    described = describe_one(layout, ref)
-    if described.error:
-        raise FlowLoadError(f"cannot run {ref.key}: {described.error}")
+    runnable(layout, ref)
     return ref
+
+
+def _options(args: argparse.Namespace) -> StartOptions:
+    """What ``run``/``resume``/``plan`` were asked, as the core takes it."""
+    snapshot = getattr(args, "snapshot", None)
+    limits = {k: getattr(args, f"max_{k}") for k in KINDS if hasattr(args, f"max_{k}")}
+    return StartOptions(
+        snapshot=Path(snapshot).resolve() if snapshot else None,
+        resume=getattr(args, "resume", None),
+        from_run=getattr(args, "from_run", None),
+        fresh=bool(getattr(args, "fresh", False)),
+        limits=limits,
+        strict=bool(args.strict),
+    )
+
+
+def _option_args(options: StartOptions) -> list[str]:
+    """The budget and drift flags, passed on to a detached run's process."""
+    passed = []
+    for kind, value in options.limits.items():
+        passed += [f"--max-{kind}", "none" if value is None else str(value)]
+    return passed + (["--strict"] if options.strict else [])
 
 
 def _announce(execution: Execution) -> None:
@@ -262,7 +330,13 @@ def _finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) 
         else "no rounds"
     )
     message = f"run {outcome.run_id} {outcome.status} ({rounds})"
-    if outcome.status == Status.PAUSED:
+    if outcome.status == Status.PAUSED and info.budget_reached:
+        reached = info.budget_reached
+        message += (
+            f": {budget_reached_words(reached)}; raise it to go on: flowdrop-tui resume "
+            f"{outcome.run_id} --max-{reached.get('budget')} N"
+        )
+    elif outcome.status == Status.PAUSED:
         message += f"; continue it with: flowdrop-tui resume {outcome.run_id}"
     elif outcome.error:
         message += f": {error_words(outcome.error)}"
@@ -318,33 +392,36 @@ def _wait(layout: Layout, run_id: str, done: Callable[[Status], bool], timeout: 
 def cmd_run(args: argparse.Namespace) -> int:
     layout = _layout(args)
     ref = _checked_flow(layout, args.flow)
-    snapshot = Path(args.snapshot).resolve() if args.snapshot else None
+    options = _options(args)
     if args.detach and args.handshake_fd is None:
         answer = launch.launch_run(
             layout,
             ref.folder,
             ref.key,
-            from_run=args.from_run,
-            resume=args.resume,
-            snapshot=snapshot,
-            fresh=args.fresh,
+            from_run=options.from_run,
+            resume=options.resume,
+            snapshot=options.snapshot,
+            fresh=options.fresh,
+            extra=_option_args(options),
         )
         return _print_launched(answer, args)
 
     def make(warnings: Warnings) -> Execution:
-        return open_run(
-            layout,
-            ref,
-            snapshot=snapshot,
-            resume=args.resume,
-            from_run=args.from_run,
-            fresh=args.fresh,
-            notify=warnings,
-        )
+        return open_run(layout, ref, options=options, notify=warnings)
 
     if args.handshake_fd is not None:
         return _detached_child(args, make)
     return _finish_foreground(make(args.warnings), args.json, args.warnings)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """What ``run`` would do, doing nothing; exits as ``run`` would refuse (0: it would
+    start), so ``plan FLOW && run FLOW`` reads as it should."""
+    layout = _layout(args)
+    found = forecast_flow(layout, args.flow, _options(args))
+    answer = found.to_json()
+    print(_dump(answer) if args.json else plan_text(answer))
+    return found.refusal.exit_code if found.refusal is not None else 0
 
 
 def _asker(given: str | None) -> dict[str, Any]:
@@ -361,8 +438,10 @@ def _asker(given: str | None) -> dict[str, Any]:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
+    options = _options(args)
     if args.detach and args.handshake_fd is None:
-        return _print_launched(launch.launch_resume(layout, args.run), args)
+        answer = launch.launch_resume(layout, args.run, extra=_option_args(options))
+        return _print_launched(answer, args)
 
     def make(warnings: Warnings) -> Execution:
         # The flow is loaded in this process to continue the run: first in a child,
@@ -371,7 +450,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         info = verbs.check_resumable(layout, args.run)
         if info.key is not None:
             _checked_flow(layout, info.key, flow_of_key(layout, info.key))
-        return reopen_paused(layout, args.run, by=_asker(args.by), notify=warnings)
+        return reopen_paused(layout, args.run, options=options, by=_asker(args.by), notify=warnings)
 
     if args.handshake_fd is not None:
         return _detached_child(args, make)
@@ -580,6 +659,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
+    "plan": cmd_plan,
     "resume": cmd_resume,
     "stop": cmd_stop,
     "pause": cmd_pause,

@@ -174,6 +174,9 @@ def show_text(detail: dict[str, Any]) -> str:
         f"started         {detail.get('started')}",
         f"ended           {_ended(detail)}",
     ]
+    lines.append(f"budget          {budget_words(detail.get('budget'))}")
+    if detail.get("budget_reached"):
+        lines.append(f"paused on       {budget_reached_words(detail['budget_reached'])}")
     if detail.get("error"):
         lines.append(f"error           {error_words(detail['error'], place=False)}")
     if detail.get("result") is not None:
@@ -254,6 +257,83 @@ def _git_facts(facts: Any) -> str:
     head = str(facts.get("head") or "no commits")[:10]
     branch = facts.get("branch") or "detached HEAD"
     return f"{head} on {branch}" + (", dirty" if facts.get("dirty") else "")
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def budget_words(budget: Any) -> str:
+    """``rounds 3/5 · tokens 12000/50000`` (``used/limit`` of each limited budget); with no
+    limit at all, ``no limit (rounds 3 used)``. Minutes used are shown only against a
+    limit: they move every second a run runs."""
+    if not isinstance(budget, dict):
+        return "no limit"
+    parts = []
+    for kind in ("rounds", "minutes", "tokens"):
+        item = budget.get(kind) or {}
+        if item.get("limit") is not None:
+            parts.append(f"{kind} {_number(item.get('used') or 0)}/{_number(item['limit'])}")
+    if parts:
+        return " · ".join(parts)
+    used = [
+        f"{kind} {_number((budget.get(kind) or {}).get('used'))}"
+        for kind in ("rounds", "tokens")
+        if (budget.get(kind) or {}).get("used")
+    ]
+    return f"no limit ({', '.join(used)} used)" if used else "no limit"
+
+
+def budget_reached_words(reached: dict[str, Any]) -> str:
+    """Why a run paused on a budget: ``rounds budget reached (5 of 5 used)``."""
+    unit = " minutes" if reached.get("budget") == "minutes" else ""
+    return (
+        f"{reached.get('budget')} budget reached "
+        f"({_number(reached.get('used'))}{unit} of {_number(reached.get('limit'))} used)"
+    )
+
+
+def plan_what(answer: dict[str, Any]) -> str:
+    """What ``run`` would do, in a line: ``pick up from RUN (cancelled), round 6``."""
+    start, source = answer.get("start"), answer.get("source")
+    status = answer.get("source_status")
+    round_ = answer.get("next_round")
+    if start == "resume":
+        item = answer.get("item_index")
+        at = f", item index {item}" if item is not None else ""
+        return f"resume run {source} ({status}) at round {round_}{at}"
+    if start in ("thread", "from"):
+        return f"pick up from run {source} ({status}), round {round_}"
+    if start == "snapshot":
+        return f"start from a snapshot{f' of run {source}' if source else ''}, round {round_}"
+    return f"start fresh, round {round_ or 1}"
+
+
+def plan_text(answer: dict[str, Any]) -> str:
+    """``plan FLOW`` in words: what ``run`` would do, or the refusal it would meet."""
+    refusal = answer.get("refusal")
+    lines = []
+    if answer.get("start") is not None:
+        lines.append(f"run {answer.get('flow')} would {plan_what(answer)}")
+        keys = answer.get("state_keys") or []
+        lines.append(f"  state keys  {', '.join(keys) if keys else '(none)'}")
+        lines.append(f"  budget      {budget_words(answer.get('budget'))}")
+    drift = answer.get("drift")
+    if isinstance(drift, dict):
+        if drift.get("drifted"):
+            lines.extend(f"  drift       {message}" for message in drift.get("messages") or [])
+        else:
+            lines.append(f"  drift       none since run {drift.get('source')}")
+    for warning in answer.get("warnings") or []:
+        if not (isinstance(drift, dict) and warning in (drift.get("messages") or [])):
+            lines.append(f"  warning     {warning}")
+    if isinstance(refusal, dict):
+        lines.append(
+            f"refused: {refusal.get('message')} ({refusal.get('code')}, exit {refusal.get('exit')})"
+        )
+    return "\n".join(lines)
 
 
 def size_words(count: int) -> str:

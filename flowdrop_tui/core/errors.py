@@ -109,3 +109,15 @@ class FlowLoadError(FlowdropError):
 
     code = "FLOW_LOAD_ERROR"
     exit_code = 1
+
+
+class BudgetExhaustedError(RefusedError):
+    """SPEC §14: the next round would go over a budget; names the budget, limit and used."""
+
+    code = "BUDGET_EXHAUSTED"
+
+
+class DriftedError(RefusedError):
+    """SPEC §15: ``--strict`` and the flow or the repository changed since the source run."""
+
+    code = "DRIFTED"

@@ -6,6 +6,7 @@ what could be read, never raised as a crash, so one bad run hides nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from flowdrop_tui.core.paths import (
     validate_key,
 )
 from flowdrop_tui.core.records import folded, index, key_runs, pins
+from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
 from flowdrop_tui.core.records.events import (
     LIVE,
     TERMINAL,
@@ -87,10 +89,40 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
                     if live and live_pid(layout.runs / last) is None
                     else recorded
                 )
+        run: RunInfo | None = None
+        if isinstance(last, str):
+            with contextlib.suppress(FlowdropError):
+                run = _last_run(layout, info.name, last)
+        row["budget"] = thread_budget(info, run).to_json()
         usage = thread_usage(layout, info.name, last if isinstance(last, str) else None)
         row["usage"] = usage.to_json() if usage is not None else None
         rows.append(row)
     return rows
+
+
+# A run that has ended never changes ("nothing rewrites a record afterwards"): the UI,
+# which lists the flows again and again, folds each flow's ended last run once.
+_ENDED: dict[tuple[str, str], RunInfo] = {}
+
+
+def _last_run(layout: Layout, key: str, run_id: str) -> RunInfo:
+    held = _ENDED.get((str(layout.root), key))
+    if held is not None and held.run == run_id:
+        return held
+    info = folded.load_run(layout, run_id)  # a big record: only what it appended since
+    if info.status in TERMINAL:
+        _ENDED[(str(layout.root), key)] = info
+    return info
+
+
+def thread_budget(info: FlowInfo, last: RunInfo | None) -> ChainBudget:
+    """The flow's budget as its next pick-up would meet it (SPEC §14): the declared limits
+    under the overrides its chain carries, and what the chain of its last run has used
+    (a run of another key, or none: nothing yet)."""
+    if last is None or last.key != info.name or info.error:
+        return ChainBudget(effective(info.budget, {}), Used())
+    chain = last.chain_budget()
+    return ChainBudget(effective(info.budget, last.budget_overrides), chain.used)
 
 
 def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
@@ -289,6 +321,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["result"] = side_value(info.path, info.result)  # a big one: from its side file
     detail["position"] = info.position
     detail["warnings"] = info.warnings
+    detail["budget_reached"] = info.budget_reached
     detail["called"] = info.called
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow

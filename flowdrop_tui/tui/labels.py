@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from flowdrop_tui.core.records.events import RunInfo, Status
-from flowdrop_tui.format import error_words, rounds_range, start_words
+from flowdrop_tui.format import budget_reached_words, error_words, rounds_range, start_words
 
 _WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)
 
@@ -123,6 +123,12 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
         return f"{head} failed: {error_words(info.error or {})}", "error"
     if info.status == Status.CANCELLED:
         return f"{head} stopped after round {info.round}; enter picks it up", "information"
+    if info.status == Status.PAUSED and info.budget_reached:
+        reached = info.budget_reached
+        return (
+            f"{head} paused before round {info.round + 1}: {budget_reached_words(reached)}; "
+            f"raise it to go on: flowdrop-tui resume {info.run} --max-{reached.get('budget')} N"
+        ), "warning"
     if info.status == Status.PAUSED:
         return f"{head} paused after round {info.round}; r resumes it", "information"
     return f"{head} was interrupted in round {info.round}: its process died", "warning"

@@ -18,6 +18,7 @@ from textual.message import Message
 
 from flowdrop_tui.core.records.events import RunInfo
 from flowdrop_tui.core.records.follow import RunUpdate
+from flowdrop_tui.core.run.forecast import Forecast
 from flowdrop_tui.core.run.plan import StartPlan
 
 
@@ -102,10 +103,11 @@ class UsageRead(Message):
 
 @dataclass(eq=False)
 class PickUpPlanned(Message):
-    """A launch was planned that carries state into a new run: ask before it starts."""
+    """A launch was planned that carries state into a new run (or resumes a paused run
+    that drifted): ask before it starts. ``forecast``: what ``plan`` would say."""
 
     key: str
-    plan: StartPlan
+    forecast: Forecast
     from_run: str | None
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from flowdrop_tui import ensure_resumable, seed_next_turn
 from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.flows.discovery import CACHE_VERSION
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
@@ -168,7 +169,7 @@ def test_a_garbage_description_cache_is_described_again(workspace: Path, cli: CL
     cache.parent.mkdir(parents=True)
     cache.write_bytes(b"\x00{garbage")
     assert cli.json("flows")[0]["resumable"] is True
-    assert orjson.loads(cache.read_bytes())["v"] == 1
+    assert orjson.loads(cache.read_bytes())["v"] == CACHE_VERSION
 
 
 # -- the index --------------------------------------------------------------------------------

@@ -55,6 +55,11 @@ def test_flows_lists_each_with_declaration_and_no_rounds_yet(workspace: Path, cl
         "round": 0,
         "last_run": None,
         "status": None,
+        "budget": {
+            "rounds": {"limit": None, "used": 0, "left": None},
+            "minutes": {"limit": None, "used": 0.0, "left": None},
+            "tokens": {"limit": None, "used": 0, "left": None},
+        },
         "usage": None,  # no session has reported any
     }
     assert rows[1]["resumable"] is False

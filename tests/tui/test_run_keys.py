@@ -6,14 +6,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from textual.widgets import Button
+from textual.widgets import Button, Static
 
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
 from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
-from tests.conftest import CLI, events
+from flowdrop_tui.tui.widgets.run_detail import RunDetail
+from tests.conftest import CLI, events, paused_mid_run
 from tests.flow_bodies import ONE_LONG_ROUND, counts_rounds
 from tests.tui.tui_helpers import RecordingApp, until
 
@@ -25,7 +26,7 @@ TICKING = counts_rounds(sleep=0.2, description="a round every 0.2 s")
 THREE = """
     from flowdrop_tui import flow
 
-    @flow(resumable=True, description="three rounds a run")
+    @flow(resumable=True, description="three rounds a run", budget={"rounds": 10})
     def main(run):
         for round in run.rounds():
             run.state["n"] = round
@@ -45,6 +46,30 @@ BATCH = """
             run.state["done"] = [*done, item]
             done = run.state["done"]
         return len(done)
+"""
+
+
+HELD_BATCH = """
+import time
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for item in run.rounds(["a", "b", "c"]):
+        run.state["last"] = item
+        while (run.workspace / "hold").exists():
+            time.sleep(0.02)
+"""
+
+CAPPED = """
+    import time
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, budget={"rounds": 2})
+    def main(run):
+        for round in run.rounds():
+            run.state["n"] = round
+            time.sleep(0.5)  # seen live before it pauses, however loaded the machine
 """
 
 
@@ -149,10 +174,14 @@ async def test_enter_shows_the_pick_up_and_the_rounds_go_on(
         modal = await until(
             pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
         )
-        assert modal.plan.source == first
-        assert modal.plan.first_round == 4
-        assert sorted(modal.plan.state) == ["n"]
-        assert app.focused is modal.query_one("#confirm", Button)
+        assert modal.forecast.source_id == first
+        assert modal.forecast.next_round == 4
+        assert modal.forecast.state_keys == ["n"]
+        await until(pilot, lambda: modal.query("#pick-up-plan"), what="the preview composed")
+        shown = str(modal.query_one("#pick-up-plan", Static).render())
+        assert "budget       rounds 3/10" in shown  # used along the chain / the declared limit
+        confirm = modal.query_one("#confirm", Button)
+        await until(pilot, lambda: app.focused is confirm, what="confirm focused")
         await pilot.press("y")
         await until(pilot, lambda: len(list_run_ids(layout)) == 2, what="the new run")
         second = list_run_ids(layout)[1]
@@ -189,7 +218,7 @@ async def test_enter_on_an_older_run_picks_up_from_that_run(
         modal = await until(
             pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
         )
-        assert modal.plan.source == older and modal.plan.first_round == 4
+        assert modal.forecast.source_id == older and modal.forecast.next_round == 4
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, PickUpModal), what="cancelled")
         assert len(list_run_ids(layout)) == 2  # cancelling started nothing
@@ -220,6 +249,65 @@ async def test_p_pauses_a_batch_and_r_resumes_it_in_the_same_run(
         await until(pilot, lambda: app.heard(f"run {run_id} of batch completed"), what="the end")
         assert list_run_ids(layout) == [run_id]  # resuming continued the same run
         assert status(layout, run_id) == Status.COMPLETED
+
+
+async def test_r_on_a_paused_batch_whose_code_changed_shows_the_drift_first(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    """Guards SPEC §15 in the UI: the pause/edit/resume repro is shown before it resumes
+    (the same answer as ``plan``), and confirming resumes the same run."""
+    run_id = paused_mid_run(layout.workspace, cli, "held", HELD_BATCH)
+    flow_file = layout.workspace / "flows" / "held" / "flow.py"
+    flow_file.write_text(flow_file.read_text().replace('["a", "b"', '["new", "a", "b"'))
+    planned = cli.json("plan", "held")
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the paused run")
+        await pilot.press("r")
+        modal = await until(
+            pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
+        )
+        await until(pilot, lambda: modal.query("#pick-up-plan"), what="the preview composed")
+        shown = str(modal.query_one("#pick-up-plan", Static).render())
+        assert shown.startswith("Resume held")
+        assert planned["warnings"]
+        for message in planned["warnings"]:
+            assert message in shown  # the same words as plan, stderr and --json
+        assert "may no longer match" in shown
+        assert modal.forecast.to_json()["drift"] == planned["drift"]
+        await pilot.press("y")
+        await until(pilot, lambda: app.heard("resumed at round"), what="the resume")
+        await until(pilot, lambda: status(layout, run_id) == Status.COMPLETED, what="its end")
+        assert list_run_ids(layout) == [run_id]
+
+
+async def test_a_run_that_pauses_on_its_budget_is_announced(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards the notification when a watched run pauses on a budget: which, and how to
+    go on; the run pane shows used/limit."""
+    flow_writer("capped", CAPPED)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "capped", what="the flow")
+        await pilot.press("enter")
+        run_id = await launched(pilot, app)
+        await until(
+            pilot,
+            lambda: app.heard("rounds budget reached (2 of 2 used)"),
+            what="the budget pause announced",
+        )
+        assert app.heard(f"flowdrop-tui resume {run_id} --max-rounds N")
+        assert status(layout, run_id) == Status.PAUSED
+        await until(pilot, lambda: main.selected_run == run_id, what="the run selected")
+        detail = main.query_one(RunDetail)
+        await until(
+            pilot,
+            lambda: "budget rounds 2/2" in detail.plain_text,
+            what="used/limit on the run pane",
+        )
 
 
 async def test_n_asks_before_dropping_a_state_that_could_be_picked_up(
@@ -254,7 +342,7 @@ async def test_a_refusal_is_a_notification_in_plain_words(
         run_id = await launched(pilot, app)
         await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
         await pilot.press("enter")
-        await until(pilot, lambda: app.heard("is still running"), what="the refusal")
+        await until(pilot, lambda: app.heard("is already running"), what="the refusal")
         assert app.is_running
         assert list_run_ids(layout) == [run_id]
 

@@ -46,6 +46,7 @@ def launch_run(
     resume: str | None = None,
     snapshot: Path | None = None,
     fresh: bool = False,
+    extra: list[str] | None = None,
 ) -> dict[str, Any]:
     """``run FLOW --detach``: returns ``{"run", "flow", "warnings"}`` once the run exists,
     or raises the refusal (exit code and INT-16 code included) it met before that."""
@@ -59,11 +60,12 @@ def launch_run(
         child += ["--snapshot", str(snapshot)]
     if fresh:
         child.append("--fresh")
+    child += extra or []  # budget and drift flags (--max-…, --strict), as given
     return _answer(launch(layout, child))
 
 
 def launch_resume(
-    layout: Layout, run_id: str, *, by: dict[str, Any] | None = None
+    layout: Layout, run_id: str, *, by: dict[str, Any] | None = None, extra: list[str] | None = None
 ) -> dict[str, Any]:
     """``resume RUN --detach``: the paused run continues in a background process.
 
@@ -71,7 +73,8 @@ def launch_resume(
     the background process that does the resuming."""
     check_resumable(layout, run_id)
     asker = {**who(), "via": "cli", **(by or {})}
-    return _answer(launch(layout, ["resume", run_id, "--by", orjson.dumps(asker).decode()]))
+    by_arg = orjson.dumps(asker).decode()
+    return _answer(launch(layout, ["resume", run_id, "--by", by_arg, *(extra or [])]))
 
 
 def _answer(message: dict[str, Any]) -> dict[str, Any]:

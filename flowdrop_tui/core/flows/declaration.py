@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from flowdrop_tui.core.errors import FlowLoadError
+from flowdrop_tui.core.records.budget import Limits, check_budget
 from flowdrop_tui.core.records.events import now_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,6 +30,12 @@ MARK = "__flowdrop_flow__"
 class FlowDeclaration:
     resumable: bool = False
     description: str = ""
+    budget: tuple[tuple[str, float | int | None], ...] = ()  # (kind, limit) pairs: hashable
+
+    @property
+    def limits(self) -> Limits:
+        """The declared budget (SPEC §14) as ``{"rounds": N, ...}``."""
+        return dict(self.budget)
 
 
 @dataclass(frozen=True)
@@ -41,20 +48,31 @@ class LoadedFlow:
 @overload
 def flow(function: F, /) -> F: ...
 @overload
-def flow(*, resumable: bool = False, description: str = "") -> Callable[[F], F]: ...
+def flow(
+    *, resumable: bool = False, description: str = "", budget: dict[str, Any] | None = None
+) -> Callable[[F], F]: ...
 def flow(
     function: Callable[..., Any] | None = None,
     /,
     *,
     resumable: bool = False,
     description: str = "",
+    budget: dict[str, Any] | None = None,
 ) -> Any:
-    """Declare a flow: ``@flow(resumable=True, description="...")`` on its one function."""
+    """Declare a flow: ``@flow(resumable=True, description="...", budget={"rounds": 50})``
+    on its one function. ``budget`` limits its whole chain (SPEC §14): ``rounds``
+    started, ``minutes`` of running time, ``tokens`` its sessions reported."""
     if not isinstance(resumable, bool):
         raise TypeError(f"@flow(resumable=...) takes True or False, not {resumable!r}")
     if not isinstance(description, str):
         raise TypeError(f"@flow(description=...) takes a string, not {description!r}")
-    declaration = FlowDeclaration(resumable=resumable, description=description)
+    try:
+        limits = check_budget(budget)
+    except ValueError as exc:
+        raise TypeError(str(exc)) from None
+    declaration = FlowDeclaration(
+        resumable=resumable, description=description, budget=tuple(sorted(limits.items()))
+    )
 
     def mark(target: F) -> F:
         if not callable(target):

@@ -42,6 +42,7 @@ def answer_for(file: Path, workspace: Path | None) -> dict[str, Any]:
             "function": getattr(loaded.function, "__name__", "?"),
             "resumable": loaded.declaration.resumable,
             "description": loaded.declaration.description,
+            "budget": loaded.declaration.limits,
         }
     except FlowLoadError as exc:
         cause = exc.__cause__

@@ -16,7 +16,7 @@ import stat
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,9 @@ from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, NotFoundEr
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.flows.describe_child import DESCRIBE_TIMEOUT, PARALLEL
 from flowdrop_tui.core.paths import FLOW_FILE, FLOWS_DIR, Layout, validate_flow_name, validate_key
+from flowdrop_tui.core.records.budget import clean_limits
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: answers carry the declared budget
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 # What describing a folder reads (content_hash): code is small, data is not.
 _HASH_MAX_FILE = 1 << 20  # a file bigger than this is hashed by size and change time
@@ -60,6 +61,7 @@ class FlowInfo:
     resumable: bool | None
     description: str
     error: str | None
+    budget: dict[str, Any] = field(default_factory=dict)  # declared (SPEC §14)
 
 
 def _by_name(layout: Layout, name: str) -> FlowRef:
@@ -298,6 +300,7 @@ def _info(layout: Layout, ref: FlowRef, answer: dict[str, Any]) -> FlowInfo:
         resumable=bool(answer.get("resumable")) if ok else None,
         description=str(answer.get("description") or "") if ok else "",
         error=None if ok else str(answer.get("error") or "could not be loaded"),
+        budget=clean_limits(answer.get("budget")) if ok else {},
     )
 
 

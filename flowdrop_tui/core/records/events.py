@@ -29,6 +29,14 @@ from flowdrop_tui.core.errors import NotFoundError
 from flowdrop_tui.core.files.atomic import datasync as _datasync
 from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, refuse_link
+from flowdrop_tui.core.records.budget import (
+    ChainBudget,
+    Limits,
+    Used,
+    between,
+    clean_limits,
+    session_tokens,
+)
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.usage import Usage
 from flowdrop_tui.core.records.usage import total as usage_total
@@ -381,6 +389,16 @@ class RunInfo:
     events: int = 0
     has_created: bool = False
     live_pid: int | None = None
+    # SPEC §14/§15: budgets and drift, folded from created/resumed/paused/ended
+    budget_limits: Limits = field(default_factory=dict)  # in effect (latest start)
+    budget_overrides: Limits = field(default_factory=dict)  # --max-… given along the chain
+    budget_carried: Used = field(default_factory=Used)  # the chain's totals before this run
+    budget_reached: dict[str, Any] | None = None  # why it paused, until it is resumed
+    tokens: int = 0  # what its closed sessions reported
+    run_seconds: float = 0.0  # running time of its finished stretches
+    running_since: str | None = None  # the ``t`` its current stretch began
+    flow_digest: str | None = None  # of the flow folder it last started with
+    git_last: dict[str, Any] | None = None  # the latest git facts its record holds
 
     @property
     def round(self) -> int:
@@ -439,8 +457,23 @@ class RunInfo:
             "picked_up_from": self.source,
             "start": self.start,
             "duration": self.seconds(),
+            "budget": self.chain_budget().to_json(),
             "usage": usage.to_json() if usage is not None else None,
         }
+
+    def own_used(self, now: str | None = None) -> Used:
+        """What this run used itself: rounds it started, its running time (a stretch still
+        open counts to ``now`` while it is live, else to its last event, as after a
+        kill), the tokens its closed sessions reported."""
+        seconds = self.run_seconds
+        if self.running_since is not None:
+            end = (now or now_iso()) if self.status in LIVE else self.last_event
+            seconds += between(self.running_since, end)
+        return Used(self.rounds, seconds, self.tokens)
+
+    def chain_budget(self, now: str | None = None) -> ChainBudget:
+        """The limits this run ran under and what its chain had used by its end (or now)."""
+        return ChainBudget(dict(self.budget_limits), self.budget_carried + self.own_used(now))
 
 
 class RunFold:
@@ -485,9 +518,20 @@ class RunFold:
             if isinstance(info.key, str):
                 info.chain_before[info.key] = Usage.from_json(ev.get("chain_usage"))
             info.recorded = Status.PENDING
+            self._budget(info, ev)
+            info.budget_carried = Used.from_record((ev.get("budget") or {}).get("carried"))
+            info.git_last = info.git_start
         elif name in ("started", "resumed"):
             info.recorded = Status.RUNNING
             info.pid = ev.get("pid", info.pid)
+            if info.running_since is not None:  # a stretch a kill cut short
+                info.run_seconds += between(info.running_since, info.last_event)
+            info.running_since = ev.get("t") if isinstance(ev.get("t"), str) else None
+            if name == "resumed":
+                self._budget(info, ev)
+                info.budget_reached = None
+                if isinstance(ev.get("git"), dict):
+                    info.git_last = ev["git"]
             # A process taking the run starts with no request pending: one recorded
             # before (a `stop` of the paused run killed before it could close it) was
             # never acted on, and this later resume is what was asked last.
@@ -540,6 +584,9 @@ class RunFold:
             info.recorded = Status.PAUSED
             info.pause_pending = False
             info.position = _position(ev.get("position"))
+            self._stretch_ended(info, ev)
+        elif name == "budget_reached":
+            info.budget_reached = {k: ev.get(k) for k in ("budget", "limit", "used")}
         elif name == "ended":
             outcome = ev.get("outcome")
             info.recorded = (
@@ -554,13 +601,33 @@ class RunFold:
             if "position" in ev:
                 info.position = _position(ev.get("position"))
             info.pause_pending = info.stop_pending = False
+            self._stretch_ended(info, ev)
         elif name == "session_opened":
             info.sessions.append(dict(ev))
         elif name == "session_closed":
+            info.tokens += session_tokens(ev.get("usage"))
             for session in reversed(info.sessions):
                 if session.get("session") == ev.get("session"):
                     session["closed"] = dict(ev)
                     break
+
+    @staticmethod
+    def _budget(info: RunInfo, ev: dict[str, Any]) -> None:
+        budget = ev.get("budget")
+        if isinstance(budget, dict):
+            info.budget_limits = clean_limits(budget.get("limits"))
+            info.budget_overrides = clean_limits(budget.get("overrides"))
+        digest = ev.get("flow_digest")
+        if isinstance(digest, str):
+            info.flow_digest = digest
+
+    @staticmethod
+    def _stretch_ended(info: RunInfo, ev: dict[str, Any]) -> None:
+        if info.running_since is not None:
+            info.run_seconds += between(info.running_since, ev.get("t"))
+            info.running_since = None
+        if isinstance(ev.get("git"), dict):
+            info.git_last = ev["git"]
 
 
 def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:

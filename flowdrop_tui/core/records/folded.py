@@ -21,6 +21,7 @@ import orjson
 
 from flowdrop_tui.core.errors import FlowdropError, NotFoundError
 from flowdrop_tui.core.paths import CYCLE, Layout
+from flowdrop_tui.core.records.budget import Used, clean_limits
 from flowdrop_tui.core.records.events import (
     RunFold,
     RunInfo,
@@ -32,7 +33,7 @@ from flowdrop_tui.core.records.events import (
 from flowdrop_tui.core.records.usage import Usage
 
 CACHE_MIN = 1 << 20  # smaller records are folded whole: faster than a cache file
-_VERSION = 2
+_VERSION = 3  # 3: budgets and drift (SPEC §14, §15)
 # RunInfo fields a cached fold must hold with these types (anything else: not trusted)
 _SHAPES: dict[str, type | tuple[type, ...]] = {
     "position": dict,
@@ -114,6 +115,9 @@ def _restore(
             recorded=Status(fields["recorded"]),
             status=Status(fields["status"]),
             chain_before={k: Usage.from_json(v) for k, v in fields["chain_before"].items()},
+            budget_carried=Used.from_record(fields.get("budget_carried")),
+            budget_limits=clean_limits(fields.get("budget_limits")),
+            budget_overrides=clean_limits(fields.get("budget_overrides")),
         )
         info = RunInfo(**fields)
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):

@@ -51,25 +51,43 @@ def take_key(layout: Layout, key: str, run_id: str) -> Path:
     except OSError as exc:
         raise unwritable(path, exc) from exc
     except locks.LockHeld:
-        holder = ""
-        for _ in range(20):  # the holder writes its run id right after locking
-            holder = locks.read_content(path)
-            if RUN_ID_RE.match(holder) and (layout.runs / holder).is_dir():
-                break
-            time.sleep(0.05)
-        if not RUN_ID_RE.match(holder):
-            holder = ""  # read from a file: named only when it is a run id, never a path
-        named = f"run {holder}" if holder else "another run"
-        raise AlreadyRunningError(
-            f"{key} is already running ({named}); one live run per flow — "
-            f"stop it with: flowdrop-tui stop {holder or 'RUN'}"
-        ) from None
+        raise key_taken(layout, key) from None
     return path
 
 
+def key_taken(layout: Layout, key: str) -> AlreadyRunningError:
+    """The refusal for a key another live run holds, naming that run."""
+    path = layout.key_lock(key)
+    holder = ""
+    for _ in range(20):  # the holder writes its run id right after locking
+        holder = locks.read_content(path)
+        if RUN_ID_RE.match(holder) and (layout.runs / holder).is_dir():
+            break
+        time.sleep(0.05)
+    if not RUN_ID_RE.match(holder):
+        holder = ""  # read from a file: named only when it is a run id, never a path
+    named = f"run {holder}" if holder else "another run"
+    return AlreadyRunningError(
+        f"{key} is already running ({named}); one live run per flow — "
+        f"stop it with: flowdrop-tui stop {holder or 'RUN'}"
+    )
+
+
+def key_is_taken(layout: Layout, key: str) -> bool:
+    """Whether a live run holds ``key`` (read without taking it: ``plan``)."""
+    return locks.holder_pid(layout.key_lock(key)) is not None
+
+
 def created_event(
-    layout: Layout, run_id: str, ref: FlowRef, loaded: LoadedFlow, plan_: StartPlan
+    layout: Layout,
+    run_id: str,
+    ref: FlowRef,
+    loaded: LoadedFlow,
+    plan_: StartPlan,
+    foresight: dict[str, Any],
 ) -> dict[str, Any]:
+    """The ``created`` event; ``foresight``: what the forecast found (``git`` now, the
+    ``flow_digest`` a pick-up compares with, the ``budget`` limits and chain count)."""
     event: dict[str, Any] = {
         "v": RECORD_VERSION,
         "run": run_id,
@@ -88,6 +106,7 @@ def created_event(
         "pgid": os.getpgrp(),
         "host": socket.gethostname(),
         "git": git.facts(layout.workspace),
+        **foresight,
     }
     if plan_.position is not None:
         event["position"] = plan_.position

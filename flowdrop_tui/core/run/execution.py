@@ -25,6 +25,7 @@ from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
 from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.events import EventLog, Status, fold, read_events
 from flowdrop_tui.core.records.state import StateFile
+from flowdrop_tui.core.run.budget_meter import BudgetMeter
 from flowdrop_tui.core.run.calls import call_flow
 from flowdrop_tui.core.run.context import RunContext
 from flowdrop_tui.core.run.frame import Frame, Loop, PauseRun, StopRun, elapsed
@@ -75,6 +76,7 @@ class Execution:
         notify: Notify,
         *,
         resumed_by: dict[str, Any] | None,
+        resumed_fields: dict[str, Any] | None = None,
     ) -> None:
         self.layout = layout
         self.run_id = run_id
@@ -90,6 +92,8 @@ class Execution:
         self.key_locks = key_locks
         self.notify = notify
         self.resumed_by = resumed_by
+        self.resumed_fields = resumed_fields or {}  # budget, flow digest, git: for `resumed`
+        self.budget_meter = BudgetMeter(run_id, self.run_dir)
         self.children: set[int] = set()  # session processes, for passing an interrupt on
         self.sessions_opened: int | None = None  # counted from the record when first needed
         self.signals = RunSignals(self.run_dir, log, notify, lambda: self.main.round, self.children)
@@ -134,9 +138,24 @@ class Execution:
             raise PauseRun
 
     # -- rounds --------------------------------------------------------------------------
+    def check_budget(self, frame: Frame) -> None:
+        """SPEC §14: before a round, pause when a budget of the chain is reached, so a
+        higher limit continues this same run (``resume RUN --max-rounds N``)."""
+        reached = self.budget_meter.reached(rounds=frame is self.main)
+        if reached is None:
+            return
+        self.log.append("budget_reached", key=frame.key, **reached.to_json())
+        unit = " minutes" if reached.budget == "minutes" else ""
+        self.notify(
+            f"budget reached: {reached.budget} {reached.used}{unit} used of {reached.limit}; "
+            f"pausing before round {frame.round + 1}"
+        )
+        raise PauseRun
+
     def begin_round(self, loop: Loop, index_: int | None) -> int:
         self.reap()
         frame = loop.frame
+        self.check_budget(frame)
         frame.round += 1
         loop.open_round = frame.round
         loop.open_index = index_
@@ -254,7 +273,13 @@ class Execution:
 
     def _announce_start(self) -> None:
         if self.resumed_by is not None:
-            self.log.append("resumed", pid=os.getpid(), pgid=os.getpgrp(), by=self.resumed_by)
+            self.log.append(
+                "resumed",
+                pid=os.getpid(),
+                pgid=os.getpgrp(),
+                by=self.resumed_by,
+                **self.resumed_fields,
+            )
             self.update_index(lambda: index.record_status(self.layout, self._folded(), [self.key]))
         else:
             self.log.append("started", pid=os.getpid(), pgid=os.getpgrp())
@@ -286,7 +311,9 @@ class Execution:
         # was told about, or an end): committed, not just appended.
         try:
             if status == Status.PAUSED:
-                self.log.commit("paused", position=position, round=self.main.round)
+                # git at the pause: what a resume compares with (SPEC §15 drift)
+                facts = git.facts(self.layout.workspace)
+                self.log.commit("paused", position=position, round=self.main.round, git=facts)
             else:
                 self.log.commit(
                     "ended",

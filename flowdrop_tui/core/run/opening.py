@@ -23,44 +23,59 @@ from flowdrop_tui.core.records.folder import refuse_links, unwritable
 from flowdrop_tui.core.records.state import StateFile, read_states
 from flowdrop_tui.core.run.creation import create_record, created_event, take_key
 from flowdrop_tui.core.run.execution import Execution, Notify, quiet
+from flowdrop_tui.core.run.forecast import (
+    Forecast,
+    StartOptions,
+    forecast_resume,
+    forecast_start,
+)
 from flowdrop_tui.core.run.frame import Frame
-from flowdrop_tui.core.run.plan import plan
 
 
 def open_run(
     layout: Layout,
     ref: FlowRef,
     *,
-    snapshot: Path | None = None,
-    resume: str | None = None,
-    from_run: str | None = None,
-    fresh: bool = False,
+    options: StartOptions | None = None,
     by: dict[str, Any] | None = None,
     notify: Notify = quiet,
 ) -> Execution:
-    """Everything before a run executes: load the flow, take its key, resolve its start,
-    create its record (or reopen the paused run SG-12 says continues). Refusals raise
-    before any run exists."""
+    """Everything before a run executes: load the flow, take its key, work out what the
+    start would do (``forecast``: SG-12/INT-14, budgets, drift), create its record (or
+    reopen the paused run SG-12 says continues). Refusals raise before any run exists."""
+    options = options or StartOptions()
     layout.check_writable()
     loaded = load_flow(ref.file, layout.workspace)
     run_id = new_run_id()
     key_lock = take_key(layout, ref.key, run_id)
     try:
-        start_plan = plan(
+        found = forecast_start(
             layout,
             ref.key,
+            ref.folder,
             resumable=loaded.declaration.resumable,
-            snapshot=snapshot,
-            resume=resume,
-            from_run=from_run,
-            fresh=fresh,
+            declared=loaded.declaration.limits,
+            options=options,
+            holding_key=True,
         )
-        for warning in start_plan.warnings:
+        if found.refusal is not None:
+            raise found.refusal
+        if found.resume is not None:
+            for warning in found.start_warnings:
+                notify(f"warning: {warning}")
+            locks.write_content(key_lock, found.resume)
+            return _reopen(layout, found.resume, by, notify, key_lock, loaded, options)
+        for warning in found.warnings:
             notify(f"warning: {warning}")
-        if start_plan.resume is not None:
-            locks.write_content(key_lock, start_plan.resume)
-            return _reopen(layout, start_plan.resume, by, notify, key_lock, loaded)
-        created = created_event(layout, run_id, ref, loaded, start_plan)
+        start_plan = found.plan
+        assert start_plan is not None
+        foresight = {
+            "flow_digest": found.flow_digest,  # SPEC §15: what a later pick-up compares with
+            "budget": found.budget_record(new_run=True),  # SPEC §14: limits, the chain's count
+        }
+        if found.git_now is not None:
+            foresight["git"] = found.git_now
+        created = created_event(layout, run_id, ref, loaded, start_plan, foresight)
         try:
             log = create_record(
                 layout,
@@ -75,8 +90,7 @@ def open_run(
                 f"could not create the run's record under {layout.runs}: "
                 f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
             ) from exc
-        for warning in start_plan.warnings:
-            log.append("warning", kind="start", message=warning)
+        _record_warnings(log, found)
         states = StateFile(layout.runs / run_id / STATE)
         states.adopt({ref.key: start_plan.state})
         frame = Frame(
@@ -98,8 +112,22 @@ def open_run(
         raise
 
 
+def _record_warnings(log: EventLog, found: Forecast) -> None:
+    """Every warning of the start goes in the run's record (SPEC §4, §15)."""
+    for warning in found.start_warnings:
+        log.append("warning", kind="start", message=warning)
+    if found.drift is not None and found.drift.drifted:
+        for warning in found.drift.messages():
+            log.append("warning", kind="drift", message=warning, drift=found.drift.to_json())
+
+
 def reopen_paused(
-    layout: Layout, run_id: str, *, by: dict[str, Any] | None = None, notify: Notify = quiet
+    layout: Layout,
+    run_id: str,
+    *,
+    options: StartOptions | None = None,
+    by: dict[str, Any] | None = None,
+    notify: Notify = quiet,
 ) -> Execution:
     """``resume RUN``: the paused run continues in its own record (SG-12 clause 3)."""
     info = check_resumable(layout, run_id)
@@ -107,7 +135,7 @@ def reopen_paused(
     assert info.key is not None
     key_lock = take_key(layout, info.key, run_id)
     try:
-        return _reopen(layout, run_id, by, notify, key_lock, None)
+        return _reopen(layout, run_id, by, notify, key_lock, None, options or StartOptions())
     except BaseException:
         locks.release(key_lock)
         raise
@@ -120,6 +148,7 @@ def _reopen(
     notify: Notify,
     key_lock: Path,
     loaded: LoadedFlow | None,
+    options: StartOptions,
 ) -> Execution:
     run_dir = layout.run_dir(run_id)
     refuse_links(run_dir)
@@ -135,6 +164,14 @@ def _reopen(
         ref = flow_of_key(layout, info.key)
         if loaded is None:
             loaded = load_flow(ref.file, layout.workspace)
+        # Budgets and drift, decided now that this process holds the run (SPEC §14, §15).
+        found = forecast_resume(
+            layout, run_id, ref.folder, declared=loaded.declaration.limits, options=options
+        )
+        if found.refusal is not None:
+            raise found.refusal
+        for warning in found.warnings:
+            notify(f"warning: {warning}")
         states = StateFile(run_dir / STATE)
         states.adopt(read_states(run_dir / STATE))
         main = states.state(info.key)
@@ -152,9 +189,24 @@ def _reopen(
             log = EventLog(run_dir / CYCLE)
         except OSError as exc:
             raise unwritable(run_dir / CYCLE, exc) from exc
+        _record_warnings(log, found)
         by = {**who(), **(by or {})}
+        resumed_fields = {
+            "budget": found.budget_record(new_run=False),
+            "flow_digest": found.flow_digest,
+            "git": found.git_now,
+        }
         return Execution(
-            layout, run_id, loaded, log, states, frame, [key_lock], notify, resumed_by=by
+            layout,
+            run_id,
+            loaded,
+            log,
+            states,
+            frame,
+            [key_lock],
+            notify,
+            resumed_by=by,
+            resumed_fields=resumed_fields,
         )
     except BaseException:
         locks.release(run_dir / LIVE_LOCK)

@@ -20,10 +20,11 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from flowdrop_tui.core.control import launch, verbs
-from flowdrop_tui.core.errors import FlowdropError, FlowLoadError
-from flowdrop_tui.core.flows.discovery import FlowRef, describe_one, resolve_flow
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run
+from flowdrop_tui.core.run import forecast
 from flowdrop_tui.core.run import plan as start_plan
 from flowdrop_tui.format import asked_text
 from flowdrop_tui.tui.messages import (
@@ -131,38 +132,51 @@ class RunActions(Screen[None]):
 
     def _checked_ref(self, key: str) -> tuple[FlowRef, bool]:
         ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
-        described = describe_one(self.workspace, ref)
-        if described.error:
-            raise FlowLoadError(f"{key} cannot be loaded, so it cannot run: {described.error}")
-        return ref, bool(described.resumable)
+        return ref, bool(forecast.runnable(self.workspace, ref).resumable)
 
     @work(thread=True, group="control", exit_on_error=False)
     def plan_run(self, key: str, from_run: str | None) -> None:
-        """Work out where the run would start; ask first when it carries state forward."""
-        try:
-            ref, resumable = self._checked_ref(key)
-            plan = start_plan.plan(self.workspace, ref.key, resumable=resumable, from_run=from_run)
-        except FlowdropError as exc:
-            self.post_message(RunActionRefused(exc.message, exc.code))
-            return
-        if plan.resume is not None:  # SG-12: a paused run continues in its own record
-            self.app.call_from_thread(self.resume, plan.resume, ref.key)
-        elif plan.source is not None:
-            self.post_message(PickUpPlanned(ref.key, plan, from_run))
+        """Work out what the run would do — what ``plan`` says (``forecast``) — and ask
+        first when it carries state forward; a refusal is said before anything starts."""
+        found = forecast.forecast_flow(
+            self.workspace,
+            key,
+            forecast.StartOptions(from_run=from_run),
+            cwd=self.workspace.workspace,
+            isolated=True,  # git read in a child: gitpython stays out of the UI process
+        )
+        if found.refusal is not None:
+            self.post_message(RunActionRefused(found.refusal.message, found.refusal.code))
+        elif found.resume is not None:  # SG-12: a paused run continues in its own record
+            self._resume_or_ask(found)
+        elif found.source_id is not None:
+            self.post_message(PickUpPlanned(found.key, found, from_run))
         else:
-            self.app.call_from_thread(self._launch_fresh, ref.key, False)
+            self.app.call_from_thread(self._launch_fresh, found.key, False)
+
+    def _resume_or_ask(self, found: forecast.Forecast) -> None:
+        """Resume at once, unless something drifted since it paused: then the preview."""
+        assert found.resume is not None
+        if found.drift is not None and found.drift.drifted:
+            self.post_message(PickUpPlanned(found.key, found, None))
+        else:
+            self.app.call_from_thread(self.resume, found.resume, found.key, True)
 
     def on_pick_up_planned(self, message: PickUpPlanned) -> None:
         from flowdrop_tui.tui.screens.pick_up_modal import (
             PickUpModal,  # loaded when first asked, not at start
         )
 
+        found = message.forecast
+
         def answered(yes: bool | None) -> None:
-            if yes:
-                what = f"picked up from {message.plan.source}, round {message.plan.first_round}"
+            if yes and found.resume is not None:
+                self.resume(found.resume, message.key, True)
+            elif yes:
+                what = f"picked up from {found.source_id}, round {found.next_round}"
                 self.launch(message.key, from_run=message.from_run, fresh=False, what=what)
 
-        self.app.push_screen(PickUpModal(message.key, message.plan), answered)
+        self.app.push_screen(PickUpModal(message.key, found), answered)
 
     @work(thread=True, group="control", exit_on_error=False)
     def launch(self, key: str, *, from_run: str | None, fresh: bool, what: str) -> None:
@@ -177,6 +191,22 @@ class RunActions(Screen[None]):
         for warning in answer.get("warnings") or []:
             self.post_message(RunActionTaken(str(answer.get("run")), f"warning: {warning}"))
         self.post_message(RunLaunched(str(answer["run"]), key, what))
+
+    def _resume_forecast(self, run_id: str, key: str) -> forecast.Forecast | None:
+        try:
+            ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
+            described = forecast.runnable(self.workspace, ref)
+        except FlowdropError:
+            return None  # the launch reports it, as it always did
+        options = forecast.StartOptions()
+        return forecast.forecast_resume(
+            self.workspace,
+            run_id,
+            ref.folder,
+            declared=described.budget,
+            options=options,
+            isolated=True,
+        )
 
     # -- n --------------------------------------------------------------------------------
 
@@ -315,7 +345,16 @@ class RunActions(Screen[None]):
             self.resume(info.run, info.key)
 
     @work(thread=True, group="control", exit_on_error=False)
-    def resume(self, run_id: str, key: str) -> None:
+    def resume(self, run_id: str, key: str, previewed: bool = False) -> None:
+        if not previewed:
+            # Budgets and drift first (SPEC §14, §15): a refusal is said, a drift is shown.
+            found = self._resume_forecast(run_id, key)
+            if found is not None and found.refusal is not None:
+                self.post_message(RunActionRefused(found.refusal.message, found.refusal.code))
+                return
+            if found is not None and found.drift is not None and found.drift.drifted:
+                self.post_message(PickUpPlanned(key, found, None))
+                return
         try:
             info = load_run(self.workspace, run_id)
             answer: dict[str, Any] = launch.launch_resume(self.workspace, run_id, by={"via": "ui"})

@@ -15,7 +15,15 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from flowdrop_tui.core.records.events import LIVE, RunInfo
-from flowdrop_tui.format import duration, error_words, start_words, usage_short, usage_text
+from flowdrop_tui.format import (
+    budget_reached_words,
+    budget_words,
+    duration,
+    error_words,
+    start_words,
+    usage_short,
+    usage_text,
+)
 from flowdrop_tui.tui.labels import rounds_label, stamp
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
@@ -193,6 +201,10 @@ class RunDetail(VerticalScroll):
         how = start_words(info.start, info.source, info.snapshot)
         text.append("\n" + ("fresh start" if how == "fresh" else how))
         text.append(f"\nrounds {rounds_label(info)} ({info.rounds} in this run)")
+        if info.budget_limits or info.budget_reached:
+            text.append(f"\nbudget {budget_words(info.chain_budget().to_json())}")
+        if info.budget_reached:
+            text.append(f"\npaused: {budget_reached_words(info.budget_reached)}")
         text.append(f"\nstarted {stamp(info.started)} · {duration(info.seconds())}")
         if info.ended:
             text.append(f"\nended   {stamp(info.ended)}")
