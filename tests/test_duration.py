@@ -20,18 +20,10 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.events import Status, load_run
 from flowdrop_tui.format import duration
 from tests.conftest import CLI, events, wait_for, write_flow
+from tests.flow_bodies import counts_rounds
 from tests.seeded_records import reindex, seed_run
 
-LOOP = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for r in run.rounds():
-            run.state["round"] = r
-            time.sleep(0.1)
-"""
+LOOP = counts_rounds("round", sleep=0.1)
 
 KILLED = "20260817T010000.000Z-aaaaaa"  # seeded: created 01:00:00, last event 01:00:07
 

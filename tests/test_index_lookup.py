@@ -11,14 +11,7 @@ import orjson
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index
 from flowdrop_tui.core.run.plan import plan
-
-COUNTING = """
-from flowdrop_tui import flow
-
-@flow(resumable=True)
-def main(run):
-    run.state["n"] = run.state.get("n", 0) + 1
-"""
+from tests.flow_bodies import ADDS_ONE_A_RUN
 
 
 def run_ids(ws: Path) -> list[str]:
@@ -30,7 +23,7 @@ def test_a_lookup_whose_entry_names_a_gone_run_rebuilds(
     workspace: Path, flow_writer: Callable[[str, str], Path], cli: Callable[..., object]
 ) -> None:
     """Guards against picking up from, or failing on, a run whose record was removed."""
-    flow_writer("a", COUNTING)
+    flow_writer("a", ADDS_ONE_A_RUN)
     cli("run", "a", check=0)
     cli("run", "a", check=0)
     first, second = run_ids(workspace)
@@ -46,8 +39,8 @@ def test_another_keys_gone_run_does_not_make_a_lookup_scan_the_workspace(
 ) -> None:
     """Guards against a lookup whose cost grows with the workspace (every entry checked
     against the records): it answers from its own entry; the full load still repairs."""
-    flow_writer("a", COUNTING)
-    flow_writer("b", COUNTING)
+    flow_writer("a", ADDS_ONE_A_RUN)
+    flow_writer("b", ADDS_ONE_A_RUN)
     cli("run", "a", check=0)
     cli("run", "b", check=0)
     (run_a,) = [r for r in run_ids(workspace) if _key_of(workspace, r) == "a"]

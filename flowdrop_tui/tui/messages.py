@@ -3,10 +3,15 @@
 The core speaks plain data (``core.watch`` events, ``RunUpdate``, rows); these
 carry it into Textual's message queue. The three watch messages coalesce: a
 burst of changes to one run collapses into the one re-read it needs.
+
+Those with fields are dataclasses (Textual's ``Message.__post_init__`` sets it up, so the
+generated ``__init__`` needs no ``super().__init__()``); ``eq=False`` keeps a
+message equal only to itself, as a message is an occurrence, not a value.
 """
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from textual.message import Message
@@ -17,12 +22,11 @@ from flowdrop_tui.core.run.forecast import Forecast
 from flowdrop_tui.core.run.plan import StartPlan
 
 
+@dataclass(eq=False)
 class RunChanged(Message):
     """A run's record changed on disk (``core.watch.RunChanged``)."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__()
-        self.run_id = run_id
+    run_id: str
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, RunChanged) and message.run_id == self.run_id
@@ -42,122 +46,99 @@ class IndexChanged(Message):
         return isinstance(message, IndexChanged)
 
 
+@dataclass(eq=False)
 class FlowRowsRead(Message):
     """The flow list was read (``described`` False: declarations still being read)."""
 
-    def __init__(self, rows: list[dict[str, Any]], described: bool) -> None:
-        super().__init__()
-        self.rows = rows
-        self.described = described
+    rows: list[dict[str, Any]]
+    described: bool
 
 
+@dataclass(eq=False)
 class RunsRead(Message):
     """One flow's runs were read, newest first (``total``: how many it has).
     ``older``: the next page, older than the runs already shown, to add below them."""
 
-    def __init__(
-        self,
-        key: str,
-        runs: list[RunInfo],
-        total: int,
-        older: bool = False,
-        pinned: frozenset[str] = frozenset(),
-    ) -> None:
-        super().__init__()
-        self.key = key
-        self.runs = runs
-        self.total = total
-        self.older = older
-        self.pinned = pinned
+    key: str
+    runs: list[RunInfo]
+    total: int
+    older: bool = False
+    pinned: frozenset[str] = frozenset()
 
 
+@dataclass(eq=False)
 class RunPolled(Message):
     """A run was read again; ``history`` means ``update.events`` is its recent past,
     to show from scratch, rather than what was appended since the last poll."""
 
-    def __init__(self, update: RunUpdate, *, history: bool = False) -> None:
-        super().__init__()
-        self.update = update
-        self.history = history
+    update: RunUpdate
+    _: KW_ONLY
+    history: bool = False
 
 
+@dataclass(eq=False)
 class RunDetailRead(Message):
     """The selected run's state, sessions and git facts were read."""
 
-    def __init__(
-        self,
-        run_id: str,
-        state: dict[str, Any],
-        sessions: list[dict[str, Any]],
-        git: dict[str, Any] | None,
-    ) -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.state = state
-        self.sessions = sessions
-        self.git = git
+    run_id: str
+    state: dict[str, Any]
+    sessions: list[dict[str, Any]]
+    git: dict[str, Any] | None
 
 
+@dataclass(eq=False)
 class WorkspaceRead(Message):
     """The workspace's git facts were read (``None``: not a git repository)."""
 
-    def __init__(self, git: dict[str, Any] | None) -> None:
-        super().__init__()
-        self.git = git
+    git: dict[str, Any] | None
 
 
+@dataclass(eq=False)
 class UsageRead(Message):
     """The workspace's size was measured: runs and bytes on disk under .flowdrop/."""
 
-    def __init__(self, runs: int, used: int) -> None:
-        super().__init__()
-        self.runs = runs
-        self.used = used
+    runs: int
+    used: int
 
 
+@dataclass(eq=False)
 class PickUpPlanned(Message):
     """A launch was planned that carries state into a new run (or resumes a paused run
     that drifted): ask before it starts. ``forecast``: what ``plan`` would say."""
 
-    def __init__(self, key: str, forecast: Forecast, from_run: str | None) -> None:
-        super().__init__()
-        self.key = key
-        self.forecast = forecast
-        self.from_run = from_run
+    key: str
+    forecast: Forecast
+    from_run: str | None
 
 
+@dataclass(eq=False)
 class FreshRunPlanned(Message):
     """A fresh run was asked for while the thread has a state that could be picked up."""
 
-    def __init__(self, key: str, plan: StartPlan) -> None:
-        super().__init__()
-        self.key = key
-        self.plan = plan
+    key: str
+    plan: StartPlan
 
 
+@dataclass(eq=False)
 class RunLaunched(Message):
     """A run was started (or a paused one resumed) in the background."""
 
-    def __init__(self, run_id: str, key: str, what: str) -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.key = key
-        self.what = what
+    run_id: str
+    key: str
+    what: str
 
 
+@dataclass(eq=False)
 class RunActionTaken(Message):
     """A stop or pause was asked of a run; ``text`` says what will happen."""
 
-    def __init__(self, run_id: str, text: str) -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.text = text
+    run_id: str
+    text: str
 
 
+@dataclass(eq=False)
 class RunActionRefused(Message):
     """A launch, stop, pause or resume was refused; ``text`` says why in plain words."""
 
-    def __init__(self, text: str, code: str) -> None:
-        super().__init__()
-        self.text = text
-        self.code = code
+    text: str
+    code: str

@@ -20,16 +20,9 @@ from flowdrop_tui.core.flows.discovery import CACHE_VERSION
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
+from tests.flow_bodies import adds_one_a_round, counts_rounds
 
-COUNTER = """
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for r in run.rounds(range(2)):
-            run.state["count"] = run.state.get("count", 0) + 1
-        return run.state["count"]
-"""
+COUNTER = adds_one_a_round("count", rounds=2)
 
 
 def run_ids(ws: Path) -> list[str]:
@@ -310,16 +303,7 @@ def test_resume_loads_the_flow_its_key_names_not_a_path_from_the_record(
 
 # -- the records folder becomes unwritable, or the disk fills, while a run runs ---------------
 
-STEADY = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for r in run.rounds():
-            run.state["r"] = r
-            time.sleep(0.05)
-"""
+STEADY = counts_rounds("r", sleep=0.05)
 
 
 def warnings_of(ws: Path, run_id: str) -> list[str]:

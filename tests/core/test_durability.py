@@ -22,6 +22,7 @@ import pytest
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index
 from tests.conftest import CLI, events, state_of, wait_for, write_flow
+from tests.flow_bodies import ADDS_ONE_A_RUN
 
 
 def _only_run(ws: Path) -> str:
@@ -188,17 +189,7 @@ def test_a_rebuilt_index_orders_a_thread_by_its_pick_up_chain_not_the_clock(
 ) -> None:
     """Item 6: a run picked up after the clock was stepped back starts 'earlier' than its
     source; a rebuild ordered by time then picked the older run up again."""
-    write_flow(
-        workspace,
-        "c",
-        """
-        from flowdrop_tui import flow
-
-        @flow(resumable=True)
-        def main(run):
-            run.state["n"] = run.state.get("n", 0) + 1
-        """,
-    )
+    write_flow(workspace, "c", ADDS_ONE_A_RUN)
     first = cli.json("run", "c")["run"]
     second = cli.json("run", "c")["run"]
     assert state_of(workspace, second) == {"c": {"n": 2}}

@@ -12,6 +12,7 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.events import RunFold, Status, fold, list_run_ids, load_run
 from flowdrop_tui.core.records.follow import RunFollower
 from tests.conftest import CLI, events, wait_for
+from tests.flow_bodies import counts_rounds
 
 CALLER = """
     from flowdrop_tui import flow
@@ -31,16 +32,7 @@ INNER = """
         for round in run.rounds(range(2)):
             run.state["r"] = round
 """
-TICKING = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-            time.sleep(0.1)
-"""
+TICKING = counts_rounds(sleep=0.1)
 
 
 def test_folding_in_pieces_equals_folding_at_once(

@@ -18,16 +18,9 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.events import parse_lines
 from tests.conftest import CLI, events, wait_for, write_flow
+from tests.flow_bodies import adds_one_a_round
 
-FLOW = """
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for r in run.rounds(range(2)):
-            run.state["n"] = run.state.get("n", 0) + 1
-        return run.state["n"]
-"""
+FLOW = adds_one_a_round("n", rounds=2)
 
 
 def index_file(ws: Path) -> Path:

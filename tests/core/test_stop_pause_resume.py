@@ -16,17 +16,9 @@ import orjson
 import pytest
 
 from tests.conftest import CLI, events, state_of, wait_for, write_flow
+from tests.flow_bodies import counts_rounds
 
-LOOP = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for r in run.rounds():
-            run.state["round"] = r
-            time.sleep(0.2)
-"""
+LOOP = counts_rounds("round", sleep=0.2)
 
 SLEEPER = """
     import time

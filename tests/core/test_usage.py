@@ -15,6 +15,7 @@ import pytest
 from flowdrop_tui.core.records.usage import Usage, read_usage, total
 from flowdrop_tui.core.sessions.claude import folder_name, project_folder
 from tests.conftest import CLI, write_flow
+from tests.flow_bodies import DOES_NOTHING
 from tests.seeded_records import reindex, seed_run
 
 
@@ -168,9 +169,7 @@ def test_a_damaged_recorded_usage_is_shown_as_none(
 ) -> None:
     """A `session_closed` whose usage is not the recorded shape (hand-edited, another
     version's) is no usage: show, runs and flows answer, with `null`, never a crash."""
-    write_flow(
-        workspace, "k", "from flowdrop_tui import flow\n\n@flow()\ndef main(run):\n    pass\n"
-    )
+    write_flow(workspace, "k", DOES_NOTHING)
     run_id = "20260817T010000.000Z-aaaaaa"
     seed_run(workspace, run_id, "k", last_round=1)
     cycle = workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
@@ -205,9 +204,7 @@ def test_a_session_never_closed_shows_what_its_transcript_says_so_far(
 ) -> None:
     """A session still running (or whose run was killed before it closed) has no
     recorded usage: `show` reads it through the link; `runs` counts closed ones only."""
-    write_flow(
-        workspace, "k", "from flowdrop_tui import flow\n\n@flow()\ndef main(run):\n    pass\n"
-    )
+    write_flow(workspace, "k", DOES_NOTHING)
     run_id = "20260817T010000.000Z-aaaaaa"
     seed_run(workspace, run_id, "k", last_round=1)
     transcript = write(

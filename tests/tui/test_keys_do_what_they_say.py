@@ -23,52 +23,15 @@ from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
 from flowdrop_tui.tui.screens.help_screen import HelpScreen
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar
 from tests.conftest import CLI, paused_mid_run, write_flow
+from tests.flow_bodies import (
+    ITEMS_HELD_BY_GATE,
+    LOGS_A_TICK_EVERY_TENTH,
+    ONE_LONG_ROUND,
+    RETURNS_AT_ONCE,
+)
 from tests.tui.tui_helpers import RecordingApp, settled, until
 
 SIZE = (120, 36)
-
-HELD = """
-    import pathlib, time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="items, each held while the gate file exists")
-    def main(run):
-        gate = pathlib.Path(run.workspace) / "hold"
-        for item in run.rounds(list("abcdef")):
-            while gate.exists():
-                time.sleep(0.05)
-            run.state["last"] = item
-"""
-
-SLOW = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="one long round")
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-            time.sleep(120)
-"""
-
-TICKING = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(description="an event every 0.1 s")
-    def main(run):
-        for round in run.rounds():
-            run.log(f"tick {round}")
-            time.sleep(0.1)
-"""
-
-QUICK = """
-    from flowdrop_tui import flow
-
-    @flow(description="returns at once")
-    def main(run):
-        return "done"
-"""
 
 
 @pytest.fixture
@@ -134,7 +97,7 @@ async def test_no_sequence_of_escapes_closes_a_paused_run(layout: Layout, cli: C
     """Guards the repro of item 1: ``/items``, escape, escape closed a paused run
     ``cancelled`` for good. Escape now closes what is open and never a paused run;
     only ``x`` and a confirmation that names the run do."""
-    run_id = paused_mid_run(layout.workspace, cli, "held", HELD)
+    run_id = paused_mid_run(layout.workspace, cli, "held", ITEMS_HELD_BY_GATE)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
@@ -180,7 +143,7 @@ async def test_escape_closes_what_is_open_before_it_stops_a_run(
 ) -> None:
     """Guards "that keypress ends there": an escape that closes the filter, a kept filter
     or help stops nothing; the next one stops after the round, the one after stops now."""
-    flow_writer("slow", SLOW)
+    flow_writer("slow", ONE_LONG_ROUND)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
@@ -214,7 +177,7 @@ async def test_escape_closes_what_is_open_before_it_stops_a_run(
 
 def seed_flows(ws: Path) -> None:
     for name in ("tally", "lint", "boom"):
-        write_flow(ws, name, QUICK)
+        write_flow(ws, name, RETURNS_AT_ONCE)
 
 
 async def test_the_filter_applies_to_the_focused_table_and_the_text_it_shows(
@@ -313,8 +276,8 @@ async def test_enter_launches_the_flow_typed_in_the_filter_while_runs_stream(
     previously selected (hidden) flow. Keys now act where focus is when they are
     handled; this types the burst many times and checks every launch."""
     for name in NAMES:
-        write_flow(layout.workspace, name, QUICK)
-    write_flow(layout.workspace, "ticker", TICKING)
+        write_flow(layout.workspace, name, RETURNS_AT_ONCE)
+    write_flow(layout.workspace, "ticker", LOGS_A_TICK_EVERY_TENTH)
     ticker = str(cli.json("run", "ticker", "--detach")["run"])
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
@@ -341,7 +304,7 @@ async def test_enter_launches_the_flow_typed_in_the_filter_while_runs_stream(
 async def test_keys_typed_before_a_dialog_opens_go_to_the_dialog(layout: Layout, cli: CLI) -> None:
     """Guards the same rule for dialogs: ``x`` then a fast ``n`` answers the question
     (keep it paused) instead of starting a fresh run behind it."""
-    run_id = paused_mid_run(layout.workspace, cli, "held", HELD)
+    run_id = paused_mid_run(layout.workspace, cli, "held", ITEMS_HELD_BY_GATE)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
@@ -358,7 +321,7 @@ async def test_keys_typed_before_a_dialog_opens_go_to_the_dialog(layout: Layout,
         assert status(layout, run_id) == Status.PAUSED
 
         # A key right after moving onto the flow acts on its runs once they are read.
-        write_flow(layout.workspace, "aaa", QUICK)
+        write_flow(layout.workspace, "aaa", RETURNS_AT_ONCE)
         await until(pilot, lambda: "aaa" in main.flows.rows and settled(app), what="aaa")
         main.flows.move_cursor(row=0)
         await until(pilot, lambda: main.selected_flow == "aaa" and settled(app), what="on aaa")
@@ -384,7 +347,7 @@ async def test_m_reads_the_next_page_of_older_runs_until_all_are_shown(
 
     monkeypatch.setattr(workspace_reads, "RUNS_SHOWN", 5)
     monkeypatch.setattr(main_screen, "RUNS_SHOWN", 5)
-    write_flow(workspace, "tally", QUICK)
+    write_flow(workspace, "tally", RETURNS_AT_ONCE)
     ids = [
         seed_run(workspace, f"20260817T{h:02d}0000.000Z-aaaa{h:02d}", "tally", minute=h * 60)
         for h in range(1, 13)
@@ -430,8 +393,8 @@ async def test_the_header_says_what_runs_and_keeps_git_live(
     from flowdrop_tui.tui.screens import main_screen
 
     monkeypatch.setattr(main_screen, "GIT_EVERY", 0.3)
-    write_flow(layout.workspace, "slow", SLOW)
-    write_flow(layout.workspace, "lint", QUICK)
+    write_flow(layout.workspace, "slow", ONE_LONG_ROUND)
+    write_flow(layout.workspace, "lint", RETURNS_AT_ONCE)
     run_id = str(cli.json("run", "slow", "--detach")["run"])
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
@@ -450,7 +413,7 @@ async def test_e_o_t_name_the_file_when_the_terminal_cannot_be_handed_over(
 ) -> None:
     """Guards the file keys where no terminal can be handed over (the test driver; the
     real hand-over is in test_tmux.py): each names the file it would open."""
-    write_flow(layout.workspace, "lint", QUICK)
+    write_flow(layout.workspace, "lint", RETURNS_AT_ONCE)
     cli("run", "lint", check=0)
     run_id = list_run_ids(layout)[0]
     app = RecordingApp(layout)
@@ -483,7 +446,7 @@ async def test_at_80x24_the_selected_flow_stays_in_view_as_the_list_changes(
     on screen; the footer is packed to fit."""
     names = [f"flow{n:02d}" for n in range(12)]
     for name in names:
-        write_flow(layout.workspace, name, QUICK)
+        write_flow(layout.workspace, name, RETURNS_AT_ONCE)
     app = RecordingApp(layout)
     async with app.run_test(size=(80, 24)) as pilot:
         main = app.main_screen
@@ -494,7 +457,8 @@ async def test_at_80x24_the_selected_flow_stays_in_view_as_the_list_changes(
         await until(pilot, lambda: main.selected_flow == names[-1], what="the last flow")
         await pilot.pause(0.1)
         assert cursor_in_view(main.flows)
-        write_flow(layout.workspace, "aaa-new", QUICK)  # a new row on top rebuilds the list
+        # a new row on top rebuilds the list
+        write_flow(layout.workspace, "aaa-new", RETURNS_AT_ONCE)
         await until(pilot, lambda: "aaa-new" in main.flows.rows, what="the new flow")
         await until(pilot, lambda: settled(app), what="described")
         await pilot.pause(0.2)

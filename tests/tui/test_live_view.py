@@ -12,18 +12,12 @@ from textual.message import Message
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.messages import RunChanged, RunPolled
 from flowdrop_tui.tui.screens.help_screen import HelpScreen
+from tests.flow_bodies import counts_rounds
 from tests.seeded_records import reindex, seed_run
 from tests.tui.tui_helpers import RecordingApp, settled, until
 
 SIZE = (120, 36)
-FLOW = """
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="counts")
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-"""
+FLOW = counts_rounds(description="counts")
 RUN = "20260817T010000.000Z-eeeeee"
 
 

@@ -12,19 +12,13 @@ from textual.widgets import Static
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.no_flows import NoFlows
+from tests.flow_bodies import counts_rounds
 from tests.seeded_records import reindex, seed_run
 from tests.tui.tui_helpers import RecordingApp, settled, until
 
 SIZE = (120, 36)
 
-RESUMABLE = """
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="counts")
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-"""
+RESUMABLE = counts_rounds(description="counts")
 
 PLAIN = """
     from flowdrop_tui import flow

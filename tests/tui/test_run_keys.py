@@ -15,31 +15,13 @@ from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from flowdrop_tui.tui.widgets.run_detail import RunDetail
 from tests.conftest import CLI, events, paused_mid_run
+from tests.flow_bodies import ONE_LONG_ROUND, counts_rounds
 from tests.tui.tui_helpers import RecordingApp, until
 
 SIZE = (120, 36)
 
-TICKING = """
-    import time
-    from flowdrop_tui import flow
+TICKING = counts_rounds(sleep=0.2, description="a round every 0.2 s")
 
-    @flow(resumable=True, description="a round every 0.2 s")
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-            time.sleep(0.2)
-"""
-
-SLOW = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="one long round")
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-            time.sleep(120)
-"""
 
 THREE = """
     from flowdrop_tui import flow
@@ -152,7 +134,7 @@ async def test_escape_twice_stops_the_round_in_flight(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
     """Guards the second escape: it interrupts a round that would otherwise last minutes."""
-    flow_writer("slow", SLOW)
+    flow_writer("slow", ONE_LONG_ROUND)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
@@ -351,7 +333,7 @@ async def test_a_refusal_is_a_notification_in_plain_words(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
     """Guards refusals: enter on a flow that is already running says so and crashes nothing."""
-    flow_writer("slow", SLOW)
+    flow_writer("slow", ONE_LONG_ROUND)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
@@ -393,7 +375,7 @@ async def test_a_run_killed_while_watched_shows_as_interrupted(
     import os
     import signal
 
-    flow_writer("slow", SLOW)
+    flow_writer("slow", ONE_LONG_ROUND)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen

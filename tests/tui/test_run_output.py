@@ -6,19 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowdrop_tui.core.paths import Layout
+from tests.flow_bodies import counts_rounds
 from tests.seeded_records import reindex, seed_run
 from tests.tui.tui_helpers import RecordingApp, settled, until
 
 SIZE = (120, 36)
 
-LOOP = """
-    from flowdrop_tui import flow
-
-    @flow(resumable=True)
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-"""
+LOOP = counts_rounds()
 
 FAILING = """
     from flowdrop_tui import flow

@@ -16,19 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CLI, events, paused_mid_run, wait_for
+from tests.flow_bodies import (
+    ITEMS_HELD_BY_GATE,
+    LOGS_A_TICK_EVERY_TENTH,
+    ONE_LONG_ROUND,
+    RETURNS_AT_ONCE,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-
-SLOW = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="one long round")
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-            time.sleep(120)
-"""
 
 
 class Tmux:
@@ -80,7 +75,7 @@ def test_enter_then_escape_twice_ends_the_run_cancelled(
     workspace: Path, flow_writer: Callable[[str, str], Path], cli: CLI, tmux: Tmux
 ) -> None:
     """Guards the whole path a user takes: the real command, real keys, a real run."""
-    flow_writer("slow", SLOW)
+    flow_writer("slow", ONE_LONG_ROUND)
     open_ui(tmux, workspace)
     wait_for(lambda: "slow" in tmux.screen() and "Runs of slow" in tmux.screen(), timeout=60)
     tmux.keys("Enter")
@@ -98,46 +93,13 @@ def test_enter_then_escape_twice_ends_the_run_cancelled(
     wait_for(lambda: "stopped after" in tmux.screen())
 
 
-HELD = """
-    import pathlib, time
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="items, each held while the gate file exists")
-    def main(run):
-        gate = pathlib.Path(run.workspace) / "hold"
-        for item in run.rounds(list("abcdef")):
-            while gate.exists():
-                time.sleep(0.05)
-            run.state["last"] = item
-"""
-
-QUICK = """
-    from flowdrop_tui import flow
-
-    @flow(description="returns at once")
-    def main(run):
-        return "done"
-"""
-
-TICKING = """
-    import time
-    from flowdrop_tui import flow
-
-    @flow(description="an event every 0.1 s")
-    def main(run):
-        for round in run.rounds():
-            run.log(f"tick {round}")
-            time.sleep(0.1)
-"""
-
-
 def test_at_80x24_escapes_never_close_a_paused_run_and_x_asks_first(
     workspace: Path, cli: CLI, tmux: Tmux
 ) -> None:
     """Guards issue 11 item 1 in the real terminal, at 80×24: ``/held`` then escape after
     escape leaves the paused run paused; ``x`` opens a question naming it, and escape
     there keeps it. The footer fits."""
-    run_id = paused_mid_run(workspace, cli, "held", HELD)
+    run_id = paused_mid_run(workspace, cli, "held", ITEMS_HELD_BY_GATE)
     open_ui(tmux, workspace, (80, 24))
     wait_for(lambda: "Runs of held" in tmux.screen() and run_id in tmux.screen(), timeout=60)
     screen = tmux.screen()
@@ -169,8 +131,8 @@ def test_a_burst_slash_name_enter_enter_launches_the_flow_named(
     while a live run streams events; the flow launched is bravo, and its run shows
     under the kept filter. Then ``o`` hands the terminal to $PAGER on its state.json."""
     for name in ("alpha", "bravo"):
-        flow_writer(name, QUICK)
-    flow_writer("ticker", TICKING)
+        flow_writer(name, RETURNS_AT_ONCE)
+    flow_writer("ticker", LOGS_A_TICK_EVERY_TENTH)
     ticker = str(cli.json("run", "ticker", "--detach")["run"])
     opened = tmp_path / "opened"
     pager = tmp_path / "pager"

@@ -6,23 +6,24 @@ from typing import ClassVar
 
 import orjson
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.binding import BindingType
 
 from flowdrop_tui.core.run.forecast import Forecast
 from flowdrop_tui.format import budget_words
+from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings
 
 
-def describe_plan(key: str, found: Forecast) -> Text:
-    """What ``plan`` would say (one core function, ``core.run.forecast``): from which run,
-    which round comes next, the state keys, the budget, what drifted."""
+def plan_title(key: str, found: Forecast) -> str:
+    """``Resume KEY`` for a paused run that drifted, else ``Pick up KEY``."""
+    return f"{'Resume' if found.start == 'resume' else 'Pick up'} {key}"
+
+
+def describe_plan(found: Forecast) -> Text:
+    """What ``plan`` would say (one core function, ``core.run.forecast``), below the title:
+    from which run, which round comes next, the state keys, the budget, what drifted."""
     answer = found.to_json()
     resuming = found.start == "resume"
     text = Text()
-    text.append(f"{'Resume' if resuming else 'Pick up'} {key}\n\n", style="bold")
     verb = "resume run " if resuming else "from run     "
     text.append(f"  {verb}{answer['source']} ({answer['source_status']})\n")
     text.append(f"  next round   {answer['next_round']}")
@@ -48,31 +49,19 @@ def describe_plan(key: str, found: Forecast) -> Text:
     return text
 
 
-class PickUpModal(ModalScreen[bool]):
+class PickUpModal(ConfirmModal):
     """Answers True to start the run, False to leave things as they are."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Pick up", id="confirm-pick-up"),
-        Binding("escape,n", "answer(False)", "Cancel", id="cancel-pick-up"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = answer_bindings("pick-up", "Pick up")
 
     def __init__(self, key: str, forecast: Forecast) -> None:
-        super().__init__(id="pick-up")
+        super().__init__(
+            plan_title(key, forecast),
+            describe_plan(forecast),
+            confirm="Pick up (y)",
+            focus="confirm",
+            id="pick-up",
+            body_id="pick-up-plan",
+        )
         self.key = key
         self.forecast = forecast
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(describe_plan(self.key, self.forecast), markup=False, id="pick-up-plan")
-            with Horizontal(classes="buttons"):
-                yield Button("Pick up (y)", variant="primary", id="confirm")
-                yield Button("Cancel (n)", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#confirm", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm")
-
-    def action_answer(self, answer: bool) -> None:
-        self.dismiss(answer)

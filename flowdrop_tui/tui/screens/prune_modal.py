@@ -11,60 +11,50 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.binding import BindingType
+from textual.containers import VerticalScroll
 
 from flowdrop_tui.core import retention
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.format import prune_text, size_words
+from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings
 
 GROUP = "prune"
 
 
-class PruneModal(ModalScreen[bool]):
-    """Shows what a prune would delete and why the rest stays; True deletes it."""
+class PruneModal(ConfirmModal):
+    """Shows what a prune would delete and why the rest stays; True deletes it (and with
+    nothing to delete there is only a close button: every answer is False)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Delete", id="confirm-prune"),
-        Binding("escape,n", "answer(False)", "Cancel", id="cancel-prune"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = answer_bindings("prune", "Delete")
 
     def __init__(self, report: dict[str, Any]) -> None:
-        super().__init__(id="prune")
+        deletes = len(report["delete"]) + len(report["orphans"])
+        body = Text()
+        body.append(prune_text(report))
+        body.append(
+            "\n\nLive, paused and pinned runs, what each flow picks up next and the newest "
+            f"{report['keep']} of each flow always stay. Files outside .flowdrop/ "
+            "(an agent's own transcripts) are never touched."
+        )
+        super().__init__(
+            "Prune old runs?",
+            body,
+            confirm=f"Delete {len(report['delete']):,} runs (y)" if deletes else None,
+            variant="error",
+            cancel="Cancel (n)" if deletes else "Close (n)",
+            focus="cancel",
+            id="prune",
+        )
         self.report = report
 
     @property
     def deletes(self) -> int:
         return len(self.report["delete"]) + len(self.report["orphans"])
 
-    def compose(self) -> ComposeResult:
-        text = Text()
-        text.append("Prune old runs?\n\n", style="bold")
-        text.append(prune_text(self.report))
-        text.append(
-            "\n\nLive, paused and pinned runs, what each flow picks up next and the newest "
-            f"{self.report['keep']} of each flow always stay. Files outside .flowdrop/ "
-            "(an agent's own transcripts) are never touched."
-        )
-        with Vertical(classes="dialog"):
-            with VerticalScroll(id="prune-plan"):
-                yield Static(text, markup=False)
-            with Horizontal(classes="buttons"):
-                if self.deletes:
-                    label = f"Delete {len(self.report['delete']):,} runs (y)"
-                    yield Button(label, variant="error", id="confirm")
-                yield Button("Cancel (n)" if self.deletes else "Close (n)", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm" and self.deletes > 0)
-
-    def action_answer(self, answer: bool) -> None:
-        self.dismiss(answer and self.deletes > 0)
+    def compose_question(self) -> ComposeResult:
+        with VerticalScroll(id="prune-plan"):
+            yield from super().compose_question()
 
 
 def offer_prune(app: App[Any], layout: Layout, keep: int = retention.DEFAULT_KEEP) -> None:

@@ -1,0 +1,80 @@
+"""A yes-or-no question in a dialog: the one modal every confirmation is made of.
+
+``y`` (or the confirm button) answers True; ``n``, escape (or the cancel button)
+answer False, so escape never confirms. A question whose answer could only be
+"no" has no confirm button, and then ``y`` answers False too. Each question is a
+subclass that builds its words and names its bindings (``answer_bindings``), so
+the footer says what ``y`` does there and a keymap can address each binding.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+from textual.widgets.button import ButtonVariant
+
+
+def answer_bindings(name: str, confirm: str, cancel: str = "Cancel") -> list[BindingType]:
+    """``y`` confirms, ``n`` and escape cancel; ``confirm`` and ``cancel`` are the footer's
+    words, the ids ``confirm-<name>`` and ``cancel-<name>``."""
+    return [
+        Binding("y", "answer(True)", confirm, id=f"confirm-{name}"),
+        Binding("escape,n", "answer(False)", cancel, id=f"cancel-{name}"),
+    ]
+
+
+class ConfirmModal(ModalScreen[bool]):
+    """Asks ``title`` (bold) above ``body``; answers True to go ahead, False to leave things
+    as they are. ``confirm`` None: nothing to go ahead with, only the cancel button.
+    ``focus``: the button that has focus when it opens (the safe answer unless said)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = answer_bindings("answer", "Confirm")
+
+    def __init__(
+        self,
+        title: str,
+        body: Text,
+        *,
+        confirm: str | None = "Confirm (y)",
+        variant: ButtonVariant = "primary",
+        cancel: str = "Cancel (n)",
+        focus: Literal["confirm", "cancel"] = "cancel",
+        id: str | None = None,
+        body_id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        self.question = Text()
+        self.question.append(f"{title}\n\n", style="bold")
+        self.question.append_text(body)
+        self.confirm_label = confirm
+        self.variant: ButtonVariant = variant
+        self.cancel_label = cancel
+        self.focus_on = focus if confirm is not None else "cancel"
+        self.body_id = body_id
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield from self.compose_question()
+            with Horizontal(classes="buttons"):
+                if self.confirm_label is not None:
+                    yield Button(self.confirm_label, variant=self.variant, id="confirm")
+                yield Button(self.cancel_label, id="cancel")
+
+    def compose_question(self) -> ComposeResult:
+        """The words above the buttons; a subclass may put them in a container."""
+        yield Static(self.question, markup=False, id=self.body_id)
+
+    def on_mount(self) -> None:
+        self.query_one(f"#{self.focus_on}", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer and self.confirm_label is not None)
