@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import random
 import re
@@ -41,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness_records import engine, valid_state
 
 KINDS = ("write", "pwrite64", "fsync", "fdatasync", "rename", "renameat2", "openat")
 ERRORS = ("EIO", "ENOSPC")
@@ -59,30 +61,6 @@ def main(run):
         if i + 1 >= int(os.environ.get("FAULT_ROUNDS", "3")):
             return n
 """
-
-
-def valid_state(state: Any) -> bool:
-    """A state the flow set: ``{}`` or ``n`` with ``half == n // 2`` (one ``update`` a round,
-    so a torn save or one half of one save and half of another shows)."""
-    if state == {}:
-        return True
-    return (
-        isinstance(state, dict)
-        and set(state) == {"n", "half"}
-        and isinstance(state["n"], int)
-        and state["half"] == state["n"] // 2
-    )
-
-
-def engine() -> tuple[Any, Any, Any]:
-    """The engine's record readers: ``fold``, ``read_events``, ``read_states``."""
-    try:
-        events = importlib.import_module("flowdrop_tui.core.records.events")
-        state = importlib.import_module("flowdrop_tui.core.records.state")
-    except ImportError:  # the layout before issue 9, to measure an older checkout
-        events = importlib.import_module("flowdrop_tui.core.records")
-        state = importlib.import_module("flowdrop_tui.core.state")
-    return events.fold, events.read_events, state.read_states
 
 
 def can_run() -> str | None:

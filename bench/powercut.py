@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import random
 import re
@@ -45,6 +44,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness_records import engine, valid_state
 
 FILESYSTEMS = {
     "ext4": (
@@ -85,32 +87,8 @@ def main(run):
 """
 
 
-def valid_state(state: Any) -> bool:
-    """A state the flow set: ``{}`` or ``n`` with ``half == n // 2`` (one ``update`` a round,
-    so a torn save or one half of one save and half of another shows)."""
-    if state == {}:
-        return True
-    return (
-        isinstance(state, dict)
-        and set(state) == {"n", "half"}
-        and isinstance(state["n"], int)
-        and state["half"] == state["n"] // 2
-    )
-
-
 def sh(*args: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), check=check, capture_output=True, text=True, **kwargs)
-
-
-def engine() -> tuple[Any, Any, Any]:
-    """The engine's record readers: ``fold``, ``read_events``, ``read_states``."""
-    try:
-        events = importlib.import_module("flowdrop_tui.core.records.events")
-        state = importlib.import_module("flowdrop_tui.core.records.state")
-    except ImportError:  # the layout before issue 9, to measure an older checkout
-        events = importlib.import_module("flowdrop_tui.core.records")
-        state = importlib.import_module("flowdrop_tui.core.state")
-    return events.fold, events.read_events, state.read_states
 
 
 def can_run() -> str | None:

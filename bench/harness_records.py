@@ -1,0 +1,32 @@
+"""What the power-cut and I/O-fault harnesses share: how a saved state is judged, and
+the engine's record readers (found in the layout before issue 9 too, so an older
+checkout can be measured the same way)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def valid_state(state: Any) -> bool:
+    """A state the flow set: ``{}`` or ``n`` with ``half == n // 2`` (one ``update`` a round,
+    so a torn save or one half of one save and half of another shows)."""
+    if state == {}:
+        return True
+    return (
+        isinstance(state, dict)
+        and set(state) == {"n", "half"}
+        and isinstance(state["n"], int)
+        and state["half"] == state["n"] // 2
+    )
+
+
+def engine() -> tuple[Any, Any, Any]:
+    """The engine's record readers: ``fold``, ``read_events``, ``read_states``."""
+    try:
+        events = importlib.import_module("flowdrop_tui.core.records.events")
+        state = importlib.import_module("flowdrop_tui.core.records.state")
+    except ImportError:  # the layout before issue 9, to measure an older checkout
+        events = importlib.import_module("flowdrop_tui.core.records")
+        state = importlib.import_module("flowdrop_tui.core.state")
+    return events.fold, events.read_events, state.read_states
