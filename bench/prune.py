@@ -46,6 +46,9 @@ from flowdrop_tui.core.records import index, ledger, trash
 from flowdrop_tui.core.records.events import list_run_ids
 from flowdrop_tui.core.run import plan as start_plan
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ui_workspace import created_event, stamp
+
 FLOWS = 50
 KEEP = 20
 GOAL = 1.5  # proportional to what is deleted: about 1, with the shared disk's noise
@@ -58,13 +61,6 @@ def _run_id(n: int) -> str:
         f"2025{1 + day // 28 % 12:02d}{1 + day % 28:02d}T{seconds // 3600:02d}"
         f"{seconds // 60 % 60:02d}{seconds % 60:02d}.000Z-{n:06x}"
     )
-
-
-def _t(run_id: str, second: int) -> str:
-    d, tm = run_id[:8], run_id[9:15]
-    total = int(tm[:2]) * 3600 + int(tm[2:4]) * 60 + int(tm[4:6]) + second
-    clock = f"{total // 3600:02d}:{total // 60 % 60:02d}:{total % 60:02d}"
-    return f"{d[:4]}-{d[4:6]}-{d[6:8]}T{clock}.000Z"
 
 
 def _write_run(
@@ -81,30 +77,15 @@ def _write_run(
     folder = layout.runs / run_id
     os.makedirs(folder / "sessions")
     os.mkdir(folder / "requests")
-    created = {
-        "t": _t(run_id, 0),
-        "event": "created",
-        "v": 1,
-        "run": run_id,
-        "key": key,
-        "flow": f"flows/{key}",
-        "start": "thread" if source else "fresh",
-        "source": source,
-        "source_status": "cancelled" if source else None,
-        "snapshot": None,
-        "first_round": first,
-        "resumable": True,
-        "pid": 1,
-        "pgid": 1,
-        "host": "bench",
-        "git": None,
-    }
-    evs: list[dict[str, Any]] = [created, {"t": _t(run_id, 0), "event": "started", "pid": 1}]
+    created = created_event(run_id, key, first, source)
+    evs: list[dict[str, Any]] = [created, {"t": stamp(run_id, 0), "event": "started", "pid": 1}]
     for number in (first, first + 1):
-        evs.append({"t": _t(run_id, 1), "event": "round_started", "key": key, "round": number})
+        evs.append({"t": stamp(run_id, 1), "event": "round_started", "key": key, "round": number})
         if call is not None and number == first:
-            evs.append({"t": _t(run_id, 1), "event": "call_started", "key": call, "first_round": 1})
-            evs.append({"t": _t(run_id, 1), "event": "call_ended", "key": call})
+            evs.append(
+                {"t": stamp(run_id, 1), "event": "call_started", "key": call, "first_round": 1}
+            )
+            evs.append({"t": stamp(run_id, 1), "event": "call_ended", "key": call})
         if transcript and number == first:
             name = f"{run_id}-000001"
             (layout.transcripts / f"{name}.log").write_bytes(b"make check\nok\n" * 20)
@@ -113,7 +94,7 @@ def _write_run(
             )
             evs.append(
                 {
-                    "t": _t(run_id, 1),
+                    "t": stamp(run_id, 1),
                     "event": "session_opened",
                     "session": name,
                     "backend": "command",
@@ -125,7 +106,7 @@ def _write_run(
             )
         evs.append(
             {
-                "t": _t(run_id, 2),
+                "t": stamp(run_id, 2),
                 "event": "round_ended",
                 "key": key,
                 "round": number,
@@ -134,10 +115,10 @@ def _write_run(
         )
     if ending == "paused":
         position = {"currentNodeId": "", "iterationCount": 2, "iterator": None}
-        evs.append({"t": _t(run_id, 3), "event": "paused", "position": position})
+        evs.append({"t": stamp(run_id, 3), "event": "paused", "position": position})
     elif ending == "cancelled":
         evs.append(
-            {"t": _t(run_id, 3), "event": "ended", "outcome": "cancelled", "round": first + 1}
+            {"t": stamp(run_id, 3), "event": "ended", "outcome": "cancelled", "round": first + 1}
         )
     # "interrupted": the record stops mid-run and no process holds it
     (folder / "cycle.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in evs))

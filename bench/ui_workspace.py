@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -55,7 +56,7 @@ def _run_id(n: int) -> str:
     )
 
 
-def _stamp(run_id: str, second: int) -> str:
+def stamp(run_id: str, second: int) -> str:
     date, time_ = run_id[:8], run_id[9:15]
     total = int(time_[:2]) * 3600 + int(time_[2:4]) * 60 + int(time_[4:6]) + second
     return (
@@ -64,34 +65,39 @@ def _stamp(run_id: str, second: int) -> str:
     )
 
 
+def created_event(run_id: str, key: str, first: int, source: str | None) -> dict[str, Any]:
+    """A ``created`` event as the engine writes it, for a generated record."""
+    return {
+        "t": stamp(run_id, 0),
+        "event": "created",
+        "v": 1,
+        "run": run_id,
+        "key": key,
+        "flow": f"flows/{key}",
+        "start": "thread" if source else "fresh",
+        "source": source,
+        "source_status": "cancelled" if source else None,
+        "snapshot": None,
+        "first_round": first,
+        "resumable": True,
+        "pid": 1,
+        "pgid": 1,
+        "host": "bench",
+        "git": None,
+    }
+
+
 def _record(runs: Path, run_id: str, key: str, first: int, source: str | None) -> None:
     folder = runs / run_id
     os.makedirs(folder / "sessions")
     events = [
-        {
-            "t": _stamp(run_id, 0),
-            "event": "created",
-            "v": 1,
-            "run": run_id,
-            "key": key,
-            "flow": f"flows/{key}",
-            "start": "thread" if source else "fresh",
-            "source": source,
-            "source_status": "cancelled" if source else None,
-            "snapshot": None,
-            "first_round": first,
-            "resumable": True,
-            "pid": 1,
-            "pgid": 1,
-            "host": "bench",
-            "git": None,
-        },
-        {"t": _stamp(run_id, 0), "event": "started", "pid": 1, "pgid": 1},
+        created_event(run_id, key, first, source),
+        {"t": stamp(run_id, 0), "event": "started", "pid": 1, "pgid": 1},
     ]
     for number in range(first, first + 3):
         events.append(
             {
-                "t": _stamp(run_id, 1),
+                "t": stamp(run_id, 1),
                 "event": "round_started",
                 "key": key,
                 "round": number,
@@ -100,7 +106,7 @@ def _record(runs: Path, run_id: str, key: str, first: int, source: str | None) -
         )
         events.append(
             {
-                "t": _stamp(run_id, 2),
+                "t": stamp(run_id, 2),
                 "event": "round_ended",
                 "key": key,
                 "round": number,
@@ -111,7 +117,7 @@ def _record(runs: Path, run_id: str, key: str, first: int, source: str | None) -
         )
     events.append(
         {
-            "t": _stamp(run_id, 3),
+            "t": stamp(run_id, 3),
             "event": "ended",
             "outcome": "cancelled",
             "result": None,
