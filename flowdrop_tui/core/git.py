@@ -22,6 +22,9 @@ from typing import Any
 import orjson
 
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
+# A run on a remote worker has its commits pushed to RUN_REFS/<run> on the origin, and
+# every reading machine fetches them there (docs/remote.md): only the run's own commits.
+RUN_REFS = "refs/flowdrop/runs"
 
 
 def facts(workspace: Path) -> dict[str, Any] | None:
@@ -102,10 +105,27 @@ def head(workspace: Path) -> str | None:
         return None
 
 
+def run_end(workspace: Path, run_id: str | None) -> tuple[str | None, bool]:
+    """Where a run that recorded no end stands now: the commit its worker pushed to
+    ``RUN_REFS/<run>`` (``True``: only the run's own commits are there), else HEAD."""
+    try:
+        import git
+
+        with git.Repo(workspace) as repo:
+            if run_id is not None:
+                try:
+                    return str(repo.commit(f"{RUN_REFS}/{run_id}").hexsha), True
+                except Exception:  # no such ref: a local run
+                    pass
+            return str(repo.head.commit.hexsha), False
+    except Exception:
+        return None, False
+
+
 def isolated(workspace: Path, read: str, *args: str) -> Any:
-    """``facts`` (no args) or ``commits`` (START END [UNTIL], ``""`` for none; END may be
-    ``HEAD``) in a child process; the same answer the in-process read gives, ``None`` on
-    failure."""
+    """``facts`` (no args) or ``commits`` (START END [UNTIL [RUN]], ``""`` for none; END may
+    be ``HEAD``: the run's pushed ref when there is one, as ``run_end`` reads it) in a child
+    process; the same answer the in-process read gives, ``None`` on failure."""
     command = [sys.executable, "-m", "flowdrop_tui.core.git", read, str(workspace), *args]
     try:
         done = subprocess.run(
@@ -123,9 +143,10 @@ def _main(argv: list[str]) -> int:
     if read == "facts":
         answer = facts(where)
     elif read == "commits":
-        start, end, until = (*args, "", "", "")[:3]
+        start, end, until, run = (*args, "", "", "", "")[:4]
         if end == "HEAD":
-            end = head(where) or ""
+            found, pushed = run_end(where, run or None)
+            end, until = found or "", "" if pushed else until
         answer = commits_between(where, start or None, end or None, until=until or None)
     sys.stdout.buffer.write(orjson.dumps(answer, default=str))
     return 0

@@ -292,12 +292,16 @@ def git_of(layout: Layout, info: RunInfo, *, isolated: bool = False) -> dict[str
         events = read_events(info.path / CYCLE)
         last = events[-1].get("t") if events else None
         until = last if isinstance(last, str) else None
+    # No recorded end: measured to HEAD, or to the commits its worker pushed (a remote
+    # run's own, ``git.RUN_REFS``; the run's last event then cuts nothing off).
     if isolated:
-        found = git.isolated(layout.workspace, "commits", start or "", end or "HEAD", until or "")
+        ask = (start or "", end or "HEAD", until or "", info.run)
+        found = git.isolated(layout.workspace, "commits", *ask)
         commits = found if isinstance(found, list) else []
     else:
         if end is None:
-            end = git.head(layout.workspace)
+            end, pushed = git.run_end(layout.workspace, info.run)
+            until = None if pushed else until
         commits = git.commits_between(layout.workspace, start, end, until=until)
     return {"start": info.git_start, "end": info.git_end, "commits": commits}
 

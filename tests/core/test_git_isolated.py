@@ -51,3 +51,39 @@ def test_isolated_reads_match_in_process_reads(workspace: Path, tmp_path: Path) 
     outside = tmp_path / "plain"
     outside.mkdir()
     assert git.isolated(outside, "facts") is None
+
+
+def test_a_run_with_pushed_commits_is_measured_to_its_ref(workspace: Path, tmp_path: Path) -> None:
+    """Guards ``show`` of a run on a remote worker: its commits are the ones its worker
+    pushed to refs/flowdrop/runs/<run> (fetched here), not HEAD's; a local run without
+    such a ref is still measured to HEAD."""
+    start = git.head(workspace)
+    assert start is not None
+    run_id = "20261130T190000.000Z-abc123"
+    subprocess.run(["git", "checkout", "-q", "-b", "worker"], cwd=workspace, check=True)
+    commit(workspace, "on the worker")
+    pushed = commit(workspace, "on the worker, again")
+    subprocess.run(["git", "checkout", "-q", "main"], cwd=workspace, check=True)
+    subprocess.run(
+        ["git", "update-ref", f"{git.RUN_REFS}/{run_id}", pushed], cwd=workspace, check=True
+    )
+    subprocess.run(["git", "branch", "-q", "-D", "worker"], cwd=workspace, check=True)
+    commit(workspace, "here, later")
+    layout = Layout(workspace)
+    for status in (Status.RUNNING, Status.PAUSED, Status.INTERRUPTED):
+        info = RunInfo(run=run_id, path=tmp_path, status=status, git_start={"head": start})
+        for isolated in (False, True):
+            found = views.git_of(layout, info, isolated=isolated)
+            assert found is not None
+            summaries = [c["summary"] for c in found["commits"]]
+            assert summaries == ["on the worker", "on the worker, again"], (status, isolated)
+    local = RunInfo(
+        run="20261130T190000.000Z-fff000",
+        path=tmp_path,
+        status=Status.RUNNING,
+        git_start={"head": start},
+    )
+    for isolated in (False, True):
+        found = views.git_of(layout, local, isolated=isolated)
+        assert found is not None
+        assert [c["summary"] for c in found["commits"]] == ["here, later"]
