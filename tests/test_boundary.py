@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,4 +32,34 @@ def test_importing_every_core_module_loads_no_ui_library() -> None:
         "print(','.join(bad))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
+REMOTE_LIBRARIES = ("psycopg", "psycopg_binary", "psycopg_pool", "temporalio")
+
+
+def test_local_flows_imports_no_remote_library(workspace: Path) -> None:
+    """Guards local mode against paying for remote mode: ``flows`` in a workspace with no
+    ``[remote]`` config answers without importing psycopg or temporalio."""
+    (workspace / "flows" / "hello").mkdir()
+    (workspace / "flows" / "hello" / "flow.py").write_text(
+        "from flowdrop_tui import flow\n\n@flow\ndef hello(run):\n    pass\n"
+    )
+    code = (
+        "import sys, io, contextlib\n"
+        "from flowdrop_tui import cli\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    code = cli.main(['flows', '--json', '--workspace', {str(workspace)!r}])\n"
+        "assert code == 0, (code, out.getvalue())\n"
+        "assert '\"hello\"' in out.getvalue(), out.getvalue()\n"
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {REMOTE_LIBRARIES!r})\n"
+        "print(','.join(bad))\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")
+    }  # no remote mode from the environment either
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     assert done.stdout.strip() == ""
