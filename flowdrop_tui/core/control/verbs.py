@@ -78,6 +78,17 @@ def _refuse_ended(info: RunInfo, verb: str) -> None:
         )
 
 
+def refuse_paused(info: RunInfo) -> None:
+    """Escape's rule: a key meant to stop a live run refuses a run that paused meanwhile
+    (``ALREADY_PAUSED``) instead of closing it (also the UI's, in remote mode)."""
+    if info.status == Status.PAUSED:
+        raise SignalRefusedError(
+            f"run {info.run} is paused, so it was left as it is; resume it, or close it "
+            f"for good with: flowdrop-tui stop {info.run}",
+            ALREADY_PAUSED,
+        )
+
+
 def stop(
     layout: Layout,
     run_id: str,
@@ -92,12 +103,8 @@ def stop(
     by = {**who(), "via": "cli", **(by or {})}
     info = load_run(layout, run_id)
     _refuse_ended(info, "stop")
-    if info.status == Status.PAUSED and keep_paused:
-        raise SignalRefusedError(
-            f"run {run_id} is paused, so it was left as it is; resume it, or close it "
-            f"for good with: flowdrop-tui stop {run_id}",
-            ALREADY_PAUSED,
-        )
+    if keep_paused:
+        refuse_paused(info)
     if info.status == Status.PAUSED:
         if close_paused(layout, run_id, by):
             return Asked(run_id, info.key, Action.CLOSED, info.round)
