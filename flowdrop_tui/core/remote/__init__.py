@@ -1,3 +1,5 @@
-"""Remote mode (issue 17): runs on Temporal workers, records in PostgreSQL.
+"""Remote mode (docs/remote.md): runs on Temporal workers, records in PostgreSQL.
 
-Only this package imports ``temporalio`` and ``psycopg``; local mode never imports it."""
+The top layer of the core and the only package that imports ``psycopg`` or
+``temporalio``; local mode never imports it beyond ``config`` (which needs neither).
+"""
