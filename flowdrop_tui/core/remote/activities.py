@@ -31,6 +31,7 @@ from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.control.launch import launch_process
 from flowdrop_tui.core.errors import ALREADY_PAUSED, FlowdropError
 from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.remote.store import StoreUnreachableError
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_EVERY,
@@ -43,6 +44,7 @@ from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
 
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
 SHIP_CHUNK = 256 * 1024  # bytes of output.log per fenced append
+SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
 CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
 
 
@@ -57,7 +59,16 @@ class RunStore(Protocol):
 
     def clear_live(self, key: str, epoch: int, run_id: str) -> None: ...
 
-    def append_line(self, key: str, epoch: int, run_id: str, relpath: str, data: bytes) -> None: ...
+    def append_line(
+        self,
+        key: str,
+        epoch: int,
+        run_id: str,
+        relpath: str,
+        data: bytes,
+        *,
+        offset: int | None = None,
+    ) -> int: ...
 
     def reap(self, key: str, run_id: str | None) -> int: ...
 
@@ -82,6 +93,7 @@ class Holding:
     run: str
     tree: Path
     child: Popen[bytes]
+    shipped: int  # bytes of its output.log the store holds
 
 
 @dataclass
@@ -123,11 +135,17 @@ class WorkerActivities:
             layout = Layout(tree)
             await asyncio.to_thread(self.access.sync, layout, store)
             env = self.access.child_env(request.space, request.key, epoch, self.worker_id)
+            args = request.args
+            if request.snapshot is not None:  # the client's file, written beside the worktree
+                given = tree.with_name(tree.name + ".snapshot.json")
+                given.write_text(request.snapshot)
+                args = [*args, "--snapshot", str(given)]
             if request.mode == CLOSE:
-                answer = await asyncio.to_thread(_close_paused, layout, request.args, env)
+                answer = await asyncio.to_thread(_close_paused, layout, args, env)
                 await handle.signal("started", answer)
                 return {"run": request.run, "outcome": "closed", "exit": answer.get("exit")}
-            message, child = await asyncio.to_thread(launch_process, layout, request.args, env=env)
+            shipped = _size(layout.run_dir(request.run)) if request.run else 0
+            message, child = await asyncio.to_thread(launch_process, layout, args, env=env)
             if isinstance(message.get("error"), dict):
                 await handle.signal("started", message)
                 return {"run": None, "outcome": "refused", "code": message["error"].get("code")}
@@ -138,7 +156,7 @@ class WorkerActivities:
             await handle.signal("started", _refusal(exc))
             return {"run": None, "outcome": "refused", "code": exc.code}
         run_id = str(message["run"])
-        holding = Holding(run_id, tree, child)
+        holding = Holding(run_id, tree, child, shipped)
         self.runs[run_id] = holding
         try:
             await asyncio.to_thread(
@@ -180,14 +198,25 @@ class WorkerActivities:
     ) -> int:
         """Heartbeat until the child ends, shipping its output and pushing its commits."""
         log = holding.tree / ".flowdrop" / "runs" / holding.run / OUTPUT
-        shipped = 0
+        shipped = holding.shipped
         pushed_at = time.monotonic()
+        ended_at: float | None = None
         while True:
             code = holding.child.poll()
             activity.heartbeat()
-            shipped = await asyncio.to_thread(
-                _ship, store, key, epoch, holding.run, log, shipped, code is not None
-            )
+            if code is not None and ended_at is None:
+                ended_at = time.monotonic()
+            try:
+                shipped = await asyncio.to_thread(
+                    _ship, store, key, epoch, holding.run, log, shipped, code is not None
+                )
+            except StoreUnreachableError:
+                # Sent again next beat (an append at an offset lands once); an ended
+                # run's last output is given SHIP_RETRY before the activity fails.
+                if ended_at is not None and time.monotonic() - ended_at > SHIP_RETRY:
+                    raise
+                await asyncio.sleep(HEARTBEAT_EVERY)
+                continue
             if code is not None:
                 return code
             if time.monotonic() - pushed_at > PUSH_EVERY:
@@ -238,6 +267,14 @@ def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
     return {"asked": {**answer, "round": asked.round}}
 
 
+def _size(run_dir: Path) -> int:
+    """What a resumed run's output.log holds already (replicated from the store)."""
+    try:
+        return (run_dir / OUTPUT).stat().st_size
+    except OSError:
+        return 0
+
+
 def _refusal(exc: FlowdropError) -> dict[str, Any]:
     return {**exc.as_json(), "exit": exc.exit_code}
 
@@ -269,7 +306,7 @@ def _ship(
         data = data[: data.rfind(b"\n") + 1]
     for start in range(0, len(data), SHIP_CHUNK):
         chunk = data[start : start + SHIP_CHUNK]
-        store.append_line(key, epoch, run_id, OUTPUT, chunk)
+        store.append_line(key, epoch, run_id, OUTPUT, chunk, offset=shipped)
         shipped += len(chunk)
     return shipped
 

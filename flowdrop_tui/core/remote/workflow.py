@@ -52,6 +52,7 @@ class FlowInput:
     origin: str  # the git origin the worker's mirror follows
     by: dict[str, Any] = field(default_factory=dict)  # who asked
     run: str | None = None  # the paused run, for RESUME and CLOSE
+    snapshot: str | None = None  # ``run --snapshot FILE``: the file's text (not on the worker)
 
 
 @dataclass
