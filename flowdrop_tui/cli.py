@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -716,11 +717,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "a worker needs the Temporal server and the PostgreSQL URL: --temporal HOST:PORT "
             "and --postgres URL (or FLOWDROP_TEMPORAL and FLOWDROP_POSTGRES)"
         )
+    worker_id = args.id if args.id is not None else worker.default_worker_id()
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", worker_id):
+        raise UsageError(
+            f"invalid worker id {worker_id!r}: letters, digits, '.', '_' and '-' (it names "
+            "the worker's own task queue)"
+        )
     settings = worker.WorkerSettings(
         temporal=temporal,
         namespace=args.namespace or (found.namespace if found else config.DEFAULT_NAMESPACE),
         task_queue=args.task_queue or (found.task_queue if found else config.DEFAULT_TASK_QUEUE),
-        worker_id=args.id or worker.default_worker_id(),
+        worker_id=worker_id,
         home=Path(args.home or Path.home() / ".flowdrop-worker").resolve(),
         max_runs=args.max_runs,
         access=worker.PostgresAccess(postgres),
