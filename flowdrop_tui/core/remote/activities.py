@@ -130,14 +130,16 @@ class WorkerActivities:
             return {"run": None, "outcome": "refused", "code": exc.code}
         name = _tree_name(request.space, request.key, epoch)
         tree: Path | None = None
+        held = False  # True once a run child exists: its own cleanup takes over the tree
         try:
             tree = await asyncio.to_thread(source.checkout, request.commit, name)
             layout = Layout(tree)
             await asyncio.to_thread(self.access.sync, layout, store)
             env = self.access.child_env(request.space, request.key, epoch, self.worker_id)
             args = request.args
-            if request.snapshot is not None:  # the client's file, written beside the worktree
-                given = tree.with_name(tree.name + ".snapshot.json")
+            if request.snapshot is not None:  # the client's file, written in the worktree
+                given = tree / ".flowdrop" / "given-snapshot.json"
+                given.parent.mkdir(parents=True, exist_ok=True)
                 given.write_text(request.snapshot)
                 args = [*args, "--snapshot", str(given)]
             if request.mode == CLOSE:
@@ -147,14 +149,18 @@ class WorkerActivities:
             shipped = _size(layout.run_dir(request.run)) if request.run else 0
             message, child = await asyncio.to_thread(launch_process, layout, args, env=env)
             if isinstance(message.get("error"), dict):
+                await asyncio.to_thread(child.wait)
                 await handle.signal("started", message)
                 return {"run": None, "outcome": "refused", "code": message["error"].get("code")}
-        except FlowdropError as exc:
-            await asyncio.to_thread(store.reap, request.key, None)
-            if tree is not None:
+            held = True
+        except (FlowdropError, OSError) as exc:
+            refusal = exc if isinstance(exc, FlowdropError) else FlowdropError(str(exc))
+            await asyncio.to_thread(store.reap, request.key, None)  # nothing runs: free the key
+            await handle.signal("started", _refusal(refusal))
+            return {"run": None, "outcome": "refused", "code": refusal.code}
+        finally:
+            if tree is not None and not held:
                 await asyncio.to_thread(source.release, tree)
-            await handle.signal("started", _refusal(exc))
-            return {"run": None, "outcome": "refused", "code": exc.code}
         run_id = str(message["run"])
         holding = Holding(run_id, tree, child, shipped)
         self.runs[run_id] = holding
