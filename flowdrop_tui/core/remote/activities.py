@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from subprocess import Popen
 from typing import Any, Protocol
@@ -35,6 +36,7 @@ from flowdrop_tui.core.remote.store import StoreUnreachableError
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_EVERY,
+    HEARTBEAT_TIMEOUT,
     WORKER_QUEUE_PREFIX,
     DeliverInput,
     FlowInput,
@@ -42,6 +44,7 @@ from flowdrop_tui.core.remote.workflow import (
 )
 from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
 
+CONTACT_EVERY = 2.0  # seconds between checks that the Temporal server still answers
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
 SHIP_CHUNK = 256 * 1024  # bytes of output.log per fenced append
 SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
@@ -207,9 +210,21 @@ class WorkerActivities:
         shipped = holding.shipped
         pushed_at = time.monotonic()
         ended_at: float | None = None
+        contact = checked = time.monotonic()
         while True:
             code = holding.child.poll()
             activity.heartbeat()
+            if time.monotonic() - checked >= CONTACT_EVERY:
+                checked = time.monotonic()
+                if await _server_answers():
+                    contact = checked
+                elif checked - contact > HEARTBEAT_TIMEOUT.total_seconds():
+                    # Cut off past the heartbeat timeout: the cluster has reaped (or is
+                    # reaping) this run, so it goes now rather than wait to be fenced.
+                    raise LostContactError(
+                        f"no answer from the Temporal server for {checked - contact:.0f} s; "
+                        f"run {holding.run} was stopped here (it is reaped on the cluster)"
+                    )
             if code is not None and ended_at is None:
                 ended_at = time.monotonic()
             try:
@@ -251,6 +266,19 @@ class WorkerActivities:
             return await asyncio.to_thread(store.reap, request.key, request.run)
         finally:
             await asyncio.to_thread(store.close)
+
+
+class LostContactError(FlowdropError):
+    code = "WORKER_LOST"
+
+
+async def _server_answers() -> bool:
+    try:
+        return await activity.client().service_client.check_health(
+            timeout=timedelta(seconds=CONTACT_EVERY)
+        )
+    except Exception:  # unreachable, timed out, refused: no contact
+        return False
 
 
 def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
