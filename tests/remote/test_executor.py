@@ -49,3 +49,10 @@ def test_local_stop_and_detached_run_never_import_the_remote_drivers(tmp_path: P
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert done.stdout.strip().splitlines()[-1] == "LOADED="
+
+
+def test_the_run_child_variable_is_the_mirrors() -> None:
+    """Guards against the executor's local check and the mirror naming two variables."""
+    from flowdrop_tui.core.remote import mirror
+
+    assert REMOTE_RUN_ENV == mirror.ENV_VAR

@@ -32,7 +32,8 @@ from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.control.launch import launch_process
 from flowdrop_tui.core.errors import ALREADY_PAUSED, FlowdropError
 from flowdrop_tui.core.paths import OUTPUT, Layout
-from flowdrop_tui.core.remote.store import StoreUnreachableError
+from flowdrop_tui.core.remote.mirror import RunTicket, ship_output
+from flowdrop_tui.core.remote.store import PostgresStore, StoreUnreachableError
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_EVERY,
@@ -46,36 +47,11 @@ from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
 
 CONTACT_EVERY = 2.0  # seconds between checks that the Temporal server still answers
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
-SHIP_CHUNK = 256 * 1024  # bytes of output.log per fenced append
 SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
 CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
 
 
-class RunStore(Protocol):
-    """The part of the record store (``store.PostgresStore``) a worker calls."""
-
-    def claim(self, key: str, *, worker: str) -> int: ...
-
-    def set_live(
-        self, key: str, epoch: int, run_id: str, *, worker: str, host: str, pid: int
-    ) -> None: ...
-
-    def clear_live(self, key: str, epoch: int, run_id: str) -> None: ...
-
-    def append_line(
-        self,
-        key: str,
-        epoch: int,
-        run_id: str,
-        relpath: str,
-        data: bytes,
-        *,
-        offset: int | None = None,
-    ) -> int: ...
-
-    def reap(self, key: str, run_id: str | None) -> int: ...
-
-    def close(self) -> None: ...
+RunStore = PostgresStore  # what a worker calls of the record store
 
 
 class StoreAccess(Protocol):
@@ -85,6 +61,8 @@ class StoreAccess(Protocol):
     def open(self, space: str) -> RunStore: ...
 
     def sync(self, layout: Layout, store: RunStore) -> None: ...
+
+    url: str  # the PostgreSQL URL, for the run child's ticket
 
     def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]: ...
 
@@ -206,7 +184,8 @@ class WorkerActivities:
         self, holding: Holding, store: RunStore, key: str, epoch: int, source: MirrorWorktrees
     ) -> int:
         """Heartbeat until the child ends, shipping its output and pushing its commits."""
-        log = holding.tree / ".flowdrop" / "runs" / holding.run / OUTPUT
+        run_dir = Layout(holding.tree).run_dir(holding.run)
+        ticket = RunTicket(self.access.url, store.space, key, epoch, self.worker_id)
         shipped = holding.shipped
         pushed_at = time.monotonic()
         ended_at: float | None = None
@@ -228,9 +207,7 @@ class WorkerActivities:
             if code is not None and ended_at is None:
                 ended_at = time.monotonic()
             try:
-                shipped = await asyncio.to_thread(
-                    _ship, store, key, epoch, holding.run, log, shipped, code is not None
-                )
+                shipped = await asyncio.to_thread(ship_output, store, ticket, run_dir, shipped)
             except StoreUnreachableError:
                 # Sent again next beat (an append at an offset lands once); an ended
                 # run's last output is given SHIP_RETRY before the activity fails.
@@ -317,32 +294,6 @@ def _tree_name(space: str, key: str, epoch: int) -> str:
     """A worktree folder per claim: keys hold '/', spaces anything; a digest names them."""
     digest = hashlib.sha256(f"{space}\0{key}".encode()).hexdigest()[:12]
     return f"{digest}-{epoch}"
-
-
-def _ship(
-    store: RunStore,
-    key: str,
-    epoch: int,
-    run_id: str,
-    log: Path,
-    shipped: int,
-    final: bool,
-) -> int:
-    """Append what ``output.log`` gained since ``shipped`` (whole lines, all when
-    ``final``) to the store, fenced by the run's epoch; the new offset."""
-    try:
-        with log.open("rb") as handle:
-            handle.seek(shipped)
-            data = handle.read()
-    except OSError:
-        return shipped
-    if not final:
-        data = data[: data.rfind(b"\n") + 1]
-    for start in range(0, len(data), SHIP_CHUNK):
-        chunk = data[start : start + SHIP_CHUNK]
-        store.append_line(key, epoch, run_id, OUTPUT, chunk, offset=shipped)
-        shipped += len(chunk)
-    return shipped
 
 
 def _close_paused(layout: Layout, args: list[str], env: dict[str, str]) -> dict[str, Any]:

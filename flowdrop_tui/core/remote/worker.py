@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-import orjson
 from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -31,7 +30,7 @@ from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
-from flowdrop_tui.core.remote.executor import REMOTE_RUN_ENV
+from flowdrop_tui.core.remote.mirror import RunTicket
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.workflow import HEARTBEAT_EVERY, REAP_QUEUE_SUFFIX, FlowKeyWorkflow
 
@@ -71,8 +70,7 @@ class PostgresAccess:
         replica.sync(layout, store)
 
     def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]:
-        settings = {"postgres": self.url, "space": space, "key": key, "epoch": epoch}
-        return {REMOTE_RUN_ENV: orjson.dumps({**settings, "worker": worker}).decode()}
+        return RunTicket(self.url, space, key, epoch, worker).env()
 
 
 def default_worker_id() -> str:
