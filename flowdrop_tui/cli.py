@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 
@@ -54,6 +54,9 @@ from flowdrop_tui.format import (
     start_words,
     usage_words,
 )
+
+if TYPE_CHECKING:
+    from flowdrop_tui.core.remote.config import RemoteConfig
 
 
 class _Parser(argparse.ArgumentParser):
@@ -314,6 +317,27 @@ def _layout(args: argparse.Namespace) -> Layout:
     return Layout(find_workspace(override=getattr(args, "workspace", None)))
 
 
+def _remote(layout: Layout) -> RemoteConfig | None:
+    """The workspace's remote settings; ``None`` in local mode (this reads one small file
+    with tomllib: no driver is imported unless remote mode is configured)."""
+    from flowdrop_tui.core.remote import config
+
+    return config.load(layout)
+
+
+def _read_layout(args: argparse.Namespace, *, run_refs: bool = False) -> Layout:
+    """The workspace to read; in remote mode its replica is brought up to date first
+    (``run_refs``: also the commits workers pushed), so every read answers as locally."""
+    layout = _layout(args)
+    remote = _remote(layout)
+    if remote is not None:
+        from flowdrop_tui.core.remote import reading
+
+        for problem in reading.synced(layout, remote, run_refs=run_refs):
+            args.warnings.add(problem)
+    return layout
+
+
 def _checked_flow(layout: Layout, name: str, ref: FlowRef | None = None) -> FlowRef:
     """Resolve FLOW and load it in a child process first: a broken or hanging flow is
     refused (exit 1, naming file and line) before anything else happens."""
@@ -462,7 +486,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """What ``run`` would do, doing nothing; exits as ``run`` would refuse (0: it would
     start), so ``plan FLOW && run FLOW`` reads as it should."""
-    layout = _layout(args)
+    layout = _read_layout(args)
     found = forecast_flow(layout, args.flow, _options(args))
     answer = found.to_json()
     print(_dump(answer) if args.json else plan_text(answer))
@@ -556,7 +580,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
 
 
 def cmd_flows(args: argparse.Namespace) -> int:
-    layout = _layout(args)
+    layout = _read_layout(args)
     rows = views.flow_rows(layout)
     if args.json:
         print(_dump(rows))
@@ -570,7 +594,7 @@ def cmd_flows(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    layout = _layout(args)
+    layout = _read_layout(args)
     if not args.all and args.limit < 1:
         raise UsageError("--limit takes a number of runs, 1 or more")
     limit = None if args.all else args.limit
@@ -593,7 +617,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    layout = _layout(args)
+    layout = _read_layout(args, run_refs=True)
     detail = views.run_detail(layout, args.run)
     print(_dump(detail) if args.json else show_text(detail))
     return 0
@@ -605,7 +629,7 @@ FOLLOW_EVERY = 0.2  # seconds between looks at a followed run's output and statu
 def cmd_logs(args: argparse.Namespace) -> int:
     """SPEC §15: the run's output.log; ``-f`` follows it until the run stops (ends or
     pauses). With ``--json``: one object; with ``-f --json``, JSON lines, then the status."""
-    layout = _layout(args)
+    layout = _read_layout(args)
     info = load_run(layout, args.run)
     if args.lines is not None and args.lines < 1:
         raise UsageError(f"--lines takes a number of lines, 1 or more (not {args.lines})")
@@ -626,8 +650,29 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def _follow_output(layout: Layout, run_id: str, tail: output_log.OutputTail, as_json: bool) -> int:
+    remote = _remote(layout)
+    if remote is None:
+        return _follow_lines(layout, run_id, tail, as_json, lambda: None)
+    from flowdrop_tui.core.remote import reading
+
+    # The replica follows PostgreSQL (LISTEN/NOTIFY) while the lines are read from it:
+    # what a worker's run prints on another machine appears here as it is shipped.
+    with reading.following(layout, remote) as check:
+        return _follow_lines(layout, run_id, tail, as_json, check)
+
+
+def _follow_lines(
+    layout: Layout,
+    run_id: str,
+    tail: output_log.OutputTail,
+    as_json: bool,
+    check: Callable[[], None],
+) -> int:
+    """``check`` raises when the replica stopped following (the server went away): a
+    followed run is then never shown as running forever."""
     follower = RunFollower(layout, run_id, output=False)
     while True:
+        check()
         status = follower.poll().info.status  # first: once it is seen stopped, all is written
         live = status in LIVE
         while True:
@@ -655,12 +700,12 @@ def _print_lines(lines: list[str], as_json: bool) -> None:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    print(_dump(views.run_snapshot(_layout(args), args.run)))
+    print(_dump(views.run_snapshot(_read_layout(args), args.run)))
     return 0
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    layout = _layout(args)
+    layout = _read_layout(args)
     from flowdrop_tui.core.records import index
 
     data = index.rebuild(layout, strict=True)
@@ -675,14 +720,32 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def cmd_prune(args: argparse.Namespace) -> int:
     layout = _layout(args)
     older = retention.parse_duration(args.older_than) if args.older_than is not None else None
-    result = retention.prune(layout, args.keep, older, dry_run=args.dry_run)
+    remote = _remote(layout)
+    if remote is not None:
+        from flowdrop_tui.core.remote import pruning
+
+        result = pruning.prune(layout, remote, args.keep, older, dry_run=args.dry_run)
+    else:
+        result = retention.prune(layout, args.keep, older, dry_run=args.dry_run)
     report = result.as_json()
     print(_dump(report) if args.json else prune_text(report))
     return 0
 
 
 def _pin(args: argparse.Namespace, change: Callable[[Layout, str], bool], done: str) -> int:
-    changed = change(_layout(args), args.run)
+    layout = _layout(args)
+    remote = _remote(layout)
+    if remote is not None:  # the pin reaches every machine: a row in PostgreSQL
+        from flowdrop_tui.core.remote import pins as remote_pins
+        from flowdrop_tui.core.remote import reading
+
+        layout = _read_layout(args)  # the run must be known here, as locally
+        pinning = remote_pins.pin if done == "pinned" else remote_pins.unpin
+        changed = reading.bounded(
+            remote, "the pin", lambda: pinning(layout, remote, args.run), reading.SYNC_TIMEOUT
+        )
+    else:
+        changed = change(layout, args.run)
     message = f"run {args.run} {done}" if changed else f"run {args.run} was already {done}"
     if args.json:
         print(_dump({"run": args.run, "pinned": done == "pinned", "changed": changed}))
@@ -737,12 +800,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    layout = _layout(args)
+    # Remote mode: synced before the UI opens, so an unreachable server is one line here.
+    layout = _read_layout(args)
     from flowdrop_tui.tui.app import (
         run_app,  # here, not at the top: the commands never load Textual
     )
 
-    return run_app(layout)
+    return run_app(layout, _remote(layout))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -1,0 +1,247 @@
+"""The read side in remote mode: bring this machine's replica up to date, then read it.
+
+Every read verb (``flows``, ``runs``, ``show``, ``plan``, ``logs``, ``snapshot``,
+``reindex``) reads the ordinary files under ``.flowdrop/``; in remote mode those
+files are a replica of PostgreSQL (``replica.sync``), so the commands answer
+exactly as locally once ``synced`` has run. ``show`` also fetches the commits
+workers pushed to ``refs/flowdrop/runs/*`` (``fetch_run_refs``).
+
+A server that cannot be reached is one clear error, never a hang: libpq's connect
+is bounded (``CONNECT_TIMEOUT``) and the whole sync has a deadline
+(``SYNC_TIMEOUT``) — a server that accepts the connection and then stops
+answering (a partition) is reported too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from flowdrop_tui.core.git import RUN_REFS
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.remote.store import StoreUnreachableError
+
+CONNECT_TIMEOUT = 5  # seconds: libpq's connect_timeout for every connection this process opens
+SYNC_TIMEOUT = 30.0  # seconds: a sync (connect included) not done by then is reported
+FETCH_TIMEOUT = 60.0  # seconds: `git fetch` of the runs' refs
+UNREACHABLE_EXIT = 4  # the CLI's exit status for it (README, "Beyond one machine")
+
+T = TypeVar("T")
+
+
+class RemoteUnreachableError(StoreUnreachableError):
+    """PostgreSQL could not be reached, or stopped answering, while a command read or
+    deleted: the store's error (its JSON code), with the CLI's own exit status 4 so a
+    script can tell "try again later" from a refusal (3) or a failed flow (1)."""
+
+    exit_code = UNREACHABLE_EXIT
+
+
+def postgres_address(url: str) -> str:
+    """``user@host:port/db`` of a PostgreSQL URL or conninfo string, never the password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(url)
+    except Exception:
+        return "<unparsable URL>"
+    host = parts.get("host") or parts.get("hostaddr") or "localhost"
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    return f"{user}{host}:{parts.get('port') or '5432'}/{parts.get('dbname') or ''}"
+
+
+def unreachable(config: RemoteConfig, reason: str) -> RemoteUnreachableError:
+    return RemoteUnreachableError(
+        f"cannot reach PostgreSQL at {postgres_address(config.postgres)}: {reason}; check "
+        "that the server is running and FLOWDROP_POSTGRES (or [remote] postgres in "
+        ".flowdrop/config.toml) points at it"
+    )
+
+
+def bounded(config: RemoteConfig, what: str, call: Callable[[], T], timeout: float) -> T:
+    """``call()`` in a thread, given ``timeout`` seconds; a server that cannot be reached
+    or stops answering becomes ``RemoteUnreachableError``. The thread of a call past its
+    deadline is left to die with the process (a command exits right after)."""
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            done.append(call())
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=target, name=f"flowdrop-{what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise unreachable(config, f"no answer to {what} within {timeout:g} s")
+    if failed:
+        exc = failed[0]
+        if isinstance(exc, StoreUnreachableError) and not isinstance(exc, RemoteUnreachableError):
+            raise RemoteUnreachableError(exc.message) from exc
+        if isinstance(exc, _psycopg_errors()):
+            raise unreachable(config, str(exc).strip().splitlines()[0] or type(exc).__name__)
+        raise exc
+    return done[0]
+
+
+def _psycopg_errors() -> tuple[type[Exception], ...]:
+    import psycopg
+
+    return (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def sync_once(layout: Layout, config: RemoteConfig) -> None:
+    """Open the store, bring the replica (records and pins) up to date, close."""
+    import psycopg
+
+    from flowdrop_tui.core.remote import pins, replica
+    from flowdrop_tui.core.remote.store import PostgresStore
+
+    store = PostgresStore(config.postgres, config.space)
+    try:
+        try:
+            replica.sync(layout, store)
+        except psycopg.errors.UndefinedTable:
+            store.ensure_schema()  # a database nothing has written to yet: no records
+            replica.sync(layout, store)
+        pins.sync_pins(layout, config)
+    finally:
+        store.close()
+
+
+def synced(layout: Layout, config: RemoteConfig, *, run_refs: bool = False) -> list[str]:
+    """Bring the replica up to date before a read; with ``run_refs``, also fetch the
+    commits workers pushed. Returns warnings (a fetch that failed does not fail ``show``:
+    its commits are then listed as far as they are here)."""
+    bounded(config, "the replica's sync", lambda: sync_once(layout, config), SYNC_TIMEOUT)
+    if not run_refs:
+        return []
+    problem = fetch_run_refs(layout.workspace, config.origin)
+    return [problem] if problem else []
+
+
+def fetch_run_refs(workspace: Path, origin: str | None) -> str | None:
+    """``git fetch <origin> 'refs/flowdrop/runs/*:refs/flowdrop/runs/*'``: the commits
+    every worker pushed for its runs, so ``show`` lists them here. ``origin`` is the
+    configured URL, else the workspace's ``origin`` remote. Returns why it failed, or None."""
+    source = origin or "origin"
+    command = ["git", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
+    command += ["--", source, f"+{RUN_REFS}/*:{RUN_REFS}/*"]
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # never wait for a password
+    try:
+        done = subprocess.run(
+            command,
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=FETCH_TIMEOUT,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"could not fetch the runs' commits from {source} within {FETCH_TIMEOUT:g} s"
+    except OSError as exc:
+        return f"could not run git to fetch the runs' commits: {exc.strerror or exc}"
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        why = lines[-1] if lines else f"git exited {done.returncode}"
+        return f"could not fetch the runs' commits from {source}: {why}"
+    return None
+
+
+def store_label(config: RemoteConfig) -> str:
+    """The UI's top line in remote mode: which store the records come from."""
+    address = postgres_address(config.postgres).split("@")[-1].split("/")[0]
+    return f"remote: {config.space} @ {address}"
+
+
+FOLLOW_GRACE = 20.0  # seconds without a new failure after which the follower is taken as back
+
+
+class LiveReplica:
+    """The replica kept following PostgreSQL (``replica.Follower``: ``LISTEN/NOTIFY``
+    and a sync on each change) while a view is open — the UI, ``logs -f``. Other
+    machines' writes land in the replica's files, where the local readers see them.
+
+    ``problem()`` says why following has been failing (the follower retries with
+    backoff); ``failing_for()`` how long without a break, for a caller that must not
+    wait for ever."""
+
+    def __init__(self, layout: Layout, config: RemoteConfig) -> None:
+        from flowdrop_tui.core.remote.replica import Follower
+
+        self.config = config
+        self._lock = threading.Lock()
+        self._problem: str | None = None
+        self._first_failure = 0.0
+        self._last_failure = 0.0
+        self._follower = Follower(
+            layout,
+            config.postgres,
+            config.space,
+            on_sync=lambda _report: self._recovered(),
+            on_error=self._failed,
+            interval=2.0,
+        )
+
+    def start(self) -> None:
+        self._follower.start()
+
+    def stop(self) -> None:
+        self._follower.stop()
+
+    def _failed(self, exc: Exception) -> None:
+        message = getattr(exc, "message", None) or str(exc).strip() or type(exc).__name__
+        now = time.monotonic()
+        with self._lock:
+            if self._problem is None or now - self._last_failure > FOLLOW_GRACE:
+                self._first_failure = now
+            self._problem = message.splitlines()[0]
+            self._last_failure = now
+
+    def _recovered(self) -> None:
+        with self._lock:
+            self._problem = None
+
+    def problem(self) -> str | None:
+        with self._lock:
+            if self._problem is not None and time.monotonic() - self._last_failure > FOLLOW_GRACE:
+                self._problem = None  # no failure for a while: it is following again
+            return self._problem
+
+    def failing_for(self) -> float:
+        with self._lock:
+            if self._problem is None:
+                return 0.0
+            return time.monotonic() - self._first_failure
+
+
+@contextlib.contextmanager
+def following(layout: Layout, config: RemoteConfig) -> Iterator[Callable[[], None]]:
+    """Keep the replica following while the block runs; yields ``check()``, which raises
+    ``RemoteUnreachableError`` once following has failed for ``SYNC_TIMEOUT`` without a
+    break (a run is then never shown as live for ever)."""
+    live = LiveReplica(layout, config)
+    live.start()
+
+    def check() -> None:
+        problem = live.problem()
+        if problem is not None and live.failing_for() > SYNC_TIMEOUT:
+            if "PostgreSQL" in problem:
+                raise RemoteUnreachableError(problem)
+            raise unreachable(config, problem)
+
+    try:
+        yield check
+    finally:
+        live.stop()

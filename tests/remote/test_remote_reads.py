@@ -1,0 +1,253 @@
+"""The read verbs in remote mode: another machine's replica, fed by real writes of a real
+run child on a "worker" workspace, answers as the worker's own records answer locally."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from flowdrop_tui.core.remote.reading import UNREACHABLE_EXIT
+from flowdrop_tui.core.remote.store import PostgresStore
+from tests.flow_bodies import adds_one_a_round, counts_rounds
+from tests.remote.machines import (
+    Machine,
+    WorkerChild,
+    clone,
+    git,
+    local_json,
+    make_origin,
+    plain_env,
+)
+
+PRINTS_SLOWLY = """
+import time
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for r in run.rounds(range(12)):
+        print(f"tick {r}", flush=True)
+        run.state["ticks"] = r
+        time.sleep(0.25)
+"""
+
+COMMITS_EACH_ROUND = """
+import subprocess
+import sys
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for r in run.rounds(range(2)):
+        subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", f"round {r}"], check=True)
+        run.state["r"] = r
+"""
+
+FLOWS = {
+    "adder": adds_one_a_round("n", 3),
+    "ticker": PRINTS_SLOWLY,
+    "forever": counts_rounds(sleep=0.2),
+    "committer": COMMITS_EACH_ROUND,
+}
+
+
+@pytest.fixture
+def cluster(
+    tmp_path: Path, postgres_url: str, space: str, pg_store: PostgresStore
+) -> Iterator[tuple[Path, Path, Machine]]:
+    """(origin, the worker's workspace, a client machine)."""
+    origin = make_origin(tmp_path, FLOWS)
+    worker_ws = clone(origin, tmp_path / "worker")
+    client = Machine(clone(origin, tmp_path / "client"), postgres_url, space, origin)
+    yield origin, worker_ws, client
+
+
+def test_read_verbs_answer_from_the_replica_as_locally(
+    cluster: tuple[Path, Path, Machine], postgres_url: str, space: str
+) -> None:
+    """Guards one view from anywhere: flows, runs, show, snapshot, logs, plan and reindex
+    on a machine that never ran anything answer what the worker's own records say."""
+    _, worker_ws, client = cluster
+    child = WorkerChild(worker_ws, postgres_url, space, "adder")
+    try:
+        assert child.wait() == 0
+    finally:
+        child.close()
+    run_id = child.run_id
+    mine = local_json(worker_ws, "runs")
+    theirs = client.json("runs")
+    assert [row["run"] for row in theirs] == [run_id]
+    assert theirs == mine
+    flows = {row["name"]: row for row in client.json("flows")}
+    assert flows["adder"]["last_run"] == run_id
+    assert flows["adder"]["status"] == "completed"
+    assert flows["adder"]["round"] == 3
+    shown = client.json("show", run_id)
+    local = local_json(worker_ws, "show", run_id)
+    for field in ("status", "rounds", "state", "result", "error", "output_tail", "pinned"):
+        assert shown[field] == local[field], field
+    assert shown["state"] == {"adder": {"n": 3}}
+    snapshot = client.cli("snapshot", run_id).stdout
+    assert orjson.loads(snapshot) == local_json(worker_ws, "snapshot", run_id)
+    logs = client.json("logs", run_id)
+    assert logs["status"] == "completed"
+    plan = client.json("plan", "adder")
+    assert plan == local_json(worker_ws, "plan", "adder")
+    assert run_id in orjson.dumps(plan).decode()  # it would pick up the worker's run
+    assert client.json("reindex") == {"runs": 1, "keys": 1}
+
+
+def test_logs_follow_shows_lines_printed_on_another_machine(
+    cluster: tuple[Path, Path, Machine], postgres_url: str, space: str
+) -> None:
+    """Guards ``logs -f`` across machines: lines a run prints on a worker reach a client
+    while the run is still going, and the follow ends with the run's final status."""
+    _, worker_ws, client = cluster
+    child = WorkerChild(worker_ws, postgres_url, space, "ticker")
+    try:
+        follow = client.start("logs", child.run_id, "-f", "--json")
+        assert follow.stdout is not None
+        first = follow.stdout.readline()
+        assert orjson.loads(first) == {"line": "tick 0"}
+        assert child.proc.poll() is None  # seen while the run is live, not after
+        rest, err = follow.communicate(timeout=60)
+        assert follow.returncode == 0, err
+    finally:
+        child.close()
+    lines = [orjson.loads(line) for line in rest.splitlines()]
+    assert lines[-1] == {"run": child.run_id, "status": "completed"}
+    assert [entry["line"] for entry in lines[:-1]] == [f"tick {r}" for r in range(1, 12)]
+
+
+def test_show_lists_commits_a_worker_pushed(
+    cluster: tuple[Path, Path, Machine], postgres_url: str, space: str
+) -> None:
+    """Guards ``show`` from anywhere: the commits a run made on its worker, pushed to
+    refs/flowdrop/runs/<run> on the origin, are listed on a client whose HEAD never had
+    them — fetched on the way."""
+    _, worker_ws, client = cluster
+    child = WorkerChild(worker_ws, postgres_url, space, "committer")
+    try:
+        assert child.wait() == 0
+    finally:
+        child.close()
+    git(worker_ws, "push", "-q", "origin", f"HEAD:refs/flowdrop/runs/{child.run_id}")
+    shown = client.json("show", child.run_id)
+    assert [c["summary"] for c in shown["git"]["commits"]] == ["round 0", "round 1"]
+    assert git(client.ws, "rev-parse", f"refs/flowdrop/runs/{child.run_id}") == git(
+        worker_ws, "rev-parse", "HEAD"
+    )
+
+
+def test_show_says_when_the_runs_commits_cannot_be_fetched(
+    cluster: tuple[Path, Path, Machine], postgres_url: str, space: str, tmp_path: Path
+) -> None:
+    """Guards a failed fetch: a warning naming the origin, and ``show`` still answers."""
+    _, worker_ws, client = cluster
+    child = WorkerChild(worker_ws, postgres_url, space, "adder")
+    try:
+        child.wait()
+    finally:
+        child.close()
+    client.env["FLOWDROP_ORIGIN"] = str(tmp_path / "gone.git")
+    done = client.cli("show", child.run_id, "--json")
+    assert orjson.loads(done.stdout)["status"] == "completed"
+    assert "could not fetch the runs' commits from" in done.stderr
+    assert "gone.git" in done.stderr
+
+
+def test_prune_deletes_in_postgres_and_in_every_replica(
+    cluster: tuple[Path, Path, Machine],
+    postgres_url: str,
+    space: str,
+    pg_store: PostgresStore,
+    tmp_path: Path,
+) -> None:
+    """Guards remote prune: live, paused and pinned runs stay; the rest (but what a plain
+    run picks up) go from PostgreSQL, from the pruning machine's replica, and from
+    another machine's replica at its next sync."""
+    origin, worker_ws, client = cluster
+    ended = []
+    for _ in range(3):
+        child = WorkerChild(worker_ws, postgres_url, space, "adder", ["--fresh"])
+        try:
+            assert child.wait() == 0
+        finally:
+            child.close()
+        ended.append(child.run_id)
+    paused = WorkerChild(worker_ws, postgres_url, space, "ticker")
+    live = WorkerChild(worker_ws, postgres_url, space, "forever", worker="w2")
+    try:
+        subprocess.run(  # locally on the worker: a request file its run child reads
+            [sys.executable, "-m", "flowdrop_tui", "pause", paused.run_id, "--wait"],
+            cwd=worker_ws,
+            check=True,
+            capture_output=True,
+            env=plain_env(),
+        )
+        paused.wait()
+        other = Machine(clone(origin, tmp_path / "other"), postgres_url, space, origin)
+        assert len(other.json("runs")) == 5
+        client.json("pin", ended[0])
+        report = client.json("prune", "--keep", "0")
+        # ended[2] is what a plain `run adder` picks up (and adder's last run): it stays.
+        assert sorted(row["run"] for row in report["delete"]) == [ended[1]]
+        kept = {row["run"]: row["reasons"] for row in report["kept"]}
+        assert "pinned" in kept[ended[0]]
+        assert "paused" in kept[paused.run_id]
+        assert "live" in kept[live.run_id]
+        assert ended[1] not in pg_store.run_ids()
+        assert not (client.ws / ".flowdrop" / "runs" / ended[1]).exists()
+        assert (other.ws / ".flowdrop" / "runs" / ended[1]).exists()  # not synced yet
+        rows = other.json("runs")
+        assert ended[1] not in {row["run"] for row in rows}
+        assert not (other.ws / ".flowdrop" / "runs" / ended[1]).exists()
+        assert {row["run"]: row["pinned"] for row in rows}[ended[0]] is True
+    finally:
+        paused.close()
+        live.close()
+
+
+def test_an_unreachable_server_is_one_line_and_exit_4(tmp_path: Path) -> None:
+    """Guards against a traceback or a hang: a refused connection and a server that
+    accepts and never answers both end in one line naming the address, exit 4."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git(ws, "init", "-q", "-b", "main")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts into the backlog, never answers
+    silent_port = silent.getsockname()[1]
+    try:
+        refused = Machine(ws, f"postgresql://someone:secret@127.0.0.1:{port}/db", "s", ws)
+        for verb in (["flows"], ["runs"], ["show", "20261130T100000.000Z-aaaaaa"], ["prune"]):
+            done = refused.cli(*verb, check=UNREACHABLE_EXIT)
+            one_clear_line(done.stderr, f"127.0.0.1:{port}/db")
+        answer = refused.json("runs", check=UNREACHABLE_EXIT)
+        assert answer["error"]["code"] == "STORE_UNREACHABLE"
+        hanging = Machine(ws, f"postgresql://someone:secret@127.0.0.1:{silent_port}/db", "s", ws)
+        started = time.monotonic()
+        done = hanging.cli("flows", check=UNREACHABLE_EXIT, timeout=60)
+        assert time.monotonic() - started < 40  # the connect timeout, not a hang
+        one_clear_line(done.stderr, f"127.0.0.1:{silent_port}/db")
+    finally:
+        silent.close()
+
+
+def one_clear_line(stderr: str, address: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert address in lines[0]
+    assert "FLOWDROP_POSTGRES" in lines[0]  # what to do
+    assert "secret" not in stderr  # never the password
