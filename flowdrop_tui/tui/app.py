@@ -1,11 +1,15 @@
-"""The app: wiring, app-wide keys, the workspace watch, and the one error handler."""
+"""The app: wiring, app-wide keys, the workspace watch, and the one error handler.
+
+In remote mode (docs/remote.md) the app also keeps the replica following PostgreSQL
+while it is open (``reading.LiveReplica``): other machines' writes land in the
+replica's files, and the workspace watch sees them as it sees local runs'."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.app import App, SystemCommand
@@ -21,6 +25,10 @@ from flowdrop_tui.tui.keys import AimedKey, aim, send_on
 from flowdrop_tui.tui.screens.main_screen import MainScreen
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.run_table import RunTable
+
+if TYPE_CHECKING:
+    from flowdrop_tui.core.remote.config import RemoteConfig
+    from flowdrop_tui.core.remote.reading import LiveReplica
 
 TOASTS_SHOWN = 2  # at most this many notifications at once: the newest replace the oldest
 
@@ -44,13 +52,52 @@ class FlowdropApp(App[int]):
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep going in the background"),
     ]
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, remote: RemoteConfig | None = None) -> None:
         super().__init__()
         self.workspace = layout
         self.watcher = watch.WorkspaceWatch(layout)
+        self.remote = remote
+        self.live_replica: LiveReplica | None = None
+        self._replica_problem: str | None = None
 
     def get_default_screen(self) -> Screen[None]:
-        return MainScreen(self.workspace, self.watcher)
+        store = ""
+        if self.remote is not None:
+            from flowdrop_tui.core.remote.reading import store_label  # remote mode only
+
+            store = store_label(self.remote)
+        return MainScreen(self.workspace, self.watcher, store)
+
+    # -- remote mode: the replica follows PostgreSQL while the app is open ------------------
+
+    def on_mount(self) -> None:
+        if self.remote is None:
+            return
+        from flowdrop_tui.core.remote.reading import LiveReplica  # psycopg: remote mode only
+
+        self.live_replica = LiveReplica(self.workspace, self.remote)
+        self.live_replica.start()
+        self.set_interval(1.0, self._check_replica)
+
+    def _check_replica(self) -> None:
+        """Say once when the replica stopped following (and once when it is back)."""
+        if self.live_replica is None:
+            return
+        problem = self.live_replica.problem()
+        if problem != self._replica_problem:
+            self._replica_problem = problem
+            if problem is not None:
+                self.notify(problem, title="Live updates stopped", severity="error")
+            else:
+                self.notify("following the remote store again", title="Live updates")
+
+    def stop_replica(self) -> None:
+        replica, self.live_replica = self.live_replica, None
+        if replica is not None:
+            replica.stop()
+
+    def on_unmount(self) -> None:
+        self.stop_replica()
 
     def _main(self) -> MainScreen:
         for screen in self.screen_stack:
@@ -158,8 +205,12 @@ class FlowdropApp(App[int]):
         self.report_worker(event)
 
 
-def run_app(layout: Layout) -> int:
-    """Open the terminal UI on ``layout``'s workspace; returns the exit status."""
-    app = FlowdropApp(layout)
-    app.run()
+def run_app(layout: Layout, remote: RemoteConfig | None = None) -> int:
+    """Open the terminal UI on ``layout``'s workspace (``remote``: its replica, followed
+    live while open); returns the exit status."""
+    app = FlowdropApp(layout, remote)
+    try:
+        app.run()
+    finally:
+        app.stop_replica()
     return int(app.return_code or 0)

@@ -75,9 +75,10 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         Binding("m", "more_runs", "More runs", show=False),  # help's words say it
     ]
 
-    def __init__(self, layout: Layout, watcher: WorkspaceWatch) -> None:
+    def __init__(self, layout: Layout, watcher: WorkspaceWatch, store: str = "") -> None:
         super().__init__(id="main")
         self.workspace = layout
+        self.store = store  # remote mode: which store the records come from (the top line)
         self.watcher = watcher
         self.catalog = RunCatalog(layout)
         self.tracker = RunTracker(layout)
@@ -99,7 +100,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
             rows = views.quick_flow_rows(self.workspace)
         except (OSError, FlowdropError):
             rows = []
-        yield WorkspaceBar(self.workspace.workspace.name)
+        yield WorkspaceBar(self.workspace.workspace.name, self.store)
         with Vertical(id="flows-pane") as flows_pane:
             flows_pane.border_title = "Flows"
             table = FlowTable(rows, id="flows")

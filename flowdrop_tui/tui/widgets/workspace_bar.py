@@ -1,4 +1,5 @@
-"""The top line: which workspace this is, and whether it is a git repository."""
+"""The top line: which workspace this is, which store it shows (remote mode), and
+whether it is a git repository."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from flowdrop_tui.format import usage_words
 
 class WorkspaceBar(Static):
     """``flowdrop-tui · ws · 2 running: a, b · 1 paused: c · git main`` — the folder name,
-    not its path; what is still running comes before git, so a narrow screen cuts git."""
+    not its path; what is still running comes before git, so a narrow screen cuts git.
+    In remote mode the store comes right after the name: ``remote: team @ db:5432``."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, store: str = "") -> None:
         super().__init__(id="workspace-bar", markup=False)
         self.workspace_name = name
+        self.store_text = store
         self.git_text = "reading git…"
         self.usage_text = ""
         self.summary = ""
@@ -50,5 +53,12 @@ class WorkspaceBar(Static):
         self._redraw()
 
     def _redraw(self) -> None:
-        parts = ["flowdrop-tui", self.workspace_name, self.summary, self.git_text, self.usage_text]
+        parts = [
+            "flowdrop-tui",
+            self.workspace_name,
+            self.store_text,
+            self.summary,
+            self.git_text,
+            self.usage_text,
+        ]
         self.update(Text(" · ".join(part for part in parts if part)))
