@@ -217,3 +217,64 @@ def test_a_commit_not_on_the_origin_is_refused_by_the_worker(
     run = client.json("run", "counter")["run"]
     client.json("stop", run, "--now")
     wait_status(client, run, "cancelled")
+
+
+COMMITTER = """
+    import subprocess
+    from flowdrop_tui import flow
+
+    @flow()
+    def main(run):
+        for r in run.rounds(["one"]):
+            with open("made-by-the-run.txt", "w") as out:
+                out.write("made on the worker\\n")
+            git = ["git", "-c", "user.name=run", "-c", "user.email=run@x"]
+            subprocess.run([*git, "add", "made-by-the-run.txt"], check=True)
+            subprocess.run([*git, "commit", "-qm", "the run's commit"], check=True)
+        return "done"
+"""
+
+
+def test_a_runs_commits_reach_the_origin_and_its_worktree_goes(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against a run's commits dying with the worker's worktree (they are kept
+    at refs/flowdrop/runs/<run> on the origin), and against worktrees piling up."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("committer", COMMITTER)
+    worker.wait_polling()
+    run = client.json("run", "committer")["run"]
+    shown = wait_status(client, run, "completed")
+    assert shown["result"] == "done"
+    ref = f"refs/flowdrop/runs/{run}"
+    kept = wait_for(
+        "the run's ref on the origin",
+        lambda: subprocess.run(
+            ["git", "log", "-1", "--format=%s", ref], cwd=client.origin, capture_output=True
+        ).stdout.strip(),
+    )
+    assert kept == b"the run's commit"
+    trees = worker.home / "flowdrop-worker" / "worktrees"
+    wait_for("the worktree removed", lambda: not any(trees.iterdir()))
+
+
+def test_a_stopping_worker_stops_its_runs_after_their_round(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against SIGTERM to a worker leaving its runs to be reaped as lost (or
+    killing them mid-round): they stop after their round, cancelled, and it exits 0."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    client.add_flow("gated", gated(gate))
+    worker.wait_polling()
+    run = client.json("run", "gated")["run"]
+    wait_for("round 1", lambda: status(client, run) == "running")
+    worker.process.terminate()  # SIGTERM to the worker alone
+    wait_for("the stop asked", lambda: "stopping" in worker.text())
+    (gate / "go-1").touch()
+    assert worker.process.wait(timeout=60) == 0
+    shown = wait_status(client, run, "cancelled")
+    assert shown["last_round"] == 1
