@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from flowdrop_tui import cli
+from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.reading import UNREACHABLE_EXIT
 from flowdrop_tui.core.remote.store import PostgresStore
 from tests.flow_bodies import adds_one_a_round, counts_rounds
@@ -25,6 +28,7 @@ from tests.remote.machines import (
     make_origin,
     plain_env,
 )
+from tests.remote.servers import PostgresServer, TcpProxy
 
 PRINTS_SLOWLY = """
 import time
@@ -251,3 +255,39 @@ def one_clear_line(stderr: str, address: str) -> None:
     assert address in lines[0]
     assert "FLOWDROP_POSTGRES" in lines[0]  # what to do
     assert "secret" not in stderr  # never the password
+
+
+def test_logs_follow_stops_with_the_clear_error_when_the_server_goes(
+    cluster: tuple[Path, Path, Machine],
+    postgres_server: PostgresServer,
+    space: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Guards ``logs -f`` against following for ever a run it can no longer hear of: the
+    server gone (the connection reset, new ones refused), it stops once following has
+    failed for the sync deadline, with the one-line error and exit 4."""
+    _, worker_ws, client = cluster
+    proxy = TcpProxy(postgres_server.port)
+    child = WorkerChild(worker_ws, postgres_server.url(), space, "forever")
+    try:
+        for name, value in client.env.items():
+            if name.startswith("FLOWDROP_"):
+                monkeypatch.setenv(name, value)
+        monkeypatch.setenv("FLOWDROP_POSTGRES", proxy.url())
+        monkeypatch.setattr(reading, "SYNC_TIMEOUT", 2.0)  # the deadline, shortened
+        threading.Timer(1.5, proxy.cut).start()
+        codes: list[int] = []
+        argv = ["logs", child.run_id, "-f", "--workspace", str(client.ws)]
+        follow = threading.Thread(target=lambda: codes.append(cli.main(argv)), daemon=True)
+        follow.start()
+        follow.join(30)
+        assert not follow.is_alive(), "logs -f still following a server that is gone"
+        assert codes == [UNREACHABLE_EXIT]
+        assert child.proc.poll() is None  # the run itself goes on, on its worker
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("flowdrop-tui: cannot reach PostgreSQL at ")
+        assert f":{proxy.port}/" in err[-1]
+    finally:
+        child.close()
+        proxy.cut()
