@@ -200,6 +200,9 @@ def test_prune_deletes_in_postgres_and_in_every_replica(
         other = Machine(clone(origin, tmp_path / "other"), postgres_url, space, origin)
         assert len(other.json("runs")) == 5
         client.json("pin", ended[0])
+        dry = client.json("prune", "--keep", "0", "--dry-run")
+        assert [row["run"] for row in dry["delete"]] == [ended[1]]
+        assert len(pg_store.run_ids()) == 5  # a dry run deletes nothing
         report = client.json("prune", "--keep", "0")
         # ended[2] is what a plain `run adder` picks up (and adder's last run): it stays.
         assert sorted(row["run"] for row in report["delete"]) == [ended[1]]
