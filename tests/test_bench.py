@@ -88,6 +88,14 @@ def test_remote_keyset_prints_a_ratio(tmp_path: Path) -> None:
     assert "fenced write alone" in done.stdout
 
 
+def test_remote_reads_prints_a_ratio(tmp_path: Path) -> None:
+    """Guards against bench/remote_reads.py breaking (it starts its own PostgreSQL)."""
+    out = quick("remote_reads.py", tmp_path)
+    match = RATIO.search(out)
+    assert match and float(match.group(1)) > 0, out
+    assert "seen by a follower elsewhere" in out
+
+
 def test_worker_loss_prints_a_ratio(tmp_path: Path) -> None:
     """Guards against bench/worker_loss.py breaking (real Temporal, PostgreSQL, workers)."""
     out = quick("worker_loss.py", tmp_path)
