@@ -121,7 +121,15 @@ def test_logs_follow_shows_lines_printed_on_another_machine(
         first = follow.stdout.readline()
         assert orjson.loads(first) == {"line": "tick 0"}
         assert child.proc.poll() is None  # seen while the run is live, not after
-        rest, err = follow.communicate(timeout=60)
+        # From the same buffered reader as the first line (communicate would skip what
+        # it already holds); stderr is one status line.
+        watchdog = threading.Timer(60, follow.kill)  # a follow that never ends fails
+        watchdog.start()
+        rest = follow.stdout.read()
+        watchdog.cancel()
+        follow.wait(60)
+        assert follow.stderr is not None
+        err = follow.stderr.read()
         assert follow.returncode == 0, err
     finally:
         child.close()

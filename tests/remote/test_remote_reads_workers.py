@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -61,7 +62,15 @@ def test_logs_follow_and_show_from_a_client_of_a_real_worker(
         first = orjson.loads(follow.stdout.readline())
         assert first["line"].startswith("tick ")
         assert run_id in store.live_runs()  # printed here while it runs there
-        rest, err = follow.communicate(timeout=120)
+        # From the same buffered reader as the first line (communicate would skip what
+        # it already holds); stderr is one status line.
+        watchdog = threading.Timer(120, follow.kill)  # a follow that never ends fails
+        watchdog.start()
+        rest = follow.stdout.read()
+        watchdog.cancel()
+        follow.wait(120)
+        assert follow.stderr is not None
+        err = follow.stderr.read()
     finally:
         if follow.poll() is None:
             follow.kill()

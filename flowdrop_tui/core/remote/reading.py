@@ -7,7 +7,7 @@ exactly as locally once ``synced`` has run. ``show`` also fetches the commits
 workers pushed to ``refs/flowdrop/runs/*`` (``fetch_run_refs``).
 
 A server that cannot be reached is one clear error, never a hang: libpq's connect
-is bounded (``CONNECT_TIMEOUT``) and the whole sync has a deadline
+is bounded (the store's ``connect_timeout``, 5 s) and the whole sync has a deadline
 (``SYNC_TIMEOUT``) — a server that accepts the connection and then stops
 answering (a partition) is reported too.
 """
@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.git import RUN_REFS
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.store import StoreUnreachableError
 
-CONNECT_TIMEOUT = 5  # seconds: libpq's connect_timeout for every connection this process opens
 SYNC_TIMEOUT = 30.0  # seconds: a sync (connect included) not done by then is reported
 FETCH_TIMEOUT = 60.0  # seconds: `git fetch` of the runs' refs
 UNREACHABLE_EXIT = 4  # the CLI's exit status for it (README, "Beyond one machine")
@@ -182,7 +182,7 @@ class LiveReplica:
 
         self.config = config
         self._lock = threading.Lock()
-        self._problem: str | None = None
+        self._error: Exception | None = None
         self._first_failure = 0.0
         self._last_failure = 0.0
         self._follower = Follower(
@@ -201,27 +201,35 @@ class LiveReplica:
         self._follower.stop()
 
     def _failed(self, exc: Exception) -> None:
-        message = getattr(exc, "message", None) or str(exc).strip() or type(exc).__name__
         now = time.monotonic()
         with self._lock:
-            if self._problem is None or now - self._last_failure > FOLLOW_GRACE:
+            if self._error is None or now - self._last_failure > FOLLOW_GRACE:
                 self._first_failure = now
-            self._problem = message.splitlines()[0]
+            self._error = exc
             self._last_failure = now
 
     def _recovered(self) -> None:
         with self._lock:
-            self._problem = None
+            self._error = None
+
+    def failure(self) -> Exception | None:
+        """Why following has been failing, or None (no failure for ``FOLLOW_GRACE``)."""
+        with self._lock:
+            if self._error is not None and time.monotonic() - self._last_failure > FOLLOW_GRACE:
+                self._error = None  # no failure for a while: it is following again
+            return self._error
 
     def problem(self) -> str | None:
-        with self._lock:
-            if self._problem is not None and time.monotonic() - self._last_failure > FOLLOW_GRACE:
-                self._problem = None  # no failure for a while: it is following again
-            return self._problem
+        """``failure()`` in words (one line), for the UI."""
+        exc = self.failure()
+        if exc is None:
+            return None
+        text = getattr(exc, "message", None) or str(exc).strip() or type(exc).__name__
+        return str(text).splitlines()[0]
 
     def failing_for(self) -> float:
         with self._lock:
-            if self._problem is None:
+            if self._error is None:
                 return 0.0
             return time.monotonic() - self._first_failure
 
@@ -235,11 +243,14 @@ def following(layout: Layout, config: RemoteConfig) -> Iterator[Callable[[], Non
     live.start()
 
     def check() -> None:
-        problem = live.problem()
-        if problem is not None and live.failing_for() > SYNC_TIMEOUT:
-            if "PostgreSQL" in problem:
-                raise RemoteUnreachableError(problem)
-            raise unreachable(config, problem)
+        exc = live.failure()
+        if exc is None or live.failing_for() <= SYNC_TIMEOUT:
+            return
+        if isinstance(exc, StoreUnreachableError):
+            raise RemoteUnreachableError(exc.message) from exc
+        if isinstance(exc, FlowdropError):
+            raise exc  # the replica could not be written here (a full disk…): said as is
+        raise unreachable(config, live.problem() or type(exc).__name__) from exc
 
     try:
         yield check
