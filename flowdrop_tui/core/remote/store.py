@@ -133,6 +133,8 @@ CREATE TABLE IF NOT EXISTS fd_changes (
     at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS fd_changes_space ON fd_changes (space, id);
+-- the change row of a file's last whole write: the next one supersedes it
+ALTER TABLE fd_files ADD COLUMN IF NOT EXISTS change_id bigint;
 CREATE INDEX IF NOT EXISTS fd_changes_run ON fd_changes (space, run_id);
 
 CREATE OR REPLACE FUNCTION fd_check_epoch(
@@ -152,15 +154,24 @@ BEGIN
     END IF;
 END $$;
 
-CREATE OR REPLACE FUNCTION fd_change(
+CREATE OR REPLACE FUNCTION fd_new_change(
     p_space text, p_run text, p_kind text, p_relpath text, p_seq bigint
-) RETURNS void LANGUAGE plpgsql AS $$
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE new_id bigint;
 BEGIN
     -- held to the commit: ids of one space are handed out in commit order
     PERFORM pg_advisory_xact_lock(hashtext('fd_changes'), hashtext(p_space));
     INSERT INTO fd_changes (space, run_id, kind, relpath, seq)
-    VALUES (p_space, p_run, p_kind, p_relpath, p_seq);
+    VALUES (p_space, p_run, p_kind, p_relpath, p_seq) RETURNING id INTO new_id;
     PERFORM pg_notify('fd_changes', p_space);
+    RETURN new_id;
+END $$;
+
+CREATE OR REPLACE FUNCTION fd_change(
+    p_space text, p_run text, p_kind text, p_relpath text, p_seq bigint
+) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM fd_new_change(p_space, p_run, p_kind, p_relpath, p_seq);
 END $$;
 
 CREATE OR REPLACE FUNCTION fd_file_end(p_space text, p_run text, p_relpath text)
@@ -188,10 +199,18 @@ END $$;
 CREATE OR REPLACE FUNCTION fd_write_file(
     p_space text, p_key text, p_epoch bigint, p_run text, p_relpath text, p_data bytea
 ) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE old_change bigint; new_change bigint;
 BEGIN
     PERFORM fd_check_epoch(p_space, p_key, p_epoch, false);
+    SELECT change_id INTO old_change FROM fd_files
+     WHERE space = p_space AND run_id = p_run AND relpath = p_relpath;
     PERFORM fd_put_file(p_space, p_run, p_relpath, p_data);
-    PERFORM fd_change(p_space, p_run, 'file', p_relpath, NULL);
+    new_change := fd_new_change(p_space, p_run, 'file', p_relpath, NULL);
+    UPDATE fd_files SET change_id = new_change
+     WHERE space = p_space AND run_id = p_run AND relpath = p_relpath;
+    -- a key set a second ago is superseded by this one: the feed keeps one row per
+    -- file, not one per key set (a replica behind it reads the newest whole file)
+    DELETE FROM fd_changes WHERE id = old_change AND kind = 'file';
 END $$;
 
 CREATE OR REPLACE FUNCTION fd_append_line(
