@@ -113,6 +113,7 @@ def sync(layout: Layout, store: PostgresStore) -> SyncReport:
 
     Safe from several processes at once (a lock in ``cache/``), and after a kill at any
     point (the cursor moves only after the files; applying a change twice is a no-op)."""
+    store.ensure_schema()  # a space no worker wrote to yet has no tables (one read after)
     layout.ensure()
     layout.folder(layout.cache)
     report = SyncReport()

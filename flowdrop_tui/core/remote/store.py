@@ -33,7 +33,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, RefusedError
 
 CHANNEL = "fd_changes"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: fd_files.change_id (the feed compacted)
 # Connection settings applied unless the URL sets them: a server that went away is
 # noticed in seconds (a partitioned worker's write must fail, not hang for minutes).
 _CONNECT_DEFAULTS = {
@@ -63,6 +63,12 @@ class StoreUnreachableError(FlowdropError):
     or may not have committed; every write here is safe to send again."""
 
     code = "STORE_UNREACHABLE"
+
+
+class StoreError(FlowdropError):
+    """PostgreSQL refused a request (a missing table, a permission): not worth a retry."""
+
+    code = "STORE_ERROR"
 
 
 class StoreConflictError(FlowdropError):
@@ -368,6 +374,7 @@ class PostgresStore:
         self.space = space
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
+        self._schema_ready = False
 
     # --- connection -----------------------------------------------------------------
 
@@ -424,11 +431,18 @@ class PostgresStore:
                 with self._connection().cursor() as cur:
                     cur.execute(query, params)
                     return cur.fetchall() if cur.description is not None else []
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            except psycopg.Error as exc:
                 if exc.sqlstate in (_FENCED, _OUT_OF_ORDER, _ALREADY_RUNNING):
-                    raise
-                self._drop()
-                raise _unreachable(self.url, exc) from exc
+                    raise  # the caller words them (_translated)
+                if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+                    # Gone, or failing for now (a restart, a full disk, a deadlock
+                    # broken): the caller may send it again on a new connection.
+                    self._drop()
+                    raise _unreachable(self.url, exc) from exc
+                raise StoreError(
+                    f"PostgreSQL refused a request ({exc.sqlstate}): "
+                    f"{exc.diag.message_primary or exc}"
+                ) from exc
 
     def _call(self, query: str, params: Sequence[Any], key: str, epoch: int | None) -> Any:
         try:
@@ -471,8 +485,12 @@ class PostgresStore:
     # --- schema ---------------------------------------------------------------------
 
     def ensure_schema(self) -> None:
-        """Create the tables and functions if missing; safe to call any number of times,
-        from many processes at once (one advisory lock serialises them)."""
+        """Create or bring up to date the tables and functions; safe to call any number
+        of times, from many processes at once (one advisory lock serialises them).
+        A schema already at this version costs one read: no DDL, no lock."""
+        if self._schema_ready or self._schema_version() >= SCHEMA_VERSION:
+            self._schema_ready = True
+            return
         with self._lock:
             try:
                 conn = self._connection()
@@ -482,9 +500,25 @@ class PostgresStore:
                     cur.execute("SELECT version FROM fd_schema")
                     if cur.fetchone() is None:
                         cur.execute("INSERT INTO fd_schema VALUES (%s)", (SCHEMA_VERSION,))
+                    else:
+                        cur.execute("UPDATE fd_schema SET version = %s", (SCHEMA_VERSION,))
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._drop()
                 raise _unreachable(self.url, exc) from exc
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot create remote mode's tables in PostgreSQL: "
+                    f"{exc.diag.message_primary or exc}; the user in the URL needs CREATE "
+                    "on the database (or have someone run flowdrop-tui worker once)"
+                ) from exc
+        self._schema_ready = True
+
+    def _schema_version(self) -> int:
+        try:
+            rows = self._rows("SELECT max(version) FROM fd_schema", ())
+        except StoreError:
+            return 0  # no fd_schema yet
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
     # --- keys -----------------------------------------------------------------------
 
