@@ -403,8 +403,8 @@ class Follower:
             for note in listener.notifies(timeout=tick, stop_after=1):
                 notified = notified or note.payload == self.store.space
             if notified:  # a burst (a key set a millisecond): what is pending, one sync
-                for note in listener.notifies(timeout=0.0):
-                    notified = notified or note.payload == self.store.space
+                for _ in listener.notifies(timeout=0.0):
+                    pass
             if notified or time.monotonic() - synced_at >= self.interval:
                 self._sync()
                 synced_at = time.monotonic()
