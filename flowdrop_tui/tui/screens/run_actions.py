@@ -9,25 +9,26 @@ detached (``core.control``): they outlive this screen.
 Escape stops live runs only. A paused run is closed for good by ``x`` after a
 confirmation naming it; no sequence of escapes can close it (docs/decisions.md).
 
-In remote mode (the app's ``remote``) enter, escape, p, r and x go through the
-executor seam (``core/remote/executor.py``): runs start on workers, and stop and
-pause reach the worker that holds the run. Local mode calls what it always did.
+Every action goes through the executor seam (``core/remote/executor.py``): today's
+launch and verbs locally; in remote mode runs start on workers, and stop and pause
+reach the worker holding the run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import work
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from flowdrop_tui.core.control import launch, verbs
+from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run
+from flowdrop_tui.core.remote.executor import executor_for
 from flowdrop_tui.core.run import forecast
 from flowdrop_tui.core.run import plan as start_plan
 from flowdrop_tui.format import asked_text
@@ -39,9 +40,6 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
-
-if TYPE_CHECKING:
-    from flowdrop_tui.core.remote.executor import Executor
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
@@ -105,15 +103,6 @@ class RunActions(Screen[None]):
             if info.status in statuses:
                 return info
         return None
-
-    def remote_executor(self) -> Executor | None:
-        """Remote mode: the executor that puts runs on workers; None: today's local calls
-        (which also say who asked, and keep a paused run from escape's stop)."""
-        if getattr(self.app, "remote", None) is None:
-            return None
-        from flowdrop_tui.core.remote.executor import executor_for  # remote mode only
-
-        return executor_for(self.workspace)
 
     def _need_flow(self) -> str | None:
         name = self.selected_flow_name()
@@ -198,14 +187,8 @@ class RunActions(Screen[None]):
     def launch(self, key: str, *, from_run: str | None, fresh: bool, what: str) -> None:
         try:
             ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
-            executor = self.remote_executor()
-            if executor is not None:
-                options = forecast.StartOptions(from_run=from_run, fresh=fresh)
-                answer = executor.start(ref, options, [])
-            else:
-                answer = launch.launch_run(
-                    self.workspace, ref.folder, ref.key, from_run=from_run, fresh=fresh
-                )
+            options = forecast.StartOptions(from_run=from_run, fresh=fresh)
+            answer = executor_for(self.workspace).start(ref, options, [])
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -295,13 +278,8 @@ class RunActions(Screen[None]):
     def stop(self, run_id: str, now: bool) -> None:
         """Escape: stop a live run. A run that paused meanwhile is refused, not closed."""
         try:
-            executor = self.remote_executor()
-            if executor is None:
-                asked = verbs.stop(self.workspace, run_id, now=now, by=UI, keep_paused=True)
-            else:
-                # escape never closes a paused run (the replica is followed live)
-                verbs.refuse_paused(load_run(self.workspace, run_id))
-                asked = executor.stop(run_id, now=now)
+            executor = executor_for(self.workspace)
+            asked = executor.stop(run_id, now=now, by=UI, keep_paused=True)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -334,11 +312,7 @@ class RunActions(Screen[None]):
     @work(thread=True, group="control", exit_on_error=False)
     def close_paused(self, run_id: str) -> None:
         try:
-            executor = self.remote_executor()
-            if executor is None:
-                asked = verbs.stop(self.workspace, run_id, by=UI)
-            else:
-                asked = executor.stop(run_id, now=False)  # a paused run: closed by a worker
+            asked = executor_for(self.workspace).stop(run_id, now=False, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -358,11 +332,7 @@ class RunActions(Screen[None]):
     def pause(self, run_id: str) -> None:
         try:
             info = load_run(self.workspace, run_id)
-            executor = self.remote_executor()
-            if executor is None:
-                verbs.pause(self.workspace, run_id, by=UI)
-            else:
-                executor.pause(run_id)
+            executor_for(self.workspace).pause(run_id, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -392,12 +362,8 @@ class RunActions(Screen[None]):
                 return
         try:
             info = load_run(self.workspace, run_id)
-            executor = self.remote_executor()
-            answer: dict[str, Any] = (
-                launch.launch_resume(self.workspace, run_id, by={"via": "ui"})
-                if executor is None
-                else executor.resume(run_id, [])
-            )
+            executor = executor_for(self.workspace)
+            answer: dict[str, Any] = executor.resume(run_id, [], by={"via": "ui"})
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
