@@ -225,6 +225,9 @@ def test_prune_deletes_in_postgres_and_in_every_replica(
         assert ended[1] not in {row["run"] for row in rows}
         assert not (other.ws / ".flowdrop" / "runs" / ended[1]).exists()
         assert {row["run"]: row["pinned"] for row in rows}[ended[0]] is True
+        unpinned = other.json("unpin", ended[0])  # from another machine, as locally
+        assert unpinned == {"run": ended[0], "pinned": False, "changed": True}
+        assert client.json("show", ended[0])["pinned"] is False
     finally:
         paused.close()
         live.close()
