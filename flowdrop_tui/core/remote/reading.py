@@ -38,8 +38,9 @@ T = TypeVar("T")
 
 class RemoteUnreachableError(StoreUnreachableError):
     """PostgreSQL could not be reached, or stopped answering, while a command read or
-    deleted: the store's error (its JSON code), with the CLI's own exit status 4 so a
-    script can tell "try again later" from a refusal (3) or a failed flow (1)."""
+    deleted: the store's error (its JSON code and exit status 4, so a script can tell
+    "try again later" from a refusal, 3, or a failed flow, 1), raised here also for a
+    server that accepted the connection and then went silent."""
 
     exit_code = UNREACHABLE_EXIT
 

@@ -63,6 +63,7 @@ class StoreUnreachableError(FlowdropError):
     or may not have committed; every write here is safe to send again."""
 
     code = "STORE_UNREACHABLE"
+    exit_code = 4  # every command: "try again later", apart from refusals (3) and failures (1)
 
 
 class StoreError(FlowdropError):

@@ -31,7 +31,7 @@ from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, UsageEr
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run, who
-from flowdrop_tui.core.remote import replica
+from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.executor import TEMPORAL_USED
 from flowdrop_tui.core.remote.store import PostgresStore
@@ -65,13 +65,9 @@ class TemporalExecutor:
     # -- the replica --------------------------------------------------------------------
 
     def sync(self) -> None:
-        """Bring this workspace's replica of the records up to PostgreSQL."""
-        store = PostgresStore(self.settings.postgres, self.settings.space)
-        try:
-            store.ensure_schema()
-            replica.sync(self.layout, store)
-        finally:
-            store.close()
+        """Bring this workspace's replica of the records up to PostgreSQL, as every read
+        command does (``reading.synced``: bounded, the pins too; unreachable is exit 4)."""
+        reading.synced(self.layout, self.settings)
 
     # -- start --------------------------------------------------------------------------
 
