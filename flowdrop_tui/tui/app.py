@@ -141,7 +141,7 @@ class FlowdropApp(App[int]):
     def action_prune(self) -> None:
         from flowdrop_tui.tui.screens.prune_modal import offer_prune  # loaded when asked
 
-        offer_prune(self, self.workspace)
+        offer_prune(self, self.workspace, remote=self.remote)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

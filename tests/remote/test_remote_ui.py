@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.tui.app import FlowdropApp
+from flowdrop_tui.tui.screens.prune_modal import PruneModal, offer_prune
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
-from tests.flow_bodies import counts_rounds
+from tests.flow_bodies import adds_one_a_round, counts_rounds
 from tests.remote.machines import WorkerChild, clone, make_origin
 from tests.tui.tui_helpers import until
 
@@ -90,3 +92,35 @@ async def test_the_ui_follows_the_runs_of_two_workers(
         for child in (forever, finishes):
             if child is not None:
                 child.close()
+
+
+async def test_the_uis_prune_deletes_in_postgres_not_only_here(
+    tmp_path: Path, postgres_url: str, space: str, pg_store: PostgresStore
+) -> None:
+    """Guards the command palette's prune in remote mode: what it deletes goes from
+    PostgreSQL (so from every replica), not only from this machine's replica — which
+    the next sync would never put back."""
+    origin = make_origin(tmp_path, {"quick": adds_one_a_round("n", 1)})
+    client, worker = clone(origin, tmp_path / "client"), clone(origin, tmp_path / "w1")
+    runs = []
+    for _ in range(3):
+        child = WorkerChild(worker, postgres_url, space, "quick", ["--fresh"])
+        try:
+            assert child.wait() == 0
+        finally:
+            child.close()
+        runs.append(child.run_id)
+    remote = RemoteConfig(temporal="127.0.0.1:9", postgres=postgres_url, space=space)
+    layout = Layout(client)
+    reading.synced(layout, remote)
+    app = FlowdropApp(layout, remote)
+    async with app.run_test(size=(120, 36)) as pilot:
+        offer_prune(app, layout, keep=0, remote=remote)
+        await until(pilot, lambda: isinstance(app.screen, PruneModal), what="the dry run")
+        assert [row["run"] for row in app.screen.report["delete"]] == runs[:2]
+        await pilot.press("y")
+        await until(pilot, lambda: sorted(pg_store.run_ids()) == [runs[2]], what="deleted")
+        await until(pilot, lambda: not (layout.runs / runs[0]).exists(), what="replica")
+    other = Layout(clone(origin, tmp_path / "other"))
+    reading.synced(other, remote)
+    assert sorted(p.name for p in other.runs.iterdir()) == [runs[2]]

@@ -2,12 +2,14 @@
 
 Self-contained: ``offer_prune`` is all the app calls. The dry run and the prune
 are thread workers calling the core (``retention.prune``); the modal only shows
-the dry run's words (``format.prune_text``), the same as ``prune --dry-run``.
+the dry run's words (``format.prune_text``), the same as ``prune --dry-run``. In
+remote mode both are the remote prune (``core/remote/pruning.py``): the verdicts over
+the replica, the deletion in PostgreSQL — never the replica's folders alone.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -18,6 +20,9 @@ from flowdrop_tui.core import retention
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.format import prune_text, size_words
 from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings
+
+if TYPE_CHECKING:
+    from flowdrop_tui.core.remote.config import RemoteConfig
 
 GROUP = "prune"
 
@@ -57,7 +62,23 @@ class PruneModal(ConfirmModal):
             yield from super().compose_question()
 
 
-def offer_prune(app: App[Any], layout: Layout, keep: int = retention.DEFAULT_KEEP) -> None:
+def prune(
+    layout: Layout, remote: RemoteConfig | None, keep: int, *, dry_run: bool
+) -> retention.PruneResult:
+    """``prune`` as the CLI runs it: locally, or in remote mode through PostgreSQL."""
+    if remote is None:
+        return retention.prune(layout, keep, dry_run=dry_run)
+    from flowdrop_tui.core.remote import pruning  # remote mode only: psycopg
+
+    return pruning.prune(layout, remote, keep, dry_run=dry_run)
+
+
+def offer_prune(
+    app: App[Any],
+    layout: Layout,
+    keep: int = retention.DEFAULT_KEEP,
+    remote: RemoteConfig | None = None,
+) -> None:
     """Dry run (in a thread), ask in a modal, then prune (in a thread) and say what went."""
 
     def done(result: retention.PruneResult) -> None:
@@ -75,7 +96,7 @@ def offer_prune(app: App[Any], layout: Layout, keep: int = retention.DEFAULT_KEE
                 refresh()
 
     def delete() -> None:
-        result = retention.prune(layout, keep)
+        result = prune(layout, remote, keep, dry_run=False)
         app.call_from_thread(done, result)
 
     def answered(yes: bool | None) -> None:
@@ -86,7 +107,7 @@ def offer_prune(app: App[Any], layout: Layout, keep: int = retention.DEFAULT_KEE
         app.push_screen(PruneModal(report), answered)
 
     def dry_run() -> None:
-        report = retention.prune(layout, keep, dry_run=True).as_json()
+        report = prune(layout, remote, keep, dry_run=True).as_json()
         app.call_from_thread(ask, report)
 
     app.run_worker(dry_run, thread=True, group=GROUP, exclusive=True, exit_on_error=False)
