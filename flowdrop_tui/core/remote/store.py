@@ -33,7 +33,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, RefusedError
 
 CHANNEL = "fd_changes"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: fd_files.change_id (the feed compacted)
 # Connection settings applied unless the URL sets them: a server that went away is
 # noticed in seconds (a partitioned worker's write must fail, not hang for minutes).
 _CONNECT_DEFAULTS = {
@@ -63,6 +63,12 @@ class StoreUnreachableError(FlowdropError):
     or may not have committed; every write here is safe to send again."""
 
     code = "STORE_UNREACHABLE"
+
+
+class StoreError(FlowdropError):
+    """PostgreSQL refused a request (a missing table, a permission): not worth a retry."""
+
+    code = "STORE_ERROR"
 
 
 class StoreConflictError(FlowdropError):
@@ -133,6 +139,8 @@ CREATE TABLE IF NOT EXISTS fd_changes (
     at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS fd_changes_space ON fd_changes (space, id);
+-- the change row of a file's last whole write: the next one supersedes it
+ALTER TABLE fd_files ADD COLUMN IF NOT EXISTS change_id bigint;
 CREATE INDEX IF NOT EXISTS fd_changes_run ON fd_changes (space, run_id);
 
 CREATE OR REPLACE FUNCTION fd_check_epoch(
@@ -152,15 +160,24 @@ BEGIN
     END IF;
 END $$;
 
-CREATE OR REPLACE FUNCTION fd_change(
+CREATE OR REPLACE FUNCTION fd_new_change(
     p_space text, p_run text, p_kind text, p_relpath text, p_seq bigint
-) RETURNS void LANGUAGE plpgsql AS $$
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE new_id bigint;
 BEGIN
     -- held to the commit: ids of one space are handed out in commit order
     PERFORM pg_advisory_xact_lock(hashtext('fd_changes'), hashtext(p_space));
     INSERT INTO fd_changes (space, run_id, kind, relpath, seq)
-    VALUES (p_space, p_run, p_kind, p_relpath, p_seq);
+    VALUES (p_space, p_run, p_kind, p_relpath, p_seq) RETURNING id INTO new_id;
     PERFORM pg_notify('fd_changes', p_space);
+    RETURN new_id;
+END $$;
+
+CREATE OR REPLACE FUNCTION fd_change(
+    p_space text, p_run text, p_kind text, p_relpath text, p_seq bigint
+) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM fd_new_change(p_space, p_run, p_kind, p_relpath, p_seq);
 END $$;
 
 CREATE OR REPLACE FUNCTION fd_file_end(p_space text, p_run text, p_relpath text)
@@ -188,10 +205,18 @@ END $$;
 CREATE OR REPLACE FUNCTION fd_write_file(
     p_space text, p_key text, p_epoch bigint, p_run text, p_relpath text, p_data bytea
 ) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE old_change bigint; new_change bigint;
 BEGIN
     PERFORM fd_check_epoch(p_space, p_key, p_epoch, false);
+    SELECT change_id INTO old_change FROM fd_files
+     WHERE space = p_space AND run_id = p_run AND relpath = p_relpath;
     PERFORM fd_put_file(p_space, p_run, p_relpath, p_data);
-    PERFORM fd_change(p_space, p_run, 'file', p_relpath, NULL);
+    new_change := fd_new_change(p_space, p_run, 'file', p_relpath, NULL);
+    UPDATE fd_files SET change_id = new_change
+     WHERE space = p_space AND run_id = p_run AND relpath = p_relpath;
+    -- a key set a second ago is superseded by this one: the feed keeps one row per
+    -- file, not one per key set (a replica behind it reads the newest whole file)
+    DELETE FROM fd_changes WHERE id = old_change AND kind = 'file';
 END $$;
 
 CREATE OR REPLACE FUNCTION fd_append_line(
@@ -349,6 +374,7 @@ class PostgresStore:
         self.space = space
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
+        self._schema_ready = False
 
     # --- connection -----------------------------------------------------------------
 
@@ -405,11 +431,18 @@ class PostgresStore:
                 with self._connection().cursor() as cur:
                     cur.execute(query, params)
                     return cur.fetchall() if cur.description is not None else []
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            except psycopg.Error as exc:
                 if exc.sqlstate in (_FENCED, _OUT_OF_ORDER, _ALREADY_RUNNING):
-                    raise
-                self._drop()
-                raise _unreachable(self.url, exc) from exc
+                    raise  # the caller words them (_translated)
+                if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+                    # Gone, or failing for now (a restart, a full disk, a deadlock
+                    # broken): the caller may send it again on a new connection.
+                    self._drop()
+                    raise _unreachable(self.url, exc) from exc
+                raise StoreError(
+                    f"PostgreSQL refused a request ({exc.sqlstate}): "
+                    f"{exc.diag.message_primary or exc}"
+                ) from exc
 
     def _call(self, query: str, params: Sequence[Any], key: str, epoch: int | None) -> Any:
         try:
@@ -452,8 +485,12 @@ class PostgresStore:
     # --- schema ---------------------------------------------------------------------
 
     def ensure_schema(self) -> None:
-        """Create the tables and functions if missing; safe to call any number of times,
-        from many processes at once (one advisory lock serialises them)."""
+        """Create or bring up to date the tables and functions; safe to call any number
+        of times, from many processes at once (one advisory lock serialises them).
+        A schema already at this version costs one read: no DDL, no lock."""
+        if self._schema_ready or self._schema_version() >= SCHEMA_VERSION:
+            self._schema_ready = True
+            return
         with self._lock:
             try:
                 conn = self._connection()
@@ -463,9 +500,25 @@ class PostgresStore:
                     cur.execute("SELECT version FROM fd_schema")
                     if cur.fetchone() is None:
                         cur.execute("INSERT INTO fd_schema VALUES (%s)", (SCHEMA_VERSION,))
+                    else:
+                        cur.execute("UPDATE fd_schema SET version = %s", (SCHEMA_VERSION,))
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._drop()
                 raise _unreachable(self.url, exc) from exc
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot create remote mode's tables in PostgreSQL: "
+                    f"{exc.diag.message_primary or exc}; the user in the URL needs CREATE "
+                    "on the database (or have someone run flowdrop-tui worker once)"
+                ) from exc
+        self._schema_ready = True
+
+    def _schema_version(self) -> int:
+        try:
+            rows = self._rows("SELECT max(version) FROM fd_schema", ())
+        except StoreError:
+            return 0  # no fd_schema yet
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
     # --- keys -----------------------------------------------------------------------
 
