@@ -147,6 +147,8 @@ def test_ten_racing_runs_of_one_key_make_exactly_one_run(
     assert len(won) == 1 and len(lost) == 9, answers
     assert {a["error"]["code"] for a in lost} == {"ALREADY_RUNNING"}
     run = won[0]["run"]
+    again = client.json("run", "counter", code=3)["error"]["message"]
+    assert f"run {run} on worker" in again and f"flowdrop-tui stop {run}" in again
     assert [r["run"] for r in client.json("runs", "counter")] == [run]
     client.json("stop", run, "--now")
     wait_status(client, run, "cancelled")
