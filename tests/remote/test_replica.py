@@ -353,3 +353,32 @@ def test_a_follower_that_cannot_reach_postgresql_says_so_and_stops_promptly(
     assert "cannot reach PostgreSQL" in str(errors[0])
     follower.stop(timeout=10)
     assert follower._thread is None
+
+
+def test_a_sync_never_writes_into_a_run_a_process_here_holds(
+    workspace: Path, pg_store: PostgresStore
+) -> None:
+    """A worker's own workspace synced while its child runs: the child's files are its
+    own (a stale whole file over its live state.json would undo a key set)."""
+    write_flow(workspace, "rounds", ROUNDS)
+    child, _ = start_child(workspace, pg_store, "rounds", {"ROUNDS": "100000", "PAUSE": "0.01"})
+    try:
+        wait_for(lambda: run_ids(workspace), timeout=60)
+        (run_id,) = run_ids(workspace)
+        run_dir = workspace / ".flowdrop" / "runs" / run_id
+        wait_for(lambda: (run_dir / "state.json").exists(), timeout=30)
+        epoch = pg_store.key_epoch("rounds")
+        # what a stale replica would write: an older state, a shorter record
+        decoy = PostgresStore(pg_store.url, pg_store.space)
+        stale = b'{"rounds":{"n":-1}}'
+        before = (run_dir / "cycle.jsonl").stat().st_size
+        sync(Layout(workspace), decoy)
+        decoy.write_file("rounds", epoch, run_id, "state.json", stale)
+        sync(Layout(workspace), decoy)
+        decoy.close()
+        assert (run_dir / "state.json").read_bytes() != stale
+        assert not (run_dir / REMOTE_LIVE).exists()
+        assert (run_dir / "cycle.jsonl").stat().st_size >= before
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()

@@ -213,6 +213,10 @@ def _write_locked(
 ) -> None:
     for run_id, (item, files, info) in sorted(fetched.items()):
         run_dir = layout.runs / run_id
+        if locks.holder_pid(run_dir / LIVE_LOCK) is not None:
+            # A process here holds it (this workspace is the worker's own): its writer
+            # is the truth, and a sync must never write under it.
+            continue
         if item.publish and not run_dir.is_dir():
             if not files:
                 continue  # nothing stored (pruned meanwhile): nothing to make
