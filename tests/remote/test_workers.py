@@ -39,10 +39,15 @@ def refused(client: Client, *args: str) -> str:
 
 
 def holder(cluster: Cluster, space: str, run: str) -> str:
+    """The worker holding ``run`` as PostgreSQL records it, once it is live."""
     store = PostgresStore(cluster.postgres, space)
+
+    def live() -> dict[str, Any] | None:
+        info = store.run_info(run)
+        return info if info and info["live"] else None
+
     try:
-        info = wait_for(f"run {run} live", lambda: store.run_info(run))
-        return str(info["worker"])
+        return str(wait_for(f"run {run} live", live)["worker"])
     finally:
         store.close()
 
@@ -142,6 +147,8 @@ def test_ten_racing_runs_of_one_key_make_exactly_one_run(
     assert len(won) == 1 and len(lost) == 9, answers
     assert {a["error"]["code"] for a in lost} == {"ALREADY_RUNNING"}
     run = won[0]["run"]
+    again = client.json("run", "counter", code=3)["error"]["message"]
+    assert f"run {run} on worker" in again and f"flowdrop-tui stop {run}" in again
     assert [r["run"] for r in client.json("runs", "counter")] == [run]
     client.json("stop", run, "--now")
     wait_status(client, run, "cancelled")
@@ -166,12 +173,17 @@ def test_stop_pause_resume_across_machines_with_every_refusal(
     paused = client.json("pause", run)
     assert paused["action"] == "pause" and paused["status"] == "running"
     assert refused(client, "pause", run) == "INWARD_SIGNAL_ALREADY_PENDING"
+    first = holder(cluster, space, run)
     (gate / "go-1").touch()
     wait_status(client, run, "paused")
     assert refused(client, "pause", run) == "ALREADY_PAUSED"
-    # resumed on whichever worker takes it: the same run goes on in its own record
+    # its machine goes away while it is paused: it resumes on the other one, in the
+    # same record, and the requests that follow reach it there
+    by_name = {w.worker_id: w for w in workers}
+    by_name[first].stop()
     resumed = client.json("resume", run)
     assert resumed["run"] == run
+    assert holder(cluster, space, run) != first
     wait_for("round 2", lambda: client.json("show", run)["state"]["gated"]["round"] == 2)
     stopped = client.json("stop", run)
     assert stopped["action"] == "stop" and stopped["round"] == 2
@@ -180,6 +192,11 @@ def test_stop_pause_resume_across_machines_with_every_refusal(
     assert shown["last_round"] == 2
     for verb in (["stop", run], ["pause", run], ["resume", run]):
         assert refused(client, *verb) == "PIPELINE_TERMINAL"
+    # a terminal snapshot is refused (INT-14), the file sent to the worker by content
+    snapshot = tmp_path / "ended.json"
+    client.sync()
+    snapshot.write_text(client.cli("snapshot", run).stdout)
+    assert refused(client, "run", "gated", "--snapshot", str(snapshot)) == "PIPELINE_TERMINAL"
     # a budget already used up is refused on the worker, before any run exists
     assert refused(client, "run", "gated", "--max-rounds", "1") == "BUDGET_EXHAUSTED"
     assert [r["run"] for r in client.json("runs", "gated")] == [run]

@@ -150,10 +150,7 @@ class TemporalExecutor:
                 # once. A run still going is the one live run of the key: refused.
                 if attempt == 0 and await _winding_down(client, wid):
                     continue
-                raise AlreadyRunningError(
-                    f"{request.key} is already running on the cluster (workflow {wid}); one "
-                    f"live run per flow — see it with: flowdrop-tui runs {request.key}"
-                ) from None
+                raise AlreadyRunningError(self._running_words(request.key, wid)) from None
         try:
             answer: dict[str, Any] = await asyncio.wait_for(
                 handle.execute_update(FlowKeyWorkflow.wait_started), START_LIMIT
@@ -165,6 +162,26 @@ class TemporalExecutor:
                 "starts when one polls"
             ) from None
         return answer
+
+    def _running_words(self, key: str, wid: str) -> str:
+        """Who holds the key, as PostgreSQL says (the run and its worker), in the
+        words of a local ``ALREADY_RUNNING``."""
+        try:
+            store = PostgresStore(self.settings.postgres, self.settings.space)
+            try:
+                live = [(r, i) for r, i in store.live_runs().items() if i.get("key") == key]
+            finally:
+                store.close()
+        except FlowdropError:
+            live = []
+        if live:
+            run_id, info = live[-1]
+            held = f"run {run_id} on worker {info.get('worker')}"
+            how = f"stop it with: flowdrop-tui stop {run_id}"
+        else:
+            held = f"workflow {wid}, starting or ending"
+            how = f"see it with: flowdrop-tui runs {key}"
+        return f"{key} is already running ({held}); one live run per flow — {how}"
 
     # -- stop / pause -------------------------------------------------------------------
 
