@@ -298,7 +298,7 @@ def test_logs_follow_stops_with_the_clear_error_when_the_server_goes(
         argv = ["logs", child.run_id, "-f", "--workspace", str(client.ws)]
         follow = threading.Thread(target=lambda: codes.append(cli.main(argv)), daemon=True)
         follow.start()
-        follow.join(30)
+        follow.join(60)
         assert not follow.is_alive(), "logs -f still following a server that is gone"
         assert codes == [UNREACHABLE_EXIT]
         assert child.proc.poll() is None  # the run itself goes on, on its worker

@@ -13,6 +13,7 @@ from tests.remote.cluster import COUNTER, Cluster, make_client
 from tests.tui.tui_helpers import RecordingApp, until
 
 SIZE = (120, 36)
+WAIT = 90.0  # seconds for each step: two workers, Temporal and the UI share 2 busy cores
 
 
 def row(app: RecordingApp, flow: str) -> dict[str, object]:
@@ -44,11 +45,11 @@ async def test_the_ui_runs_and_follows_flows_on_two_workers(
             main = app.main_screen
             await until(pilot, lambda: main.flows.selected_name == "one", what="the flows")
             await pilot.press("enter")
-            await until(pilot, lambda: row(app, "one").get("status") == "running", timeout=90)
+            await until(pilot, lambda: row(app, "one").get("status") == "running", timeout=WAIT)
             await pilot.press("down")
             await until(pilot, lambda: main.flows.selected_name == "two", what="two selected")
             await pilot.press("enter")
-            await until(pilot, lambda: row(app, "two").get("status") == "running", timeout=90)
+            await until(pilot, lambda: row(app, "two").get("status") == "running", timeout=WAIT)
             holders = {info["worker"] for info in store.live_runs().values()}
             assert holders == {"a", "b"}  # one run on each worker
             seen = int(row(app, "one").get("round") or 0)  # type: ignore[call-overload]
@@ -56,28 +57,45 @@ async def test_the_ui_runs_and_follows_flows_on_two_workers(
                 pilot,
                 lambda: int(row(app, "one").get("round") or 0) > seen + 1,  # type: ignore[call-overload]
                 what="one's rounds moving on",
+                timeout=WAIT,
             )
             await pilot.press("p")  # two: paused on its worker
-            await until(pilot, lambda: row(app, "two").get("status") == "paused", timeout=60)
+            await until(pilot, lambda: row(app, "two").get("status") == "paused", timeout=WAIT)
             await pilot.press("escape")  # escape never closes a paused run
-            await until(pilot, lambda: app.heard("is paused; escape leaves it so"), what="kept")
+            await until(
+                pilot,
+                lambda: app.heard("is paused; escape leaves it so"),
+                what="kept",
+                timeout=WAIT,
+            )
             await pilot.press("r")
             # The run's worker checked out a detached HEAD and this clone is on main: the
             # preview names that drift before resuming (docs/remote.md); yes resumes.
-            await until(pilot, lambda: isinstance(app.screen, PickUpModal), what="the preview")
+            await until(
+                pilot, lambda: isinstance(app.screen, PickUpModal), what="the preview", timeout=WAIT
+            )
             await pilot.press("y")
-            await until(pilot, lambda: app.heard("resumed at round"), what="the resume", timeout=90)
-            await until(pilot, lambda: row(app, "two").get("status") == "running", timeout=60)
+            await until(
+                pilot, lambda: app.heard("resumed at round"), what="the resume", timeout=WAIT
+            )
+            await until(pilot, lambda: row(app, "two").get("status") == "running", timeout=WAIT)
             await pilot.press("p")
-            await until(pilot, lambda: row(app, "two").get("status") == "paused", timeout=60)
+            await until(pilot, lambda: row(app, "two").get("status") == "paused", timeout=WAIT)
             await pilot.press("x")
             await pilot.press("y")  # the question naming the run
-            await until(pilot, lambda: row(app, "two").get("status") == "cancelled", timeout=90)
+            await until(pilot, lambda: row(app, "two").get("status") == "cancelled", timeout=WAIT)
             await pilot.press("up")
             await until(pilot, lambda: main.flows.selected_name == "one", what="one selected")
             await pilot.press("escape")
-            await until(pilot, lambda: app.heard("stopping after round"), what="the stop asked")
-            await until(pilot, lambda: row(app, "one").get("status") == "cancelled", timeout=60)
-            await until(pilot, lambda: store.live_runs() == {}, what="both runs let go")
+            await until(
+                pilot,
+                lambda: app.heard("stopping after round"),
+                what="the stop asked",
+                timeout=WAIT,
+            )
+            await until(pilot, lambda: row(app, "one").get("status") == "cancelled", timeout=WAIT)
+            await until(
+                pilot, lambda: store.live_runs() == {}, what="both runs let go", timeout=WAIT
+            )
     finally:
         store.close()
