@@ -62,12 +62,18 @@ async def test_the_ui_runs_and_follows_flows_on_two_workers(
             await pilot.press("p")  # two: paused on its worker
             await until(pilot, lambda: row(app, "two").get("status") == "paused", timeout=WAIT)
             await pilot.press("escape")  # escape never closes a paused run
+            # Said from the runs pane ("escape leaves it so"), or, when the pane still
+            # showed it live, refused on the way (ALREADY_PAUSED): either way it stays.
             await until(
                 pilot,
-                lambda: app.heard("is paused; escape leaves it so"),
+                lambda: (
+                    app.heard("is paused; escape leaves it so")
+                    or app.heard("is paused, so it was left as it is")
+                ),
                 what="kept",
                 timeout=WAIT,
             )
+            assert row(app, "two").get("status") == "paused"
             await pilot.press("r")
             # The run's worker checked out a detached HEAD and this clone is on main: the
             # preview names that drift before resuming (docs/remote.md); yes resumes.
