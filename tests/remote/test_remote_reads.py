@@ -252,6 +252,7 @@ def test_an_unreachable_server_is_one_line_and_exit_4(tmp_path: Path) -> None:
         run_id = "20261130T100000.000Z-aaaaaa"
         verbs = [["flows"], ["runs"], ["show", run_id], ["logs", run_id, "-f"], ["prune"]]
         verbs += [["pin", run_id], ["stop", run_id], ["pause", run_id]]  # the same sync
+        verbs += [[]]  # the UI: said before it opens
         for verb in verbs:
             done = refused.cli(*verb, check=UNREACHABLE_EXIT)
             one_clear_line(done.stderr, f"127.0.0.1:{port}/db")
