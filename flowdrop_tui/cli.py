@@ -645,13 +645,30 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def _follow_output(layout: Layout, run_id: str, tail: output_log.OutputTail, as_json: bool) -> int:
     remote = _remote(layout)
     if remote is None:
-        return _follow_lines(layout, run_id, tail, as_json, lambda: None)
+        return _follow_lines(layout, run_id, tail, as_json, lambda: False)
+    from flowdrop_tui.core.records.liveness import remote_holder
     from flowdrop_tui.core.remote import reading
 
     # The replica follows PostgreSQL (LISTEN/NOTIFY) while the lines are read from it:
     # what a worker's run prints on another machine appears here as it is shipped.
+    run_dir = layout.run_dir(run_id)
+    let_go: list[bool] = []
     with reading.following(layout, remote) as check:
-        return _follow_lines(layout, run_id, tail, as_json, check)
+
+        def held() -> bool:
+            # The worker ships the run's last output after the run's end event, and only
+            # then lets go of it (the replica's marker goes). Seen let go: one more sync,
+            # so every line committed before that is here for the last read.
+            check()
+            if remote_holder(run_dir) is not None:
+                return True
+            if not let_go:
+                let_go.append(True)
+                reading.synced(layout, remote)
+                return True
+            return False
+
+        return _follow_lines(layout, run_id, tail, as_json, held)
 
 
 def _follow_lines(
@@ -659,15 +676,15 @@ def _follow_lines(
     run_id: str,
     tail: output_log.OutputTail,
     as_json: bool,
-    check: Callable[[], None],
+    held: Callable[[], bool],
 ) -> int:
-    """``check`` raises when the replica stopped following (the server went away): a
-    followed run is then never shown as running forever."""
+    """Print until the run has stopped and nothing holds it any more (``held``: remote
+    mode's worker, still shipping its output; it raises when the replica stopped
+    following, so a run is never shown as running for ever)."""
     follower = RunFollower(layout, run_id, output=False)
     while True:
-        check()
         status = follower.poll().info.status  # first: once it is seen stopped, all is written
-        live = status in LIVE
+        live = held() or status in LIVE
         while True:
             read = tail.read(final=not live)
             if read.restarted:
