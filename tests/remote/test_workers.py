@@ -315,6 +315,7 @@ def test_a_run_whose_worker_died_alone_is_fenced_out_when_reaped(
     reaper.wait_polling()
     wait_for("a saved round", lambda: client.json("show", run)["state"].get("counter"))
     [child] = first.children()
+    cluster.orphans.append(child)  # killed after the test if it is still there
     os.killpg(first.process.pid, signal.SIGKILL)  # the worker alone
     first.process.wait(timeout=10)
     assert Path(f"/proc/{child}").exists()  # its run goes on, for now
