@@ -273,8 +273,10 @@ from flowdrop_tui import flow
 @flow(resumable=True)
 def main(run):
     for r in run.rounds():
-        for i in range(20):
-            run.state["n"] = r * 100 + i
+        # a long round (seconds of write-throughs): a second Ctrl-C 0.3 s after the
+        # first still finds the run mid-round, however loaded the machine
+        for i in range(2000):
+            run.state["n"] = r * 10000 + i
             run.log("tick", r=r, i=i)
 """
 

@@ -4,6 +4,8 @@ client's real CLI. Every answer is the local one: same codes, same JSON shapes."
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -295,3 +297,41 @@ def test_a_stopping_worker_stops_its_runs_after_their_round(
     assert worker.process.wait(timeout=60) == 0
     shown = wait_status(client, run, "cancelled")
     assert shown["last_round"] == 1
+
+
+def test_a_run_whose_worker_died_alone_is_fenced_out_when_reaped(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against two writers for one key: the worker process is killed but its
+    run child lives on (it leads its own group); once the run is reaped, the child's
+    next write is refused (fenced) and it ends itself, writing nothing more."""
+    first = cluster.start_worker("a", max_runs=1)
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("counter", COUNTER)
+    first.wait_polling()
+    run = client.json("run", "counter")["run"]
+    assert holder(cluster, space, run) == "a"
+    reaper = cluster.start_worker("b", max_runs=1)  # a lost run is reaped by a live worker
+    reaper.wait_polling()
+    wait_for("a saved round", lambda: client.json("show", run)["state"].get("counter"))
+    [child] = first.children()
+    cluster.orphans.append(child)  # killed after the test if it is still there
+    os.killpg(first.process.pid, signal.SIGKILL)  # the worker alone
+    first.process.wait(timeout=10)
+    assert Path(f"/proc/{child}").exists()  # its run goes on, for now
+    wait_status(client, run, "interrupted", timeout=HEARTBEAT_TIMEOUT.seconds + 30)
+    store = PostgresStore(cluster.postgres, space)
+    try:
+        reaped = {p: store.read_file(run, p) for p in ("cycle.jsonl", "state.json")}
+        wait_for("the fenced child gone", lambda: not _alive(child), timeout=30)
+        assert {p: store.read_file(run, p) for p in reaped} == reaped  # not one more write
+    finally:
+        store.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

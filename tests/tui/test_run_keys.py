@@ -38,10 +38,11 @@ BATCH = """
     import time
     from flowdrop_tui import flow
 
-    @flow(resumable=True, description="six items")
+    @flow(resumable=True, description="forty items")
     def main(run):
         done = run.state.setdefault("done", [])
-        for item in run.rounds(list("abcdef")):
+        # long enough (12 s) that a pause pressed on a loaded machine lands mid-batch
+        for item in run.rounds([f"item{i}" for i in range(40)]):
             time.sleep(0.3)
             run.state["done"] = [*done, item]
             done = run.state["done"]
