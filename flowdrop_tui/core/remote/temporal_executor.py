@@ -121,7 +121,9 @@ class TemporalExecutor:
         )
 
     def _start(self, request: FlowInput) -> dict[str, Any]:
-        answer = asyncio.run(self._start_async(request))
+        # Closing a paused run: an open workflow of its key is that run's, letting go
+        # of it (the paused event is seen before its child has exited): wait for it.
+        answer = asyncio.run(self._start_async(request, after_end=request.mode == CLOSE))
         error = answer.get("error")
         if isinstance(error, dict):
             raise LaunchRefused(
@@ -130,7 +132,7 @@ class TemporalExecutor:
         warnings = [*self._warnings, *(answer.get("warnings") or [])]
         return {**answer, "warnings": warnings}
 
-    async def _start_async(self, request: FlowInput) -> dict[str, Any]:
+    async def _start_async(self, request: FlowInput, *, after_end: bool = False) -> dict[str, Any]:
         client = await self._client()
         wid = workflow_id(request.space, request.key)
         for attempt in range(2):
@@ -148,7 +150,7 @@ class TemporalExecutor:
                 # The key's workflow is open. A run that just paused or ended leaves it
                 # open for its clean-up (output, commits, worktree): wait for that
                 # once. A run still going is the one live run of the key: refused.
-                if attempt == 0 and await _winding_down(client, wid):
+                if attempt == 0 and await _winding_down(client, wid, ended=after_end):
                     continue
                 raise AlreadyRunningError(self._running_words(request.key, wid)) from None
         try:
@@ -311,12 +313,13 @@ class TemporalExecutor:
 WIND_DOWN_LIMIT = 60.0  # seconds a start waits for the key's ending workflow to close
 
 
-async def _winding_down(client: Client, wid: str) -> bool:
-    """Whether the key's open workflow only cleans up after its run; if so, wait
-    (up to ``WIND_DOWN_LIMIT``) for it to close."""
+async def _winding_down(client: Client, wid: str, *, ended: bool = False) -> bool:
+    """Whether the key's open workflow only cleans up after its run (``ended``: the
+    caller knows its run has stopped); if so, wait (up to ``WIND_DOWN_LIMIT``) for it
+    to close."""
     handle = client.get_workflow_handle(wid)
     try:
-        if not await handle.query(FlowKeyWorkflow.winding_down):
+        if not ended and not await handle.query(FlowKeyWorkflow.winding_down):
             return False
         await asyncio.wait_for(handle.result(), WIND_DOWN_LIMIT)
     except Exception:  # gone meanwhile, or failed: starting again tells
