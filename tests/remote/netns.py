@@ -35,6 +35,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REQUIRE_ENV = "FLOWDROP_REQUIRE_NETNS"
 PREFIX = "flowdrop"  # namespace names: flowdrop-<owner pid>-<slot>
 NAME_RE = re.compile(rf"^{PREFIX}-(\d+)-(\d+)$")
@@ -72,6 +74,16 @@ def unavailable() -> str | None:
 
 def required() -> bool:
     return bool(os.environ.get(REQUIRE_ENV))
+
+
+def need() -> None:
+    """In a test: skip saying why namespaces cannot be made here, or fail instead where
+    ``FLOWDROP_REQUIRE_NETNS=1`` (CI) says they must."""
+    why = unavailable()
+    if why is not None:
+        if required():
+            pytest.fail(f"network namespaces are required here ({REQUIRE_ENV}=1): {why}")
+        pytest.skip(f"network namespaces: {why}")
 
 
 def subnet(slot: int) -> tuple[str, str]:

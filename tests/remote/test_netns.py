@@ -32,11 +32,7 @@ except OSError as exc:
 
 @pytest.fixture
 def ns() -> Iterator[Netns]:
-    why = netns.unavailable()
-    if why is not None:
-        if netns.required():
-            pytest.fail(f"network namespaces are required here ({netns.REQUIRE_ENV}=1): {why}")
-        pytest.skip(f"network namespaces: {why}")
+    netns.need()
     with Netns() as made:
         yield made
 
@@ -90,9 +86,7 @@ def test_inside_is_its_own_network_with_loopback_up(ns: Netns) -> None:
 
 
 def test_two_namespaces_get_different_subnets_and_names() -> None:
-    why = netns.unavailable()
-    if why is not None:
-        pytest.skip(f"network namespaces: {why}")
+    netns.need()
     with Netns() as a, Netns() as b:
         assert a.slot != b.slot and a.name != b.name
         assert {a.host_ip, a.ns_ip}.isdisjoint({b.host_ip, b.ns_ip})
@@ -119,9 +113,7 @@ def test_close_kills_processes_inside_and_removes_everything(ns: Netns) -> None:
 def test_leftovers_of_a_dead_owner_are_swept() -> None:
     """A test process killed before its cleanup leaves a namespace; the next allocation
     (in any process) removes it, processes inside included."""
-    why = netns.unavailable()
-    if why is not None:
-        pytest.skip(f"network namespaces: {why}")
+    netns.need()
     script = (
         "import os, sys; sys.path.insert(0, sys.argv[1])\n"
         "from tests.remote.netns import Netns\n"
