@@ -1,0 +1,129 @@
+"""Whether a workspace runs in remote mode, and where its servers are.
+
+``load`` reads ``.flowdrop/config.toml``'s ``[remote]`` table; the environment
+(``FLOWDROP_TEMPORAL``, ``FLOWDROP_NAMESPACE``, ``FLOWDROP_TASK_QUEUE``,
+``FLOWDROP_POSTGRES``, ``FLOWDROP_SPACE``, ``FLOWDROP_ORIGIN``) overrides it key by
+key. No table and no variable is local mode (``None``). Only ``tomllib`` is imported
+here: local mode reads this file on every command and must not pay for a driver.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from flowdrop_tui.core.errors import UsageError
+from flowdrop_tui.core.paths import Layout
+
+CONFIG_FILE = "config.toml"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_TASK_QUEUE = "flowdrop"
+DEFAULT_SPACE = "default"
+
+# field → environment variable; the field names are also the keys of `[remote]`.
+ENV = {
+    "temporal": "FLOWDROP_TEMPORAL",
+    "namespace": "FLOWDROP_NAMESPACE",
+    "task_queue": "FLOWDROP_TASK_QUEUE",
+    "postgres": "FLOWDROP_POSTGRES",
+    "space": "FLOWDROP_SPACE",
+    "origin": "FLOWDROP_ORIGIN",
+}
+_MAX_SPACE_BYTES = 200
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    """Remote mode's settings for one workspace.
+
+    ``space`` names this repository's records in a PostgreSQL database several
+    repositories may share (and prefixes its Temporal workflow ids, ``<space>/<key>``);
+    ``origin`` is the git URL workers clone from (``None``: the caller decides, e.g.
+    the workspace's ``origin`` remote)."""
+
+    temporal: str
+    postgres: str
+    namespace: str = DEFAULT_NAMESPACE
+    task_queue: str = DEFAULT_TASK_QUEUE
+    space: str = DEFAULT_SPACE
+    origin: str | None = None
+
+
+def load(layout: Layout, env: Mapping[str, str] | None = None) -> RemoteConfig | None:
+    """The workspace's remote settings, or ``None`` for local mode.
+
+    Raises ``UsageError`` naming the file or variable for a config that cannot be
+    used (unreadable TOML, an unknown or non-string key, only one of the two servers,
+    a malformed space) — a typo must not silently fall back to local mode."""
+    env = os.environ if env is None else env
+    path = layout.root / CONFIG_FILE
+    table = _read_table(path)
+    values: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for field, value in table.items():
+        values[field] = value
+        where[field] = f"{path} [remote] {field}"
+    for field, var in ENV.items():
+        value = env.get(var, "")
+        if value:
+            values[field] = value
+            where[field] = f"environment variable {var}"
+    if not values:
+        return None
+    missing = [f for f in ("temporal", "postgres") if not values.get(f)]
+    if missing:
+        given = ", ".join(sorted(where[f] for f in values))
+        needed = " and ".join(f"{f} ({ENV[f]} or `{f} = …` in {path} [remote])" for f in missing)
+        raise UsageError(f"remote mode is half configured ({given}); also set {needed}")
+    space = values.get("space", DEFAULT_SPACE)
+    _check_space(space, where.get("space", "space"))
+    return RemoteConfig(
+        temporal=values["temporal"],
+        postgres=values["postgres"],
+        namespace=values.get("namespace", DEFAULT_NAMESPACE),
+        task_queue=values.get("task_queue", DEFAULT_TASK_QUEUE),
+        space=space,
+        origin=values.get("origin"),
+    )
+
+
+def _read_table(path: os.PathLike[str]) -> dict[str, str]:
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML ({exc}); fix or remove it") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    table = document.get("remote")
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: `remote` must be a table ([remote]), not a value")
+    out: dict[str, str] = {}
+    for field, value in table.items():
+        if field not in ENV:
+            known = ", ".join(ENV)
+            raise UsageError(f"{path} [remote]: unknown key {field!r} (known: {known})")
+        if not isinstance(value, str):
+            raise UsageError(f"{path} [remote] {field}: must be a string, not {value!r}")
+        out[field] = value
+    return out
+
+
+def _check_space(space: str, where: str) -> None:
+    if (
+        not space
+        or len(space.encode(errors="surrogatepass")) > _MAX_SPACE_BYTES
+        or "/" in space
+        or any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zs") for ch in space)
+    ):
+        raise UsageError(
+            f"invalid space {space!r} ({where}): one word without '/', spaces or "
+            "control characters, e.g. the repository's name"
+        )

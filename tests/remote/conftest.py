@@ -1,0 +1,59 @@
+"""Fixtures of the remote tests (marked ``remote``; run them as ``pytest tests/remote``).
+
+- ``postgres_server``: one real PostgreSQL per test session (per xdist worker);
+  ``postgres_server.url()`` (or ``url("10.x.y.z")`` from a network namespace).
+- ``postgres_url``: that URL on loopback.
+- ``space``: a fresh space name for this test (``servers.new_space``).
+- ``pg_store``: a ``PostgresStore`` on that space, schema ensured; the space's rows
+  are dropped and the connection closed after the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flowdrop_tui.core.remote.store import PostgresStore
+from tests.remote.servers import PostgresServer, new_space
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.remote)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    return postgres_server.url()
+
+
+@pytest.fixture
+def space() -> str:
+    return new_space()
+
+
+@pytest.fixture
+def pg_store(postgres_url: str, space: str) -> Iterator[PostgresStore]:
+    store = PostgresStore(postgres_url, space)
+    store.ensure_schema()
+    try:
+        yield store
+    finally:
+        try:
+            store.drop_space()
+        finally:
+            store.close()

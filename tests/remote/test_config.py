@@ -1,0 +1,102 @@
+"""Remote mode's settings: `.flowdrop/config.toml` [remote] and the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flowdrop_tui.core.errors import UsageError
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.remote.config import RemoteConfig, load
+
+PG = "postgresql://u@db:5432/flowdrop"
+
+
+def layout_with(tmp_path: Path, toml: str | None) -> Layout:
+    layout = Layout(tmp_path)
+    if toml is not None:
+        layout.root.mkdir(parents=True, exist_ok=True)
+        (layout.root / "config.toml").write_text(toml)
+    return layout
+
+
+def test_no_table_and_no_variable_is_local_mode(tmp_path: Path) -> None:
+    assert load(layout_with(tmp_path, None), {}) is None
+    assert load(layout_with(tmp_path, "[other]\nx = 1\n"), {}) is None
+    assert load(layout_with(tmp_path, None), {"FLOWDROP_POSTGRES": ""}) is None  # empty = unset
+
+
+def test_the_file_gives_the_settings_and_defaults_fill_the_rest(tmp_path: Path) -> None:
+    layout = layout_with(tmp_path, f'[remote]\ntemporal = "t:7233"\npostgres = "{PG}"\n')
+    assert load(layout, {}) == RemoteConfig(temporal="t:7233", postgres=PG)
+    config = load(layout, {})
+    assert config is not None
+    assert (config.namespace, config.task_queue, config.space, config.origin) == (
+        "default",
+        "flowdrop",
+        "default",
+        None,
+    )
+
+
+def test_the_environment_overrides_the_file_key_by_key(tmp_path: Path) -> None:
+    layout = layout_with(
+        tmp_path, f'[remote]\ntemporal = "t:7233"\npostgres = "{PG}"\nspace = "repo"\n'
+    )
+    env = {
+        "FLOWDROP_TEMPORAL": "other:7233",
+        "FLOWDROP_NAMESPACE": "team",
+        "FLOWDROP_SPACE": "repo2",
+        "FLOWDROP_ORIGIN": "git@example:repo.git",
+    }
+    assert load(layout, env) == RemoteConfig(
+        temporal="other:7233",
+        postgres=PG,
+        namespace="team",
+        space="repo2",
+        origin="git@example:repo.git",
+    )
+    only_env = {"FLOWDROP_TEMPORAL": "a:1", "FLOWDROP_POSTGRES": PG}
+    assert load(layout_with(tmp_path / "x", None), only_env) == RemoteConfig("a:1", PG)
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "words"),
+    [
+        ("[remote\n", {}, "not valid TOML"),
+        ("remote = 3\n", {}, "must be a table"),
+        ('[remote]\ntemporal = "t"\npostgress = "x"\n', {}, "unknown key 'postgress'"),
+        ("[remote]\ntemporal = 7233\n", {}, "must be a string"),
+        ('[remote]\ntemporal = "t:1"\n', {}, "also set postgres (FLOWDROP_POSTGRES"),
+        (None, {"FLOWDROP_POSTGRES": PG}, "also set temporal (FLOWDROP_TEMPORAL"),
+        (None, {"FLOWDROP_SPACE": "x"}, "also set temporal"),
+        (
+            None,
+            {"FLOWDROP_TEMPORAL": "t", "FLOWDROP_POSTGRES": PG, "FLOWDROP_SPACE": "a/b"},
+            "invalid space 'a/b' (environment variable FLOWDROP_SPACE)",
+        ),
+        (
+            None,
+            {"FLOWDROP_TEMPORAL": "t", "FLOWDROP_POSTGRES": PG, "FLOWDROP_SPACE": "a b"},
+            "invalid space",
+        ),
+        ('[remote]\ntemporal = "t"\npostgres = "p"\nspace = ""\n', {}, "invalid space ''"),
+    ],
+)
+def test_a_config_that_cannot_be_used_is_refused_by_name(
+    tmp_path: Path, toml: str | None, env: dict[str, str], words: str
+) -> None:
+    """A typo must never fall back to local mode silently."""
+    with pytest.raises(UsageError) as refused:
+        load(layout_with(tmp_path, toml), env)
+    assert words in refused.value.message
+
+
+def test_an_unreadable_config_is_refused(tmp_path: Path) -> None:
+    layout = layout_with(tmp_path, None)
+    layout.root.mkdir()
+    (layout.root / "config.toml").mkdir()  # a folder where the file goes
+    with pytest.raises(UsageError) as refused:
+        load(layout, {})
+    assert "cannot read" in refused.value.message
