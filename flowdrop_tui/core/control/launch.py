@@ -86,8 +86,32 @@ def _answer(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def launch(layout: Layout, child_args: list[str], *, timeout: float = 120.0) -> dict[str, Any]:
-    """Start a run in its own session and process group; wait only for it to be created."""
+def launch(
+    layout: Layout,
+    child_args: list[str],
+    *,
+    timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Start a run in its own session and process group; wait only for it to be created.
+
+    ``env``: variables added to this process's environment for the child (a remote
+    run's mirror settings); None passes the environment on as it is."""
+    message, child = launch_process(layout, child_args, timeout=timeout, env=env)
+    # The child lives on in its own session; it is reaped by init when it ends.
+    threading.Thread(target=child.wait, daemon=True).start()
+    return message
+
+
+def launch_process(
+    layout: Layout,
+    child_args: list[str],
+    *,
+    timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], subprocess.Popen[bytes]]:
+    """``launch``, handing back the child process too: a worker watches it to its end
+    (and must wait for it: it is the child's parent)."""
     read_fd, write_fd = os.pipe()
     command = [
         sys.executable,
@@ -108,6 +132,7 @@ def launch(layout: Layout, child_args: list[str], *, timeout: float = 120.0) -> 
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
             start_new_session=True,
+            env=None if env is None else {**os.environ, **env},
         )
     except OSError as exc:
         os.close(read_fd)
@@ -141,9 +166,7 @@ def launch(layout: Layout, child_args: list[str], *, timeout: float = 120.0) -> 
             "the run process ended before the run was created"
             + (f":\n{tail}" if tail else f" (exit status {child.returncode})")
         )
-    # The child lives on in its own session; it is reaped by init when it ends.
-    threading.Thread(target=child.wait, daemon=True).start()
-    return message
+    return message, child
 
 
 _OUTPUT_KEPT = 64 * 1024  # of the child's early output, the tail shown when it fails

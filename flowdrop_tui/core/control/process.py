@@ -41,3 +41,16 @@ def forward_interrupt(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGINT)
+
+
+def kill_group(pid: int) -> None:
+    """A worker lets go of a run it no longer holds: SIGKILL the run's whole group
+    (a remote run leads its own, as every detached run does)."""
+    try:
+        group = os.getpgid(pid)
+        if group == pid:
+            os.killpg(group, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

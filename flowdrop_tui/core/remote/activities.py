@@ -1,0 +1,299 @@
+"""What a worker does for the workflow (issue 17): run a flow, deliver a request, reap.
+
+``run_flow`` is one long activity per run: claim the key (a new epoch) → a worktree
+of the asked commit with a replica of the records → the same child a local
+``run --detach`` starts (``launch``), with the mirror's settings in its env → mark
+it live → tell the workflow ``started`` → heartbeat while the child lives, shipping
+its ``output.log`` and pushing its commits → clear its liveness, keep its commits,
+remove the worktree. ``deliver`` runs on the holding worker's own queue and calls
+today's verbs there, so every refusal is the local one. ``reap`` runs after a
+worker was lost: it fences the key and clears the run's liveness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from subprocess import Popen
+from typing import Any, Protocol
+
+import orjson
+from temporalio import activity
+
+from flowdrop_tui.core.control import process, verbs
+from flowdrop_tui.core.control.launch import launch_process
+from flowdrop_tui.core.errors import ALREADY_PAUSED, FlowdropError
+from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.remote.workflow import (
+    CLOSE,
+    HEARTBEAT_EVERY,
+    WORKER_QUEUE_PREFIX,
+    DeliverInput,
+    FlowInput,
+    ReapInput,
+)
+from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
+
+PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
+SHIP_CHUNK = 256 * 1024  # bytes of output.log per fenced append
+CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
+
+
+class RunStore(Protocol):
+    """The part of the record store (``store.PostgresStore``) a worker calls."""
+
+    def claim(self, key: str, *, worker: str) -> int: ...
+
+    def set_live(
+        self, key: str, epoch: int, run_id: str, *, worker: str, host: str, pid: int
+    ) -> None: ...
+
+    def clear_live(self, key: str, epoch: int, run_id: str) -> None: ...
+
+    def append_line(self, key: str, epoch: int, run_id: str, relpath: str, data: bytes) -> None: ...
+
+    def reap(self, key: str, run_id: str | None) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class StoreAccess(Protocol):
+    """How a worker reaches the records of a space: open them, replicate them into a
+    worktree, and tell a run child how to write through to them."""
+
+    def open(self, space: str) -> RunStore: ...
+
+    def sync(self, layout: Layout, store: RunStore) -> None: ...
+
+    def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]: ...
+
+
+@dataclass
+class Holding:
+    """A run this worker holds: where it runs and its process."""
+
+    run: str
+    tree: Path
+    child: Popen[bytes]
+
+
+@dataclass
+class WorkerActivities:
+    """The activities of one worker process (its id names its own task queue)."""
+
+    worker_id: str
+    home: Path
+    access: StoreAccess
+    runs: dict[str, Holding] = field(default_factory=dict)
+
+    @property
+    def own_queue(self) -> str:
+        return WORKER_QUEUE_PREFIX + self.worker_id
+
+    # -- run_flow ---------------------------------------------------------------------
+
+    @activity.defn(name="run_flow")
+    async def run_flow(self, request: FlowInput) -> dict[str, Any]:
+        store = await asyncio.to_thread(self.access.open, request.space)
+        try:
+            return await self._run(request, store)
+        finally:
+            await asyncio.to_thread(store.close)
+
+    async def _run(self, request: FlowInput, store: RunStore) -> dict[str, Any]:
+        info = activity.info()
+        handle = activity.client().get_workflow_handle(info.workflow_id or "")
+        source = MirrorWorktrees(request.origin, self.home)
+        try:
+            epoch = await asyncio.to_thread(store.claim, request.key, worker=self.worker_id)
+        except FlowdropError as exc:
+            await handle.signal("started", _refusal(exc))
+            return {"run": None, "outcome": "refused", "code": exc.code}
+        name = _tree_name(request.space, request.key, epoch)
+        tree: Path | None = None
+        try:
+            tree = await asyncio.to_thread(source.checkout, request.commit, name)
+            layout = Layout(tree)
+            await asyncio.to_thread(self.access.sync, layout, store)
+            env = self.access.child_env(request.space, request.key, epoch, self.worker_id)
+            if request.mode == CLOSE:
+                answer = await asyncio.to_thread(_close_paused, layout, request.args, env)
+                await handle.signal("started", answer)
+                return {"run": request.run, "outcome": "closed", "exit": answer.get("exit")}
+            message, child = await asyncio.to_thread(launch_process, layout, request.args, env=env)
+            if isinstance(message.get("error"), dict):
+                await handle.signal("started", message)
+                return {"run": None, "outcome": "refused", "code": message["error"].get("code")}
+        except FlowdropError as exc:
+            await asyncio.to_thread(store.reap, request.key, None)
+            if tree is not None:
+                await asyncio.to_thread(source.release, tree)
+            await handle.signal("started", _refusal(exc))
+            return {"run": None, "outcome": "refused", "code": exc.code}
+        run_id = str(message["run"])
+        holding = Holding(run_id, tree, child)
+        self.runs[run_id] = holding
+        try:
+            await asyncio.to_thread(
+                store.set_live,
+                request.key,
+                epoch,
+                run_id,
+                worker=self.worker_id,
+                host=socket.gethostname(),
+                pid=child.pid,
+            )
+            await handle.signal(
+                "started",
+                {
+                    "run": run_id,
+                    "flow": message.get("flow"),
+                    "warnings": message.get("warnings") or [],
+                    "worker": self.worker_id,
+                    "worker_queue": self.own_queue,
+                },
+            )
+            code = await self._watch(holding, store, request.key, epoch, source)
+            await asyncio.to_thread(store.clear_live, request.key, epoch, run_id)
+        except BaseException:
+            # Cancelled (the server no longer counts this worker as holding the run)
+            # or failed: the run must not go on writing unheld. Fencing makes any
+            # write it still tries harmless; this stops it using the machine.
+            process.kill_group(child.pid)
+            raise
+        finally:
+            self.runs.pop(run_id, None)
+            with contextlib.suppress(FlowdropError):
+                await asyncio.to_thread(source.keep, tree, run_id)
+            await asyncio.to_thread(source.release, tree)
+        return {"run": run_id, "outcome": "ended", "exit": code}
+
+    async def _watch(
+        self, holding: Holding, store: RunStore, key: str, epoch: int, source: MirrorWorktrees
+    ) -> int:
+        """Heartbeat until the child ends, shipping its output and pushing its commits."""
+        log = holding.tree / ".flowdrop" / "runs" / holding.run / OUTPUT
+        shipped = 0
+        pushed_at = time.monotonic()
+        while True:
+            code = holding.child.poll()
+            activity.heartbeat()
+            shipped = await asyncio.to_thread(
+                _ship, store, key, epoch, holding.run, log, shipped, code is not None
+            )
+            if code is not None:
+                return code
+            if time.monotonic() - pushed_at > PUSH_EVERY:
+                pushed_at = time.monotonic()
+                with contextlib.suppress(FlowdropError):
+                    await asyncio.to_thread(source.keep, holding.tree, holding.run)
+            await asyncio.sleep(HEARTBEAT_EVERY)
+
+    # -- deliver ----------------------------------------------------------------------
+
+    @activity.defn(name="deliver")
+    async def deliver(self, request: DeliverInput) -> dict[str, Any]:
+        """A stop or pause for a run this worker holds, through today's verbs."""
+        holding = self.runs.get(request.run)
+        if holding is None or holding.child.poll() is not None:
+            return {"ended": True}
+        return await asyncio.to_thread(_deliver, holding, request)
+
+    # -- reap -------------------------------------------------------------------------
+
+    @activity.defn(name="reap")
+    async def reap(self, request: ReapInput) -> int:
+        """Fence the key and clear the lost run's liveness: it shows ``interrupted``."""
+        store = await asyncio.to_thread(self.access.open, request.space)
+        try:
+            return await asyncio.to_thread(store.reap, request.key, request.run)
+        finally:
+            await asyncio.to_thread(store.close)
+
+
+def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
+    layout = Layout(holding.tree)
+    by = {**request.by, "via": request.by.get("via", "cli")}
+    try:
+        if request.verb == "pause":
+            asked = verbs.pause(layout, holding.run, by=by)
+        else:
+            # keep_paused: a run that paused meanwhile is closed by the client (its
+            # record is then written through a holder of the key), never here.
+            asked = verbs.stop(
+                layout, holding.run, now=request.verb == "stop_now", by=by, keep_paused=True
+            )
+    except FlowdropError as exc:
+        if exc.code == ALREADY_PAUSED and request.verb != "pause":
+            return {"ended": True}
+        return _refusal(exc)
+    answer = {"run": asked.run, "key": asked.key, "action": str(asked.action)}
+    return {"asked": {**answer, "round": asked.round}}
+
+
+def _refusal(exc: FlowdropError) -> dict[str, Any]:
+    return {**exc.as_json(), "exit": exc.exit_code}
+
+
+def _tree_name(space: str, key: str, epoch: int) -> str:
+    """A worktree folder per claim: keys hold '/', spaces anything; a digest names them."""
+    digest = hashlib.sha256(f"{space}\0{key}".encode()).hexdigest()[:12]
+    return f"{digest}-{epoch}"
+
+
+def _ship(
+    store: RunStore,
+    key: str,
+    epoch: int,
+    run_id: str,
+    log: Path,
+    shipped: int,
+    final: bool,
+) -> int:
+    """Append what ``output.log`` gained since ``shipped`` (whole lines, all when
+    ``final``) to the store, fenced by the run's epoch; the new offset."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(shipped)
+            data = handle.read()
+    except OSError:
+        return shipped
+    if not final:
+        data = data[: data.rfind(b"\n") + 1]
+    for start in range(0, len(data), SHIP_CHUNK):
+        chunk = data[start : start + SHIP_CHUNK]
+        store.append_line(key, epoch, run_id, OUTPUT, chunk)
+        shipped += len(chunk)
+    return shipped
+
+
+def _close_paused(layout: Layout, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """``stop`` of a paused run, as its holder: the CLI's own ``stop`` in the worktree,
+    writing through the mirror; its JSON answer and exit status."""
+    import subprocess
+
+    command = [sys.executable, "-m", "flowdrop_tui", "--workspace", str(layout.workspace), *args]
+    done = subprocess.run(
+        [*command, "--json"],
+        cwd=layout.workspace,
+        env={**os.environ, **env},
+        capture_output=True,
+        timeout=CLOSE_LIMIT,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        answer = orjson.loads(done.stdout)
+    except orjson.JSONDecodeError:
+        tail = (done.stderr or done.stdout).decode(errors="replace").strip()[-1500:]
+        message = f"closing the paused run failed on the worker: {tail}"
+        return {"error": {"code": "ERROR", "message": message}, "exit": 1}
+    if isinstance(answer, dict) and "error" in answer:
+        return {**answer, "exit": done.returncode}
+    return {"closed": answer, "exit": done.returncode}

@@ -1,0 +1,134 @@
+"""``flowdrop-tui worker``: the daemon a machine runs to take flow runs (issue 17).
+
+It polls three task queues: the shared one (workflows, and ``run_flow`` up to
+``max_runs`` at once), the shared reap queue (so a lost run is reaped even while
+every worker is busy with runs), and its own (``flowdrop-worker-<id>``: stop and
+pause for the runs it holds). SIGTERM or Ctrl-C stops taking runs, asks the runs
+it holds to stop after their round, waits for them (up to ``DRAIN_LIMIT``), then
+exits; a run still going then is killed, and its key reaped as a lost worker's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from flowdrop_tui.core.control import verbs
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.remote.activities import StoreAccess, WorkerActivities
+from flowdrop_tui.core.remote.workflow import REAP_QUEUE_SUFFIX, FlowKeyWorkflow
+
+DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round
+DEFAULT_QUEUE = "flowdrop"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    temporal: str  # host:port of the Temporal frontend
+    namespace: str
+    task_queue: str
+    worker_id: str
+    home: Path
+    max_runs: int
+    access: StoreAccess
+
+
+def default_worker_id() -> str:
+    """Unique per process on a machine: the id names the worker's own queue."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def connect(address: str, namespace: str) -> Client:
+    try:
+        return await Client.connect(address, namespace=namespace)
+    except Exception as exc:  # the SDK raises its own RuntimeError kinds for this
+        raise FlowdropError(
+            f"cannot reach the Temporal server at {address} (namespace {namespace}): {exc}; "
+            "start it, or set its address in .flowdrop/config.toml [remote] or FLOWDROP_TEMPORAL"
+        ) from exc
+
+
+async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
+    """Poll until SIGTERM/SIGINT; then drain the runs held here and exit 0."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    client = await connect(settings.temporal, settings.namespace)
+    acts = WorkerActivities(settings.worker_id, settings.home, settings.access)
+    identity = f"{settings.worker_id}@{socket.gethostname()}"
+    # The workflow module imports only temporalio and the standard library; passing
+    # flowdrop_tui through keeps the sandbox from re-importing the package per run.
+    runner = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("flowdrop_tui")
+    )
+    shared = Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[FlowKeyWorkflow],
+        activities=[acts.run_flow],
+        max_concurrent_activities=settings.max_runs,
+        workflow_runner=runner,
+        identity=identity,
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+    reaper = Worker(
+        client,
+        task_queue=settings.task_queue + REAP_QUEUE_SUFFIX,
+        activities=[acts.reap],
+        max_concurrent_activities=4,
+        identity=identity,
+    )
+    own = Worker(
+        client,
+        task_queue=acts.own_queue,
+        activities=[acts.deliver],
+        max_concurrent_activities=8,
+        identity=identity,
+    )
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    tasks = [asyncio.create_task(w.run()) for w in (shared, reaper, own)]
+    say(
+        f"worker {settings.worker_id} polling {settings.task_queue} (up to "
+        f"{settings.max_runs} runs) and {acts.own_queue}; home {settings.home}"
+    )
+    waiter = asyncio.create_task(stopping.wait())
+    done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    failed = [t for t in tasks if t in done and t.exception() is not None]
+    if failed:  # a poller died (the server went away for good): say why, exit 1
+        waiter.cancel()
+        for w in (shared, reaper, own):
+            with contextlib.suppress(Exception):
+                await w.shutdown()
+        raise FlowdropError(f"worker {settings.worker_id} stopped: {failed[0].exception()}")
+    say(f"worker {settings.worker_id} stopping: asking its {len(acts.runs)} runs to stop")
+    await asyncio.to_thread(_drain, acts)
+    await shared.shutdown()
+    await asyncio.gather(reaper.shutdown(), own.shutdown())
+    for task in tasks:
+        with contextlib.suppress(Exception):
+            await task
+    return 0
+
+
+def _drain(acts: WorkerActivities) -> None:
+    """Ask every run held here to stop after its round; wait for them to end."""
+    for holding in list(acts.runs.values()):
+        with contextlib.suppress(FlowdropError):
+            verbs.stop(Layout(holding.tree), holding.run, by={"via": "worker shutdown"})
+    deadline = time.monotonic() + DRAIN_LIMIT
+    while acts.runs and time.monotonic() < deadline:
+        time.sleep(0.2)

@@ -1,0 +1,179 @@
+"""Who runs what: one Temporal workflow per flow key (issue 17, SPEC §18).
+
+``FlowKeyWorkflow`` has the Workflow ID ``<space>/<key>`` and is started with the
+conflict policy FAIL, so the cluster holds at most one open run per key (a second
+start is ``ALREADY_RUNNING``). It runs one long, heartbeating activity
+(``run_flow``) on the shared task queue; a worker that dies stops heartbeating,
+and after ``HEARTBEAT_TIMEOUT`` the workflow runs ``reap`` (the run then shows
+``interrupted``). Stop and pause are the ``control`` Update, delivered by a short
+activity on the holding worker's own queue.
+
+This module runs inside Temporal's workflow sandbox: it imports only the standard
+library and ``temporalio``, names activities by string and never reads the clock,
+the environment or a file. Its inputs are plain dataclasses, shared with the
+activities and the client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+# How long a worker may go silent before its run is declared lost (SPEC §18): the
+# activity heartbeats every HEARTBEAT_EVERY seconds; past this, the server fails it
+# and the workflow reaps the run. Short enough that a dead machine's run shows
+# `interrupted` soon; long enough that a worker busy on a loaded machine (2 cores,
+# a run child starting) is not declared lost by mistake.
+HEARTBEAT_TIMEOUT = timedelta(seconds=8)
+HEARTBEAT_EVERY = 1.0
+# A run may last a week or more: the activity's only bound is its heartbeat.
+RUN_LIMIT = timedelta(days=3650)
+DELIVER_LIMIT = timedelta(seconds=20)  # a stop or pause to a holding worker that is gone
+REAP_QUEUE_SUFFIX = "-reap"  # every worker polls it, however busy its runs keep it
+WORKER_QUEUE_PREFIX = "flowdrop-worker-"
+
+RUN, RESUME, CLOSE = "run", "resume", "close"
+
+
+@dataclass
+class FlowInput:
+    """What the client asks of the cluster for one key."""
+
+    space: str
+    key: str
+    mode: str  # RUN | RESUME | CLOSE (stop of a paused run: its record closed there)
+    args: list[str]  # the run child's command line (``run KEY …``, ``resume RUN …``)
+    commit: str  # the client's HEAD: what the worker checks out
+    origin: str  # the git origin the worker's mirror follows
+    by: dict[str, Any] = field(default_factory=dict)  # who asked
+    run: str | None = None  # the paused run, for RESUME and CLOSE
+
+
+@dataclass
+class ControlRequest:
+    verb: str  # "stop" | "stop_now" | "pause"
+    by: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DeliverInput:
+    run: str
+    verb: str
+    by: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ReapInput:
+    space: str
+    key: str
+    run: str | None
+
+
+def workflow_id(space: str, key: str) -> str:
+    return f"{space}/{key}"
+
+
+@workflow.defn(name="FlowKeyWorkflow")
+class FlowKeyWorkflow:
+    """One key's run on the cluster, from claim to end (or to its reaping)."""
+
+    def __init__(self) -> None:
+        self._started: dict[str, Any] | None = None
+        self._done = False
+
+    @workflow.run
+    async def run(self, request: FlowInput) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = await workflow.execute_activity(
+                "run_flow",
+                request,
+                start_to_close_timeout=RUN_LIMIT,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_attempts=1),
+                result_type=dict,
+            )
+        except ActivityError as exc:
+            # The worker died, was cut off, or failed unexpectedly: whatever it held
+            # is fenced off and no longer live, so the run shows `interrupted`.
+            started = self._started or {}
+            run_id = started.get("run")
+            if self._started is None:
+                self._started = {
+                    "error": {
+                        "code": "WORKER_LOST",
+                        "message": f"the worker taking key {request.key} was lost before "
+                        f"the run started ({_cause(exc)}); run it again",
+                    },
+                    "exit": 1,
+                }
+            await workflow.execute_activity(
+                "reap",
+                ReapInput(request.space, request.key, run_id),
+                task_queue=(workflow.info().task_queue + REAP_QUEUE_SUFFIX),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+            )
+            result = {"run": run_id, "outcome": "interrupted", "reason": _cause(exc)}
+        self._done = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return result
+
+    def ended(self) -> bool:
+        return self._done
+
+    @workflow.signal
+    def started(self, answer: dict[str, Any]) -> None:
+        """From ``run_flow``: the run exists (``run``, ``flow``, ``warnings``,
+        ``worker_queue``) or the refusal it met (``error``, ``exit``)."""
+        if self._started is None:
+            self._started = answer
+
+    @workflow.update
+    async def wait_started(self) -> dict[str, Any]:
+        """The client's ``run`` waits here for the run to exist, or to be refused."""
+        await workflow.wait_condition(lambda: self._started is not None)
+        assert self._started is not None
+        return self._started
+
+    @workflow.update
+    async def control(self, request: ControlRequest) -> dict[str, Any]:
+        """Stop or pause, delivered on the holding worker (``{"asked": …}`` or
+        ``{"error": …, "exit": …}``); ``{"ended": true}`` once the run is not live
+        here, for the client to answer from the records."""
+        await workflow.wait_condition(lambda: self._started is not None)
+        started = self._started or {}
+        queue = started.get("worker_queue")
+        if self._done or "error" in started or not isinstance(queue, str):
+            return {"ended": True}
+        try:
+            answer: dict[str, Any] = await workflow.execute_activity(
+                "deliver",
+                DeliverInput(str(started.get("run")), request.verb, request.by),
+                task_queue=queue,
+                schedule_to_close_timeout=DELIVER_LIMIT,
+                retry_policy=RetryPolicy(maximum_attempts=1),
+                result_type=dict,
+            )
+        except ActivityError as exc:
+            if self.ended():  # the run ended while the request was on its way
+                return {"ended": True}
+            return {
+                "error": {
+                    "code": "WORKER_UNREACHABLE",
+                    "message": f"the worker holding run {started.get('run')} did not take "
+                    f"the request ({_cause(exc)}); if it died, the run shows interrupted "
+                    f"within {int(HEARTBEAT_TIMEOUT.total_seconds())} s",
+                },
+                "exit": 1,
+            }
+        return answer
+
+
+def _cause(exc: BaseException) -> str:
+    inner = exc.__cause__ or exc
+    return str(inner) or type(inner).__name__

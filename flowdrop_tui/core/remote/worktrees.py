@@ -1,0 +1,189 @@
+"""Where a run's code comes from: the ``WorkspaceSource`` seam (issue 17).
+
+Locally the workspace itself is the run's checkout (``LocalWorkspace``). On a
+worker each run gets its own ``git worktree add --detach`` of the commit the
+client asked for, from a mirror clone of the origin kept in the worker's home
+(``MirrorWorktrees``); its commits are pushed to ``refs/flowdrop/runs/<run>`` on
+the origin (so ``show`` lists them from anywhere) before the worktree goes.
+
+Every git call is a short ``git`` child process: a worker is long-running, and
+gitpython leaks there (core/git.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Protocol
+
+from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, RefusedError
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.paths import check_run_ref
+
+RUN_REFS = "refs/flowdrop/runs/"
+_SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
+GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
+
+
+class NotOnOriginError(RefusedError):
+    """The asked commit is not on the origin: a worker cannot check it out."""
+
+    code = "NOT_ON_ORIGIN"
+
+
+class GitError(FlowdropError):
+    code = "GIT_FAILED"
+
+
+class WorkspaceSource(Protocol):
+    """Gives a run a checkout of the asked commit, keeps its commits, lets it go."""
+
+    def checkout(self, commit: str, name: str) -> Path: ...
+
+    def keep(self, checkout: Path, run_id: str) -> bool: ...
+
+    def release(self, checkout: Path) -> None: ...
+
+
+class LocalWorkspace:
+    """Local mode: the run works in the workspace itself; nothing to keep or remove."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+
+    def checkout(self, commit: str, name: str) -> Path:
+        return self.workspace
+
+    def keep(self, checkout: Path, run_id: str) -> bool:
+        return False
+
+    def release(self, checkout: Path) -> None:
+        return None
+
+
+def git(args: list[str], *, cwd: Path | None = None, what: str) -> str:
+    """Run ``git``; its failure is a ``GitError`` naming ``what`` was being done."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"could not {what}: {exc}") from exc
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip()[-1500:]
+        raise GitError(f"could not {what} (git {args[0]}): {detail}")
+    return done.stdout
+
+
+class MirrorWorktrees:
+    """A worker's runs: one mirror clone of ``origin`` under ``home``, a worktree per run."""
+
+    def __init__(self, origin: str, home: Path) -> None:
+        self.origin = origin
+        self.home = home
+        digest = hashlib.sha256(origin.encode()).hexdigest()[:16]
+        self.mirror = home / "mirrors" / f"{digest}.git"
+        self.worktrees = home / "worktrees"
+        self._lock = home / "mirrors" / f"{digest}.lock"
+
+    def _fetch(self) -> None:
+        """Bring the mirror up to the origin (a clone the first time)."""
+        if (self.mirror / "HEAD").exists():
+            git(
+                ["fetch", "--prune", "--quiet", self.origin, "+refs/*:refs/*"],
+                cwd=self.mirror,
+                what=f"fetch {self.origin} into {self.mirror}",
+            )
+            return
+        partial = self.mirror.with_name(self.mirror.name + ".new")
+        shutil.rmtree(partial, ignore_errors=True)
+        git(
+            ["clone", "--mirror", "--quiet", self.origin, str(partial)],
+            what=f"clone {self.origin} into {self.mirror}",
+        )
+        partial.rename(self.mirror)
+
+    def checkout(self, commit: str, name: str) -> Path:
+        """A fresh detached worktree of ``commit``, named ``name`` under the home."""
+        if not _SHA.match(commit):
+            raise NotOnOriginError(
+                f"{commit!r} is not a commit id; a worker checks out the commit the client's "
+                "HEAD names"
+            )
+        self._lock.parent.mkdir(parents=True, exist_ok=True)
+        self.worktrees.mkdir(parents=True, exist_ok=True)
+        target = self.worktrees / name
+        # One fetch or worktree change at a time in this mirror (runs start in parallel).
+        with locks.exclusive(self._lock):
+            self._fetch()
+            found = subprocess.run(
+                ["git", "cat-file", "-e", f"{commit}^{{commit}}"],
+                cwd=self.mirror,
+                capture_output=True,
+            )
+            if found.returncode != 0:
+                raise NotOnOriginError(
+                    f"commit {commit} is not on the origin {self.origin}; push it first "
+                    "(git push), then run again"
+                )
+            if target.exists():  # a worktree left by a worker that died: start clean
+                self._remove(target)
+            git(
+                ["worktree", "add", "--detach", "--quiet", str(target), commit],
+                cwd=self.mirror,
+                what=f"check out {commit} in {target}",
+            )
+        return target
+
+    def keep(self, checkout: Path, run_id: str) -> bool:
+        """Push the checkout's HEAD to ``refs/flowdrop/runs/<run>`` on the origin.
+        False when there was nothing to push (the ref already names HEAD)."""
+        if not check_run_ref(run_id):
+            raise InvalidNameError(f"invalid run id {run_id!r}: it names no run to keep")
+        head = git(["rev-parse", "HEAD"], cwd=checkout, what=f"read HEAD in {checkout}").strip()
+        ref = RUN_REFS + run_id
+        known = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", ref],
+            cwd=self.mirror,
+            capture_output=True,
+            text=True,
+        )
+        if known.returncode == 0 and known.stdout.strip() == head:
+            return False
+        # To the origin's URL, not the mirror's remote: a mirror remote takes no refspec.
+        git(
+            ["push", "--quiet", self.origin, f"+{head}:{ref}"],
+            cwd=checkout,
+            what=f"push run {run_id}'s commits to {self.origin}",
+        )
+        with contextlib.suppress(GitError):  # only a cache of what was pushed
+            git(["update-ref", ref, head], cwd=self.mirror, what="note the pushed ref")
+        return True
+
+    def release(self, checkout: Path) -> None:
+        """Remove the run's worktree (its commits were kept first)."""
+        with locks.exclusive(self._lock):
+            self._remove(checkout)
+
+    def _remove(self, checkout: Path) -> None:
+        with contextlib.suppress(GitError):
+            git(
+                ["worktree", "remove", "--force", "--force", str(checkout)],
+                cwd=self.mirror,
+                what=f"remove the worktree {checkout}",
+            )
+        shutil.rmtree(checkout, ignore_errors=True)
+        with contextlib.suppress(GitError):
+            git(["worktree", "prune"], cwd=self.mirror, what="prune worktrees")
