@@ -17,6 +17,7 @@ import pytest
 
 from flowdrop_tui.core.remote.store import PostgresStore
 from tests.remote.servers import PostgresServer, new_space
+from tests.remote.temporal_server import temporal_server  # noqa: F401 (the session fixture)
 
 HERE = Path(__file__).parent
 

@@ -1,7 +1,7 @@
 """A remote-mode world on one machine, for the partition test and the worker kill harness.
 
-:class:`RemoteWorld` is a client workspace (a git repository with committed flows,
-also the origin the workers clone from) configured for remote mode through the
+:class:`RemoteWorld` is a client workspace (a clone of a bare origin the workers
+clone from; flows are committed and pushed) configured for remote mode through the
 environment (``FLOWDROP_TEMPORAL``, ``FLOWDROP_POSTGRES``, ``FLOWDROP_SPACE``,
 ``FLOWDROP_ORIGIN``), and real ``flowdrop-tui worker`` processes, each with its own
 HOME and worker home — optionally inside a :class:`~tests.remote.netns.Netns`, where
@@ -30,18 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tests.remote.git_origin import GIT_ENV, commit_all, make_origin
 from tests.remote.netns import Netns
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.remote.store import PostgresStore
 
 MACHINE_ENV = "FLOWDROP_TEST_MACHINE"
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-}
 
 
 def machine_pids(token: str) -> list[int]:
@@ -156,13 +151,8 @@ class RemoteWorld:
     ready_marker: str = "polling"  # what a worker prints once it polls its queues
 
     def __post_init__(self) -> None:
-        self.client = self.root / "client"
-        self.client.mkdir(parents=True)
-        git = {**os.environ, **GIT_ENV}
-        subprocess.run(["git", "init", "-q", "-b", "main"], cwd=self.client, check=True, env=git)
-        (self.client / "flows").mkdir()
-        (self.client / ".gitignore").write_text(".flowdrop/\n")
-        self.commit("init")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.origin, self.client = make_origin(self.root)
         self._store: PostgresStore | None = None
 
     # -- the client ------------------------------------------------------------------
@@ -175,25 +165,16 @@ class RemoteWorld:
             "FLOWDROP_TEMPORAL": self.temporal_address(host),
             "FLOWDROP_POSTGRES": self.postgres_url(host),
             "FLOWDROP_SPACE": self.space,
-            "FLOWDROP_ORIGIN": str(self.client),
+            "FLOWDROP_ORIGIN": str(self.origin),
         }
 
-    def commit(self, message: str) -> None:
-        git = {**os.environ, **GIT_ENV}
-        subprocess.run(["git", "add", "-A"], cwd=self.client, check=True, env=git)
-        subprocess.run(
-            ["git", "commit", "-q", "--allow-empty", "-m", message],
-            cwd=self.client,
-            check=True,
-            env=git,
-        )
-
     def write_flow(self, name: str, body: str) -> None:
-        """flows/<name>/flow.py, committed (workers run the client's HEAD commit)."""
+        """flows/<name>/flow.py, committed and pushed (workers check out the client's
+        HEAD commit from the origin)."""
         folder = self.client / "flows" / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "flow.py").write_text(textwrap.dedent(body).lstrip())
-        self.commit(f"flow {name}")
+        commit_all(self.client, f"flow {name}")
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "flowdrop_tui", "--workspace", str(self.client), *args]
@@ -234,6 +215,108 @@ class RemoteWorld:
             self._store = PostgresStore(self.postgres_url("127.0.0.1"), self.space)
             self._store.ensure_schema()
         return self._store
+
+    # -- what PostgreSQL holds (read straight from its tables) ----------------------
+
+    def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Rows of ``query`` on a fresh connection from the host (autocommit)."""
+        import psycopg
+
+        with psycopg.connect(self.postgres_url("127.0.0.1"), autocommit=True) as conn:
+            return list(conn.execute(query, params).fetchall())
+
+    def key_epoch(self, key: str) -> int:
+        rows = self.sql("SELECT epoch FROM fd_keys WHERE space = %s AND key = %s", self.space, key)
+        return int(rows[0][0]) if rows else 0
+
+    def run_row(self, run_id: str) -> dict[str, Any] | None:
+        rows = self.sql(
+            "SELECT run_id, key, epoch, worker, host, pid, live FROM fd_runs "
+            "WHERE space = %s AND run_id = %s",
+            self.space,
+            run_id,
+        )
+        names = ("run_id", "key", "epoch", "worker", "host", "pid", "live")
+        return dict(zip(names, rows[0], strict=True)) if rows else None
+
+    def live_runs_of(self, key: str) -> list[str]:
+        rows = self.sql(
+            "SELECT run_id FROM fd_runs WHERE space = %s AND key = %s AND live",
+            self.space,
+            key,
+        )
+        return sorted(str(r[0]) for r in rows)
+
+    def stored_file(self, run_id: str, relpath: str) -> bytes | None:
+        """A run's file as PostgreSQL holds it: the whole write, then its appends."""
+        whole = self.sql(
+            "SELECT data FROM fd_files WHERE space = %s AND run_id = %s AND relpath = %s",
+            self.space,
+            run_id,
+            relpath,
+        )
+        lines = self.sql(
+            "SELECT data FROM fd_lines WHERE space = %s AND run_id = %s AND relpath = %s "
+            "ORDER BY seq",
+            self.space,
+            run_id,
+            relpath,
+        )
+        if not whole and not lines:
+            return None
+        return (bytes(whole[0][0]) if whole else b"") + b"".join(bytes(r[0]) for r in lines)
+
+    def stored_state(self, run_id: str, key: str) -> dict[str, Any] | None:
+        data = self.stored_file(run_id, "state.json")
+        if data is None:
+            return None
+        value = orjson.loads(data).get(key)
+        return value if isinstance(value, dict) else None
+
+    def stored_events(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's ``cycle.jsonl`` events as PostgreSQL holds them (whole lines only)."""
+        data = self.stored_file(run_id, "cycle.jsonl") or b""
+        return [orjson.loads(line) for line in data.split(b"\n")[:-1] if line.strip()]
+
+    def picked(self, run_id: str) -> dict[str, Any] | None:
+        """The state a run logged it started from (``run.log("picked", state=…)``)."""
+        for event in self.stored_events(run_id):
+            if event.get("event") == "log" and event.get("message") == "picked":
+                state = (event.get("fields") or {}).get("state")
+                return state if isinstance(state, dict) else None
+        return None
+
+    def stored_rows(self, run_id: str) -> list[tuple[Any, ...]]:
+        """Every file and line row of a run, with a digest of its bytes: what must not
+        change once its writer is fenced out."""
+        files = self.sql(
+            "SELECT 'file', relpath, 0, md5(data) FROM fd_files WHERE space = %s AND run_id = %s",
+            self.space,
+            run_id,
+        )
+        lines = self.sql(
+            "SELECT 'line', relpath, seq, md5(data) FROM fd_lines WHERE space = %s AND run_id = %s",
+            self.space,
+            run_id,
+        )
+        return sorted(files + lines)
+
+    def last_change(self, run_id: str) -> int:
+        rows = self.sql(
+            "SELECT coalesce(max(id), 0) FROM fd_changes WHERE space = %s AND run_id = %s",
+            self.space,
+            run_id,
+        )
+        return int(rows[0][0])
+
+    def changes_after(self, run_id: str, after: int) -> list[tuple[Any, ...]]:
+        return self.sql(
+            "SELECT id, kind, relpath, seq FROM fd_changes "
+            "WHERE space = %s AND run_id = %s AND id > %s ORDER BY id",
+            self.space,
+            run_id,
+            after,
+        )
 
     # -- workers ---------------------------------------------------------------------
 
