@@ -143,12 +143,12 @@ def _sweep_dead_owners() -> None:
 
 def _used_slots() -> set[int]:
     used = set()
-    for m in re.finditer(r"inet 10\.213\.(\d+)\.(\d+)/", ip("-4", "-o", "addr").stdout):
-        used.add((int(m.group(1)) * 256 + int(m.group(2))) // 4)
+    for found in re.finditer(r"inet 10\.213\.(\d+)\.(\d+)/", ip("-4", "-o", "addr").stdout):
+        used.add((int(found.group(1)) * 256 + int(found.group(2))) // 4)
     for name in _namespaces():
-        m = NAME_RE.match(name)
-        if m:
-            used.add(int(m.group(2)))
+        named = NAME_RE.match(name)
+        if named:
+            used.add(int(named.group(2)))
     return used
 
 

@@ -147,6 +147,8 @@ class RemoteWorld:
     postgres_url: Callable[[str], str]  # host address -> URL of the one PostgreSQL
     temporal_address: Callable[[str], str]  # host address -> host:port of Temporal
     space: str = field(default_factory=lambda: f"w-{uuid.uuid4().hex[:12]}")
+    # A queue of its own: tests share one Temporal server, never each other's workers.
+    task_queue: str = field(default_factory=lambda: f"flowdrop-w-{uuid.uuid4().hex[:8]}")
     workers: list[Worker] = field(default_factory=list)
     ready_marker: str = "polling"  # what a worker prints once it polls its queues
 
@@ -158,13 +160,14 @@ class RemoteWorld:
     # -- the client ------------------------------------------------------------------
 
     def env(self, host: str = "127.0.0.1") -> dict[str, str]:
-        """Remote mode's settings, with the servers reached at ``host``."""
+        """The client's environment: remote mode's settings, servers reached at ``host``."""
         return {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")},
             **GIT_ENV,
             "FLOWDROP_TEMPORAL": self.temporal_address(host),
             "FLOWDROP_POSTGRES": self.postgres_url(host),
             "FLOWDROP_SPACE": self.space,
+            "FLOWDROP_TASK_QUEUE": self.task_queue,
             "FLOWDROP_ORIGIN": str(self.origin),
         }
 
@@ -329,8 +332,11 @@ class RemoteWorld:
         (home / "HOME").mkdir(parents=True, exist_ok=True)
         log = home / "worker.log"
         token = f"{self.space}-{worker_id}-{uuid.uuid4().hex[:6]}"
-        env = self.env(netns.host_ip if netns else "127.0.0.1")
-        env |= {"HOME": str(home / "HOME"), MACHINE_ENV: token}
+        host = netns.host_ip if netns else "127.0.0.1"
+        # The servers by flags, as on a machine of its own: no client settings in its
+        # environment (its run children inherit it).
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")}
+        env |= {"HOME": str(home / "HOME"), "PYTHONUNBUFFERED": "1", MACHINE_ENV: token}
         argv = [
             sys.executable,
             "-m",
@@ -340,6 +346,12 @@ class RemoteWorld:
             worker_id,
             "--home",
             str(home / "home"),
+            "--temporal",
+            self.temporal_address(host),
+            "--postgres",
+            self.postgres_url(host),
+            "--task-queue",
+            self.task_queue,
         ]
         if netns is not None:
             argv = netns.argv(argv)
