@@ -681,6 +681,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = "--json" in argv
     warnings = Warnings()
     try:
+        if os.environ.get("FLOWDROP_REMOTE_RUN"):  # a run child on a worker (docs/remote.md)
+            from flowdrop_tui.core.remote.mirror import install_from_env
+
+            install_from_env()
         args = build_parser().parse_args(argv)
         args.warnings = warnings
         handler = COMMANDS.get(args.command or "", cmd_ui)

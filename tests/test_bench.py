@@ -65,3 +65,24 @@ def test_prune_prints_a_ratio_and_leaves_what_the_rules_say(tmp_path: Path) -> N
     match = RATIO.search(out)
     assert match and float(match.group(1)) > 0, out
     assert "PROBLEMS" not in out and out.count("; OK") == 2, out
+
+
+def test_remote_keyset_prints_a_ratio(tmp_path: Path) -> None:
+    """Guards against bench/remote_keyset.py breaking (it starts its own PostgreSQL)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "remote_keyset.py"),
+            "--quick",
+            "--no-fsync",
+            "--dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    match = RATIO.search(done.stdout)
+    assert match and float(match.group(1)) > 0, done.stdout
+    assert "fenced write alone" in done.stdout

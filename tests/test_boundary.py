@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,31 @@ def test_importing_every_core_module_loads_no_ui_library() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_local_mode_never_imports_the_remote_drivers(tmp_path: Path) -> None:
+    """Guards local mode's cost: `flows` and a whole `run` with no remote config load
+    neither psycopg nor temporalio (issue 17: local mode does not change at all)."""
+    ws = tmp_path / "ws"
+    (ws / "flows" / "one").mkdir(parents=True)
+    (ws / "flows" / "one" / "flow.py").write_text(
+        "from flowdrop_tui import flow\n\n"
+        "@flow(resumable=True)\n"
+        "def main(run):\n"
+        "    for r in run.rounds(range(2)):\n"
+        "        run.state['n'] = r\n"
+    )
+    code = (
+        "import sys\n"
+        "from flowdrop_tui import cli\n"
+        "for argv in (['flows'], ['run', 'one']):\n"
+        "    assert cli.main(argv) == 0, argv\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'temporalio'))\n"
+        "print('LOADED', ','.join(bad))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ws, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "LOADED"

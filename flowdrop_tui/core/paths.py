@@ -33,6 +33,8 @@ STATE = "state.json"
 SESSIONS = "sessions"
 OUTPUT = "output.log"
 LIVE_LOCK = "live.lock"
+# In a replica of remote records (core/remote/replica.py): the run is live on a worker.
+REMOTE_LIVE = "remote-live.json"
 REQUESTS = "requests"
 
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}$")

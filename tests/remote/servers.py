@@ -18,8 +18,10 @@ import os
 import pwd
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,3 +161,78 @@ class PostgresServer:
 def new_space(prefix: str = "t") -> str:
     """A space no other test uses: tests share one server, never each other's rows."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class TcpProxy:
+    """A TCP forwarder on loopback that a test can cut and restore: an outage between
+    a client and its server without touching the shared server (the client sees its
+    connections reset and new ones refused, as when the network goes)."""
+
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    def url(self) -> str:
+        """The server's URL through this proxy."""
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def restore(self) -> None:
+        """Accept connections again (on the same port)."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        """Refuse new connections and reset every open one."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+            sockets, self._sockets = self._sockets, []
+        if listener is not None:  # shutdown wakes the thread blocked in accept()
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    close = cut
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self._listener is not listener:
+                    client.close()
+                    upstream.close()
+                    return
+                self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)

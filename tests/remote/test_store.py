@@ -189,19 +189,23 @@ def test_delete_never_removes_a_live_run(pg_store: PostgresStore) -> None:
 
 
 def test_appends_keep_byte_offsets_and_a_resent_append_lands_once(pg_store: PostgresStore) -> None:
-    """A write resent after a lost answer must not duplicate a line; a gap is refused."""
+    """A write resent after a lost answer must not duplicate a line; other bytes at a
+    taken offset are refused; a gap hides what follows it until it is filled."""
     epoch = pg_store.claim("k", worker="w1")
     pg_store.publish("k", epoch, RUN_A, {"cycle.jsonl": b"created\n"})
     assert pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"one\n", offset=8) == 8
     assert pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"one\n", offset=8) == 8
     assert pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"two\n") == 12
-    with pytest.raises(StoreConflictError) as gap:
-        pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"four\n", offset=40)
-    assert "ends at byte 16" in gap.value.message
-    with pytest.raises(StoreConflictError):  # other bytes at an offset already taken
+    with pytest.raises(StoreConflictError) as taken:
         pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"ONE\n", offset=8)
+    assert "already appended at byte 8" in taken.value.message
+    # committed out of order: byte 21 before byte 16
+    pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"four\n", offset=21)
     assert pg_store.read_file(RUN_A, "cycle.jsonl") == b"created\none\ntwo\n"
-    assert pg_store.read_file(RUN_A, "cycle.jsonl", 10) == b"e\ntwo\n"
+    pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"three", offset=16)
+    assert pg_store.read_file(RUN_A, "cycle.jsonl") == b"created\none\ntwo\nthreefour\n"
+    assert pg_store.read_file(RUN_A, "cycle.jsonl", 10) == b"e\ntwo\nthreefour\n"
+    assert pg_store.read_file(RUN_A, "cycle.jsonl", 3) == b"ated\none\ntwo\nthreefour\n"
     # a whole write replaces what was appended before it
     pg_store.write_file("k", epoch, RUN_A, "cycle.jsonl", b"fresh\n")
     assert pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"x\n") == 6

@@ -37,7 +37,7 @@ from flowdrop_tui.core.records.events import (
     who,
 )
 from flowdrop_tui.core.records.folder import refuse_links, unwritable
-from flowdrop_tui.core.records.liveness import live_pid
+from flowdrop_tui.core.records.liveness import local_pid
 
 
 class Action(StrEnum):
@@ -105,7 +105,7 @@ def stop(
         _refuse_ended(info, "stop")
     if now or info.stop_pending or requests.is_pending(info.path, requests.STOP):
         requests.post(info.path, requests.STOP_NOW, by)
-        pid = live_pid(info.path)
+        pid = local_pid(info.path)  # never a pid a replica's marker names (another machine)
         if pid is not None:
             process.interrupt(pid)
         return Asked(run_id, info.key, Action.STOP_NOW, info.round)

@@ -29,6 +29,7 @@ from flowdrop_tui.core.errors import NotFoundError
 from flowdrop_tui.core.files.atomic import datasync as _datasync
 from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, refuse_link
+from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.budget import (
     ChainBudget,
     Limits,
@@ -146,6 +147,10 @@ class EventLog:
             data = b"\n" + line if self._torn else line
             written = os.write(self._fd, data)  # one write per line: O_APPEND keeps it whole
             self._torn = written < len(data)  # short only when the disk is full
+            remote = mirror.current()
+            if remote is not None:  # what reached the disk, where it landed
+                end = os.lseek(self._fd, 0, os.SEEK_CUR)
+                remote.appended(self.path, data[:written], end - written)
             if self._torn:
                 raise OSError(
                     errno.ENOSPC, f"{self.path}: only {written} of {len(data)} bytes written"
@@ -190,6 +195,9 @@ class EventLog:
                 os.fdatasync(fd)  # on disk before the event that names it
             finally:
                 os.close(fd)
+            remote = mirror.current()
+            if remote is not None:
+                remote.wrote(self.path.parent / relative, raw)
         except OSError:
             # Not writable (full disk, a link): the event keeps the beginning only.
             return {SIDE_KEY: None, "bytes": len(raw), "preview": preview, "lost": True}

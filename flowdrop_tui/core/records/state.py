@@ -24,6 +24,7 @@ import orjson
 
 from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.nesting import MAX_DEPTH, too_deep
 
 _MISSING: Any = object()
@@ -280,6 +281,9 @@ class StateFile:
                 last = self._last_good()
                 data, altered, unsaved = encode_states(self._states, last)
             write_atomic(self.path, data)
+            remote = mirror.current()
+            if remote is not None:
+                remote.wrote(self.path, data)
         except Exception as exc:  # SPEC §5.3: nothing about keeping state may stop a run
             message = f"state not saved ({type(exc).__name__}: {exc}); the last save stands"
             if message != self._failing:

@@ -66,8 +66,8 @@ class StoreUnreachableError(FlowdropError):
 
 
 class StoreConflictError(FlowdropError):
-    """An append at an offset that is not where the stored file ends (a gap or a
-    different overlap): the writer's file and the store's disagree."""
+    """Other bytes were already appended at that offset: the writer's file and the
+    store's disagree."""
 
     code = "STORE_CONFLICT"
 
@@ -198,25 +198,27 @@ CREATE OR REPLACE FUNCTION fd_append_line(
     p_space text, p_key text, p_epoch bigint, p_run text, p_relpath text, p_data bytea,
     p_offset bigint
 ) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE file_end bigint;
+DECLARE at_offset bigint;
 BEGIN
     PERFORM fd_check_epoch(p_space, p_key, p_epoch, false);
-    file_end := fd_file_end(p_space, p_run, p_relpath);
-    IF p_offset IS NOT NULL AND p_offset <> file_end THEN
-        -- the same bytes already there: a retry of an append that did commit
+    -- the writer owns the file and says where its bytes landed; appends from two
+    -- connections of one writer may commit in either order (a reader stops at a gap)
+    at_offset := coalesce(p_offset, fd_file_end(p_space, p_run, p_relpath));
+    INSERT INTO fd_lines (space, run_id, relpath, seq, data)
+    VALUES (p_space, p_run, p_relpath, at_offset, p_data)
+    ON CONFLICT (space, run_id, relpath, seq) DO NOTHING;
+    IF NOT FOUND THEN
+        -- the same bytes already there: a resend of an append that did commit
         IF EXISTS (SELECT 1 FROM fd_lines
                     WHERE space = p_space AND run_id = p_run AND relpath = p_relpath
-                      AND seq = p_offset AND data = p_data) THEN
-            RETURN p_offset;
+                      AND seq = at_offset AND data = p_data) THEN
+            RETURN at_offset;
         END IF;
         RAISE EXCEPTION USING ERRCODE = 'FD002',
-            MESSAGE = format('an append at byte %s, but the stored file ends at byte %s',
-                             p_offset, file_end);
+            MESSAGE = format('other bytes were already appended at byte %s', at_offset);
     END IF;
-    INSERT INTO fd_lines (space, run_id, relpath, seq, data)
-    VALUES (p_space, p_run, p_relpath, file_end, p_data);
-    PERFORM fd_change(p_space, p_run, 'line', p_relpath, file_end);
-    RETURN file_end;
+    PERFORM fd_change(p_space, p_run, 'line', p_relpath, at_offset);
+    RETURN at_offset;
 END $$;
 
 CREATE OR REPLACE FUNCTION fd_publish(
@@ -254,8 +256,9 @@ CREATE OR REPLACE FUNCTION fd_end_live(p_space text, p_key text, p_run text, p_e
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE ended text;
 BEGIN
-    UPDATE fd_keys SET live_run = NULL
-     WHERE space = p_space AND key = p_key AND (p_run IS NULL OR live_run = p_run);
+    -- the key's process ended (its epoch was checked) or was reaped: whatever run of
+    -- it the key names (a `flowdrop-tui run` the flow started, too) is over
+    UPDATE fd_keys SET live_run = NULL WHERE space = p_space AND key = p_key;
     -- every run the key's process held (its own, and runs of keys it called)
     FOR ended IN
         UPDATE fd_runs SET live = false, updated = now()
@@ -504,9 +507,11 @@ class PostgresStore:
     ) -> int:
         """Append ``data`` to the run's file ``relpath``; the byte offset it landed at.
 
-        ``offset``, when given, is where the writer's own file had it: sending the same
-        append again (the connection broke before the answer) is then a no-op, and an
-        append that would leave a gap raises ``StoreConflictError``."""
+        ``offset``, when given, is where the writer's own file had it (else: where the
+        stored file ends). Sending the same append again (the connection broke before
+        the answer) is a no-op; other bytes at that offset raise ``StoreConflictError``.
+        Appends may commit out of order (a writer's threads, a signal handler's write
+        on a connection of its own): readers stop at a gap until it is filled."""
         return int(
             self._call(
                 "SELECT fd_append_line(%s, %s, %s, %s, %s, %s, %s)",
@@ -610,11 +615,13 @@ class PostgresStore:
         return [r for (r,) in rows]
 
     def read_file(self, run_id: str, relpath: str, start: int = 0) -> bytes | None:
-        """A stored file's bytes from ``start`` on (None when nothing is stored for it)."""
+        """A stored file's bytes from ``start`` on, up to its first gap (an append whose
+        predecessor has not committed yet); None when nothing is stored for it."""
         with self._lock:
             base = self._rows(
-                "SELECT data FROM fd_files WHERE space = %s AND run_id = %s AND relpath = %s",
-                (self.space, run_id, relpath),
+                "SELECT octet_length(data), substring(data from %s) FROM fd_files"
+                " WHERE space = %s AND run_id = %s AND relpath = %s",
+                (start + 1, self.space, run_id, relpath),
             )
             lines = self._rows(
                 "SELECT seq, data FROM fd_lines WHERE space = %s AND run_id = %s"
@@ -624,11 +631,18 @@ class PostgresStore:
         if not base and not lines:
             return None
         chunks: list[bytes] = []
+        end = 0
         if base:
-            data = bytes(base[0][0])
-            chunks.append(data[start:])
+            end = int(base[0][0])
+            chunks.append(bytes(base[0][1]))
+        end = max(end, start)
         for seq, data in lines:
-            chunks.append(bytes(data)[max(0, start - int(seq)) :])
+            seq = int(seq)
+            if seq > end:
+                break  # a gap: what follows is not readable yet
+            chunk = bytes(data)[end - seq :]
+            chunks.append(chunk)
+            end += len(chunk)
         return b"".join(chunks)
 
     def run_info(self, run_id: str) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ from flowdrop_tui.core.paths import (
     STATE,
     Layout,
 )
-from flowdrop_tui.core.records import index, key_runs
+from flowdrop_tui.core.records import index, key_runs, mirror
 from flowdrop_tui.core.records.events import RECORD_VERSION, EventLog, Status
 from flowdrop_tui.core.records.folder import hidden_folder, unwritable
 from flowdrop_tui.core.records.spending import chain_usage_field
@@ -204,4 +204,7 @@ def _create(
             except OSError:
                 pass  # the entry points at a run that is gone: the next reader rebuilds
         raise
+    remote = mirror.current()
+    if remote is not None:  # the record exists: its mirror gets it whole
+        remote.published(final)
     return log

@@ -1,0 +1,117 @@
+"""Benchmark: what a key set costs in remote mode, against the same key set locally.
+
+What is timed, per operation (a median of ``--n`` each, alternating):
+
+- local: ``state["count"] = n`` on a run's ``State`` with no mirror installed —
+  ``StateFile.save`` → ``write_atomic`` (fdatasync, rename, folder fsync);
+- remote: the same key set with a ``RemoteMirror`` installed, as in a run child on a
+  worker: the local write, then ``fd_write_file`` in PostgreSQL — one round trip, one
+  transaction (key row ``FOR SHARE``, epoch compared, upsert, change row, NOTIFY);
+- the seam's cost in local mode (``records.mirror.current()``, once per write);
+- the fenced write alone (``PostgresStore.write_file``) and a fenced append
+  (``append_line`` of one event line), on loopback.
+
+PostgreSQL is a real server started here in a temporary folder (tests/remote/servers.py),
+durable (fsync on, synchronous_commit on) unless ``--no-fsync``. Not asserted anywhere:
+remote mode's goal is correctness (fencing, nothing skipped); this says what it costs.
+
+    python bench/remote_keyset.py            # 200 of each
+    python bench/remote_keyset.py --quick    # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from flowdrop_tui.core.records import mirror as records_mirror  # noqa: E402
+from flowdrop_tui.core.records.state import StateFile  # noqa: E402
+from flowdrop_tui.core.remote.mirror import RemoteMirror, RunTicket  # noqa: E402
+from flowdrop_tui.core.remote.store import PostgresStore  # noqa: E402
+from tests.remote.servers import PostgresServer, new_space  # noqa: E402
+
+RUN = "20261130T120000.000Z-aaaaaa"
+LINE = b'{"t":"2026-11-30T12:00:00.000Z","event":"log","key":"k","message":"tick","fields":{}}\n'
+
+
+def timed(op: Callable[[int], None], n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        start = time.perf_counter()
+        op(i)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-fsync", action="store_true")
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args()
+    n = 20 if args.quick else args.n
+    server = PostgresServer.start(durable=not args.no_fsync)
+    try:
+        store = PostgresStore(server.url(), new_space("bench"))
+        store.ensure_schema()
+        epoch = store.claim("k", worker="bench")
+        store.publish("k", epoch, RUN, {"state.json": b"{}", "cycle.jsonl": b""})
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            run_dir = Path(tmp) / ".flowdrop" / "runs" / RUN
+            run_dir.mkdir(parents=True)
+            states = StateFile(run_dir / "state.json")
+            state = states.state("k", {"since": RUN, "count": 0, "done": ["a", "b", "c"]})
+            mirror = RemoteMirror(RunTicket(server.url(), store.space, "k", epoch, "bench"))
+
+            def key_set(i: int) -> None:
+                state["count"] = i
+
+            local: list[float] = []
+            remote: list[float] = []
+            for _ in range(n // 10):  # alternating batches: drift hits both alike
+                records_mirror.install(None)
+                local += timed(key_set, 10)
+                records_mirror.install(mirror)
+                remote += timed(key_set, 10)
+            records_mirror.install(None)
+            offset = [0]
+
+            def append(_: int) -> None:
+                store.append_line("k", epoch, RUN, "cycle.jsonl", LINE, offset=offset[0])
+                offset[0] += len(LINE)
+
+            fenced = timed(lambda i: store.write_file("k", epoch, RUN, "state.json", b"{}"), n)
+            appends = timed(append, n)
+            mirror.close()
+        store.close()
+    finally:
+        server.stop()
+    # What local mode pays for the seam: one call to records.mirror.current() per write.
+    calls = 200_000
+    start = time.perf_counter()
+    for _ in range(calls):
+        records_mirror.current()
+    seam_ns = (time.perf_counter() - start) / calls * 1e9
+    ms = lambda xs: statistics.median(xs) * 1000  # noqa: E731
+    durability = "fsync off" if args.no_fsync else "fsync on, synchronous_commit on"
+    print(f"PostgreSQL on loopback ({durability}); median of {n} each")
+    print(f"local key set (write_atomic, durable):      {ms(local):7.3f} ms")
+    print(f"remote key set (local write + fenced write): {ms(remote):7.3f} ms")
+    print(f"fenced write alone (fd_write_file):          {ms(fenced):7.3f} ms")
+    print(f"fenced append of one event line:             {ms(appends):7.3f} ms")
+    print(f"the seam in local mode (no mirror):          {seam_ns:7.0f} ns a write")
+    print(f"ratio (remote key set / local key set): {ms(remote) / ms(local):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""The run child's write-through to PostgreSQL (``RemoteMirror``).
+
+A worker starts a run as the same child process a local ``run --detach`` starts,
+with ``FLOWDROP_REMOTE_RUN`` in its environment (``RunTicket``): the store, the
+space, the flow key the run was launched for and the epoch its claim got.
+``cli.main`` installs the mirror before anything else; from then on every record
+write of the process (``core/records/mirror.py``) is sent to PostgreSQL before the
+writer returns, fenced by that key and epoch (keys the run calls are fenced by it
+too: the claim is the launched key's).
+
+- **Fenced**: one line on stderr (the run's ``output.log``), then SIGKILL to the
+  process group. Nothing is written again, locally or remotely.
+- **PostgreSQL unreachable**: the writer waits and the write is sent again, with
+  backoff (a line on stderr now and then); nothing is skipped. Every write is safe
+  to resend (whole files; appends carry their byte offset).
+- **Anything else** (a bug, a conflict): the same as fenced — a record that silently
+  diverged from PostgreSQL would be worse than a run that stopped.
+
+Connections: one per thread, and one more per level of re-entry (a signal handler
+that appends an event while this thread waits on PostgreSQL). No writer ever waits
+on another writer's connection, so the records' own locks cannot deadlock with a
+signal handler, and per-file order needs nothing here: appends carry their offset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.control import process
+from flowdrop_tui.core.errors import UsageError
+from flowdrop_tui.core.paths import (
+    LIVE_LOCK,
+    OUTPUT,
+    RECORDS_DIR,
+    REMOTE_LIVE,
+    REQUESTS,
+    RUN_ID_RE,
+    SESSIONS,
+)
+from flowdrop_tui.core.records import mirror as records_mirror
+from flowdrop_tui.core.remote.store import Fenced, PostgresStore, StoreUnreachableError
+
+ENV_VAR = "FLOWDROP_REMOTE_RUN"
+# Not in PostgreSQL: the lock is this machine's liveness (the marker, a replica's),
+# requests are this machine's control files, sessions/ holds links to transcripts on
+# this disk (usage is recorded as events instead); output.log is shipped by the
+# worker's activity.
+_NOT_MIRRORED = frozenset({LIVE_LOCK, REMOTE_LIVE, REQUESTS, SESSIONS})
+_BACKOFF_FIRST = 0.05
+_BACKOFF_MAX = 5.0
+_SAY_EVERY = 30.0  # seconds between two "still unreachable" lines
+
+
+@dataclass(frozen=True)
+class RunTicket:
+    """What a run child needs to write through: the ``FLOWDROP_REMOTE_RUN`` value."""
+
+    postgres: str
+    space: str
+    key: str
+    epoch: int
+    worker: str
+
+    def env(self) -> dict[str, str]:
+        """The environment entry that makes a child mirror its records."""
+        return {ENV_VAR: orjson.dumps(asdict(self)).decode()}
+
+    @classmethod
+    def parse(cls, text: str) -> RunTicket:
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise UsageError(f"{ENV_VAR} is not valid JSON ({exc})") from exc
+        if not isinstance(data, dict):
+            raise UsageError(f"{ENV_VAR} must be a JSON object, not {text[:80]!r}")
+        fields = {"postgres": str, "space": str, "key": str, "epoch": int, "worker": str}
+        missing = sorted(set(fields) - set(data))
+        unknown = sorted(set(data) - set(fields))
+        if missing or unknown:
+            raise UsageError(
+                f"{ENV_VAR}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}; "
+                f"it holds exactly {', '.join(fields)}"
+            )
+        for name, kind in fields.items():
+            value = data[name]
+            if not isinstance(value, kind) or isinstance(value, bool) or value in ("", 0):
+                raise UsageError(f"{ENV_VAR}: {name} must be a non-empty {kind.__name__}")
+        return cls(**data)
+
+
+def locate(path: Path) -> tuple[str, str] | None:
+    """``(run_id, relpath)`` for a file inside ``.flowdrop/runs/<id>/``; None elsewhere
+    (a hidden ``.new-`` folder included: its record is published whole)."""
+    parts = path.parts
+    for i in range(len(parts) - 3, -1, -1):
+        if parts[i] == RECORDS_DIR and parts[i + 1] == "runs":
+            run_id = parts[i + 2]
+            rest = parts[i + 3 :]
+            if RUN_ID_RE.match(run_id) and rest and rest[0] not in _NOT_MIRRORED:
+                return run_id, "/".join(rest)
+            return None
+    return None
+
+
+def record_files(run_dir: Path) -> dict[str, bytes]:
+    """Every mirrored file of a record folder, by path relative to it (links skipped)."""
+    files: dict[str, bytes] = {}
+
+    def walk(folder: Path, prefix: str) -> None:
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            name = prefix + entry.name
+            if not prefix and entry.name in _NOT_MIRRORED:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                walk(Path(entry.path), name + "/")
+            elif entry.is_file(follow_symlinks=False):
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                with os.fdopen(fd, "rb") as handle:
+                    files[name] = handle.read()
+
+    walk(run_dir, "")
+    return files
+
+
+class RemoteMirror:
+    """Sends this process's record writes to PostgreSQL, fenced (``records.mirror.Mirror``)."""
+
+    def __init__(
+        self,
+        ticket: RunTicket,
+        *,
+        say: Callable[[str], None] | None = None,
+        die: Callable[[], None] = process.kill_own_group,
+    ) -> None:
+        self.ticket = ticket
+        self._say = say or _say_on_stderr
+        self._die = die
+        self._owner = os.getpid()
+        self._stores: dict[tuple[int, int], PostgresStore] = {}
+        self._stores_lock = threading.Lock()
+        self._depth = threading.local()
+        self.host = socket.gethostname()
+
+    # --- the seam -------------------------------------------------------------------
+
+    def wrote(self, path: Path, data: bytes) -> None:
+        where = locate(path)
+        if where is not None:
+            run_id, relpath = where
+            self._send(lambda s: s.write_file(self._key, self._epoch, run_id, relpath, data))
+
+    def appended(self, path: Path, data: bytes, offset: int) -> None:
+        where = locate(path)
+        if where is not None and data:
+            run_id, relpath = where
+            self._send(
+                lambda s: s.append_line(
+                    self._key, self._epoch, run_id, relpath, data, offset=offset
+                )
+            )
+
+    def published(self, run_dir: Path) -> None:
+        run_id = run_dir.name
+        if not RUN_ID_RE.match(run_id):
+            return
+        files = record_files(run_dir)
+        self._send(lambda s: s.publish(self._key, self._epoch, run_id, files))
+        # Its holder at once (the worker's activity says it again once it has the pid):
+        # a replica shows the run live, with the process that holds it, from the start.
+        pid = os.getpid()
+        self._send(
+            lambda s: s.set_live(
+                self._key, self._epoch, run_id, worker=self.ticket.worker, host=self.host, pid=pid
+            )
+        )
+
+    # --- sending --------------------------------------------------------------------
+
+    @property
+    def _key(self) -> str:
+        return self.ticket.key
+
+    @property
+    def _epoch(self) -> int:
+        return self.ticket.epoch
+
+    def _store(self, depth: int) -> PostgresStore:
+        slot = (threading.get_ident(), depth)
+        with self._stores_lock:
+            store = self._stores.get(slot)
+            if store is None:
+                store = PostgresStore(self.ticket.postgres, self.ticket.space)
+                self._stores[slot] = store
+            return store
+
+    def _send(self, op: Callable[[PostgresStore], Any]) -> None:
+        """Deliver ``op`` before returning: retried while PostgreSQL is unreachable, the
+        process ended when it must not write. A Ctrl-C (a stop now) arriving meanwhile
+        is held until the write is delivered, then raised."""
+        if os.getpid() != self._owner:
+            return  # a forked copy of the run writes no record (nor uses our sockets)
+        depth = getattr(self._depth, "value", 0)
+        self._depth.value = depth + 1
+        interrupted: BaseException | None = None
+        delay = _BACKOFF_FIRST
+        said = 0.0
+        try:
+            while True:
+                store = self._store(depth)
+                try:
+                    op(store)
+                    break
+                except Fenced as exc:
+                    self._stop(exc.message)
+                    return
+                except StoreUnreachableError as exc:
+                    now = time.monotonic()
+                    if now - said >= _SAY_EVERY:
+                        said = now
+                        self._say(
+                            f"flowdrop-tui: {exc.message}; the run waits and retries "
+                            "(no record write is skipped)"
+                        )
+                    time.sleep(delay)
+                    delay = min(delay * 2, _BACKOFF_MAX)
+                except KeyboardInterrupt as exc:
+                    # The interrupted call may or may not have committed, and its
+                    # connection is in an unknown state: a new one resends it.
+                    interrupted = exc
+                    store.close()
+                except Exception as exc:
+                    self._stop(f"a record write could not reach PostgreSQL ({exc})")
+                    return
+        finally:
+            self._depth.value = depth
+        if interrupted is not None:
+            raise interrupted
+
+    def _stop(self, why: str) -> None:
+        """Never write again: one line on stderr, then SIGKILL to the process group."""
+        with contextlib.suppress(Exception):
+            self._say(f"flowdrop-tui: {why}; this run stops now")
+        self._die()
+
+    def close(self) -> None:
+        with self._stores_lock:
+            stores = list(self._stores.values())
+            self._stores.clear()
+        for store in stores:
+            store.close()
+
+
+def _say_on_stderr(line: str) -> None:
+    # os.write, not print: this may run inside a signal handler or under the stream's lock.
+    with contextlib.suppress(OSError):
+        os.write(2, (line.rstrip("\n") + "\n").encode(errors="replace"))
+
+
+def install_from_env(value: str | None = None) -> RemoteMirror | None:
+    """Install the mirror ``FLOWDROP_REMOTE_RUN`` asks for (None when it is not set)."""
+    text = os.environ.get(ENV_VAR, "") if value is None else value
+    if not text:
+        return None
+    mirror = RemoteMirror(RunTicket.parse(text))
+    records_mirror.install(mirror)
+    return mirror
+
+
+def ship_output(store: PostgresStore, ticket: RunTicket, run_dir: Path, offset: int) -> int:
+    """Send what the run's ``output.log`` gained since byte ``offset``; the new offset.
+
+    For the worker's activity, which calls it every ~0.5 s and once more after the
+    child ended (the child's output is written by the flow and its subprocesses
+    straight to the file, so no writer of ours sees it). Fenced like every write;
+    raises ``Fenced`` / ``StoreUnreachableError`` for the caller to act on (resending
+    from the same offset is safe)."""
+    path = run_dir / OUTPUT
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return offset
+    try:
+        chunk = os.pread(fd, _SHIP_MAX, offset)
+        while chunk:
+            store.append_line(ticket.key, ticket.epoch, run_dir.name, OUTPUT, chunk, offset=offset)
+            offset += len(chunk)
+            chunk = os.pread(fd, _SHIP_MAX, offset)
+    finally:
+        os.close(fd)
+    return offset
+
+
+_SHIP_MAX = 1 << 20  # one append at most: a chatty run is shipped in 1 MiB pieces

@@ -1,0 +1,264 @@
+"""A real run child writing through to PostgreSQL (``FLOWDROP_REMOTE_RUN``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from flowdrop_tui.core.paths import OUTPUT
+from flowdrop_tui.core.remote.mirror import (
+    ENV_VAR,
+    RunTicket,
+    locate,
+    record_files,
+    ship_output,
+)
+from flowdrop_tui.core.remote.store import PostgresStore
+from tests.conftest import wait_for, write_flow
+from tests.remote.servers import TcpProxy
+
+# Every round sets a key and logs an event; the end returns a value too big for one
+# event line, so the record holds a side file (events/…) as well.
+COUNTS = """
+import os, time
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for r in run.rounds(range(int(os.environ.get("ROUNDS", "12")))):
+        run.state["n"] = r
+        run.log("tick", r=r)
+        print("round", r, flush=True)
+        time.sleep(float(os.environ.get("PAUSE", "0")))
+    return "x" * 70000
+"""
+
+# Runs until killed, with a grandchild in its process group (it must die with it).
+FOREVER = """
+import subprocess, time
+from pathlib import Path
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    child = subprocess.Popen(["sleep", "600"])
+    Path("grandchild.pid").write_text(str(child.pid))
+    for r in run.rounds():
+        run.state["n"] = r
+        time.sleep(0.02)
+"""
+
+
+def run_child(
+    ws: Path,
+    ticket: RunTicket,
+    flow: str,
+    extra_env: dict[str, str] | None = None,
+    stderr: Any = subprocess.PIPE,
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **ticket.env(), **(extra_env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "flowdrop_tui", "run", flow],
+        cwd=ws,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,  # as a worker launches it: the run leads its group
+    )
+
+
+def only_run(ws: Path) -> Path:
+    runs = [p for p in (ws / ".flowdrop" / "runs").iterdir() if not p.name.startswith(".")]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def ticket_for(store: PostgresStore, key: str, url: str | None = None) -> RunTicket:
+    epoch = store.claim(key, worker="w1")
+    return RunTicket(url or store.url, store.space, key, epoch, "w1")
+
+
+def assert_mirrored(store: PostgresStore, run_dir: Path) -> None:
+    """Every mirrored file of the local record is in PostgreSQL byte for byte."""
+    local = record_files(run_dir)
+    local.pop(OUTPUT)  # shipped by the worker's activity, not by the run's writers
+    assert set(local) >= {"cycle.jsonl", "state.json"}
+    for relpath, data in local.items():
+        assert store.read_file(run_dir.name, relpath) == data, relpath
+    assert set(store.relpaths(run_dir.name)) == {*local, OUTPUT}
+
+
+def test_a_run_child_writes_every_line_and_the_final_state_through(
+    workspace: Path, pg_store: PostgresStore
+) -> None:
+    """Guards the write-through: the whole record reaches PostgreSQL exactly."""
+    write_flow(workspace, "counts", COUNTS)
+    ticket = ticket_for(pg_store, "counts")
+    child = run_child(workspace, ticket, "counts")
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err.decode()
+    run_dir = only_run(workspace)
+    assert_mirrored(pg_store, run_dir)
+    assert any(p.startswith("events/") for p in pg_store.relpaths(run_dir.name))
+    cycle = pg_store.read_file(run_dir.name, "cycle.jsonl") or b""
+    ticks = [orjson.loads(line) for line in cycle.splitlines() if b'"tick"' in line]
+    assert [t["fields"]["r"] for t in ticks] == list(range(12))
+    assert orjson.loads(pg_store.read_file(run_dir.name, "state.json") or b"") == {
+        "counts": {"n": 11}
+    }
+    # the worker's activity ships output.log; resending from an old offset is a no-op
+    assert ship_output(pg_store, ticket, run_dir, 0) == (run_dir / OUTPUT).stat().st_size
+    assert ship_output(pg_store, ticket, run_dir, 0) == (run_dir / OUTPUT).stat().st_size
+    assert pg_store.read_file(run_dir.name, OUTPUT) == (run_dir / OUTPUT).read_bytes()
+    assert b"round 11" in (pg_store.read_file(run_dir.name, OUTPUT) or b"")
+    # the run's publish marked it live; its end is the activity's clear_live
+    assert run_dir.name in pg_store.live_runs()
+    pg_store.clear_live("counts", ticket.epoch, run_dir.name)
+    assert pg_store.live_runs() == {}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead
+        return stat.read().split(") ")[-1][0] != "Z"
+
+
+def test_a_fence_mid_run_kills_the_child_and_its_group_and_nothing_lands_after(
+    workspace: Path, pg_store: PostgresStore
+) -> None:
+    """Guards against two writers: a run declared lost never writes again."""
+    write_flow(workspace, "forever", FOREVER)
+    ticket = ticket_for(pg_store, "forever")
+    child = run_child(workspace, ticket, "forever")
+    try:
+
+        def some_rounds() -> bool:
+            runs = pg_store.run_ids()
+            state = pg_store.read_file(runs[0], "state.json") if runs else None
+            return bool(state) and orjson.loads(state or b"{}").get("forever", {}).get("n", 0) > 3
+
+        wait_for(some_rounds, timeout=60)
+        grandchild = int(wait_for(lambda: _read(workspace / "grandchild.pid"), timeout=30))
+        assert pg_store.fence("forever") == ticket.epoch + 1
+        after_bump = pg_store.last_change_id()
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    assert child.returncode == -signal.SIGKILL
+    assert err.count(b"fenced out") == 1 and b"this run stops now" in err
+    wait_for(lambda: not _alive(grandchild), timeout=10)  # its whole group went with it
+    assert pg_store.last_change_id() == after_bump  # nothing after the bump
+    run_dir = only_run(workspace)
+    stored = orjson.loads(pg_store.read_file(run_dir.name, "state.json") or b"")
+    local = orjson.loads((run_dir / "state.json").read_bytes())
+    # the key set in flight when the bump came is on disk here, refused there
+    assert local["forever"]["n"] >= stored["forever"]["n"]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text() or None
+    except FileNotFoundError:
+        return None
+
+
+def test_an_outage_is_waited_out_and_no_write_is_skipped(
+    workspace: Path, pg_store: PostgresStore, postgres_server: object
+) -> None:
+    """Guards "retry, never skip": PostgreSQL cut off mid-run, then back."""
+    from tests.remote.servers import PostgresServer
+
+    assert isinstance(postgres_server, PostgresServer)
+    proxy = TcpProxy(postgres_server.port)
+    try:
+        write_flow(workspace, "counts", COUNTS)
+        ticket = ticket_for(pg_store, "counts", url=proxy.url())
+        errors = workspace.parent / "stderr"
+        with open(errors, "wb") as sink:
+            child = run_child(
+                workspace, ticket, "counts", {"ROUNDS": "40", "PAUSE": "0.05"}, stderr=sink
+            )
+
+        def ticks() -> int:
+            runs = pg_store.run_ids()
+            cycle = pg_store.read_file(runs[0], "cycle.jsonl") if runs else None
+            return (cycle or b"").count(b'"tick"')
+
+        wait_for(lambda: ticks() >= 3, timeout=60)
+        proxy.cut()
+        stalled = ticks()
+        wait_for(lambda: b"the run waits and retries" in _read_bytes(errors), timeout=30)
+        assert child.poll() is None and ticks() == stalled  # waiting, not skipping
+        proxy.restore()
+        child.communicate(timeout=120)
+        assert child.returncode == 0, _read_bytes(errors).decode()
+        assert_mirrored(pg_store, only_run(workspace))
+        assert ticks() == 40
+    finally:
+        proxy.close()
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("{", "not valid JSON"),
+        ("[1]", "must be a JSON object"),
+        ('{"postgres": "x"}', "missing ['epoch', 'key', 'space', 'worker']"),
+        (
+            '{"postgres": "x", "space": "s", "key": "k", "epoch": "1", "worker": "w"}',
+            "epoch must be a non-empty int",
+        ),
+        (
+            '{"postgres": "x", "space": "s", "key": "k", "epoch": 1, "worker": "w", "x": 1}',
+            "unknown ['x']",
+        ),
+    ],
+)
+def test_a_bad_ticket_is_refused_before_anything_runs(
+    workspace: Path, value: str, words: str
+) -> None:
+    write_flow(workspace, "counts", COUNTS)
+    done = subprocess.run(
+        [sys.executable, "-m", "flowdrop_tui", "run", "counts"],
+        cwd=workspace,
+        env={**os.environ, ENV_VAR: value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr and "FLOWDROP_REMOTE_RUN" in done.stderr
+    assert not (workspace / ".flowdrop" / "runs").exists() or not list(
+        (workspace / ".flowdrop" / "runs").iterdir()
+    )
+
+
+def test_only_files_of_published_records_are_mirrored(tmp_path: Path) -> None:
+    runs = tmp_path / ".flowdrop" / "runs"
+    run = "20261130T120000.000Z-aaaaaa"
+    assert locate(runs / run / "state.json") == (run, "state.json")
+    assert locate(runs / run / "events" / "x.json") == (run, "events/x.json")
+    assert locate(runs / f".new-{run}" / "state.json") is None
+    assert locate(runs / run / "live.lock") is None
+    assert locate(runs / run / "requests" / "stop.json") is None
+    assert locate(tmp_path / ".flowdrop" / "index.json") is None
+    assert locate(tmp_path / "elsewhere" / "state.json") is None
