@@ -9,7 +9,9 @@ exist; 3 refused; 130 stopped (cancelled). With ``--json``, errors are
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +37,7 @@ from flowdrop_tui.core.records.events import (
 )
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.nesting import clip
+from flowdrop_tui.core.remote.executor import Executor, executor_for
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import StartOptions, forecast_flow, runnable
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
@@ -259,7 +262,39 @@ def build_parser() -> argparse.ArgumentParser:
     pin.add_argument("run", metavar="RUN")
     unpin = sub.add_parser("unpin", parents=[common, json_flag], help="let prune delete it again")
     unpin.add_argument("run", metavar="RUN")
+    worker = sub.add_parser(
+        "worker",
+        parents=[common],
+        help="take runs from the cluster (remote mode; a daemon per machine)",
+        description="Poll Temporal for runs of flows and run them here, each in a git worktree"
+        " of the asked commit; records go to PostgreSQL. Servers come from the flags, else"
+        " FLOWDROP_TEMPORAL/FLOWDROP_POSTGRES/…, else the workspace's .flowdrop/config.toml"
+        " [remote]. Ctrl-C or SIGTERM asks its runs to stop after their round, then exits.",
+    )
+    worker.add_argument("--id", help="this worker's id (default: HOST-PID); names its own queue")
+    worker.add_argument(
+        "--home",
+        metavar="DIR",
+        help="where its mirror clones and worktrees live (default: ~/.flowdrop-worker)",
+    )
+    worker.add_argument(
+        "--max-runs", type=_positive, default=4, metavar="N", help="runs at once (default 4)"
+    )
+    worker.add_argument("--temporal", metavar="HOST:PORT", help="the Temporal frontend")
+    worker.add_argument("--namespace", help="the Temporal namespace (default: default)")
+    worker.add_argument("--task-queue", metavar="NAME", help="the shared queue (default: flowdrop)")
+    worker.add_argument("--postgres", metavar="URL", help="the PostgreSQL URL of the records")
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs (1 or more)")
+    return value
 
 
 def _count(text: str) -> int:
@@ -365,7 +400,11 @@ def _detached_child(args: argparse.Namespace, make: Callable[[Warnings], Executi
     return execution.execute().exit_code
 
 
-def _print_launched(answer: dict[str, Any], args: argparse.Namespace) -> int:
+def _print_launched(
+    answer: dict[str, Any], args: argparse.Namespace, *, remote: bool = False
+) -> int:
+    """The run exists (in the background here, or on a worker); ``remote``: the user
+    asked for a foreground run, which remote mode starts on a worker all the same."""
     warnings: Warnings = args.warnings
     for warning in answer.get("warnings") or []:
         warnings.add(str(warning))
@@ -374,16 +413,29 @@ def _print_launched(answer: dict[str, Any], args: argparse.Namespace) -> int:
         print(_dump({**launched, "warnings": warnings.items}))
     else:
         print(answer.get("run"))
+    if remote:
+        _err(
+            f"run {answer.get('run')} is on worker {answer.get('worker')}; follow it with: "
+            f"flowdrop-tui logs -f {answer.get('run')}"
+        )
     return 0
 
 
-def _wait(layout: Layout, run_id: str, done: Callable[[Status], bool], timeout: float) -> Status:
+def _wait(
+    layout: Layout,
+    run_id: str,
+    done: Callable[[Status], bool],
+    timeout: float,
+    refresh: Callable[[], None] | None = None,
+) -> Status:
     deadline = time.monotonic() + timeout
     while True:
+        if refresh is not None:
+            refresh()
         status = load_run(layout, run_id).status
         if done(status) or time.monotonic() > deadline:
             return status
-        time.sleep(0.1)
+        time.sleep(0.1 if refresh is None else 0.5)
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -393,18 +445,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     layout = _layout(args)
     ref = _checked_flow(layout, args.flow)
     options = _options(args)
-    if args.detach and args.handshake_fd is None:
-        answer = launch.launch_run(
-            layout,
-            ref.folder,
-            ref.key,
-            from_run=options.from_run,
-            resume=options.resume,
-            snapshot=options.snapshot,
-            fresh=options.fresh,
-            extra=_option_args(options),
-        )
-        return _print_launched(answer, args)
+    if args.handshake_fd is None:
+        executor = _executor(layout)
+        if args.detach or executor.remote:
+            answer = executor.start(ref, options, _option_args(options))
+            return _print_launched(answer, args, remote=executor.remote and not args.detach)
 
     def make(warnings: Warnings) -> Execution:
         return open_run(layout, ref, options=options, notify=warnings)
@@ -439,9 +484,11 @@ def _asker(given: str | None) -> dict[str, Any]:
 def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
     options = _options(args)
-    if args.detach and args.handshake_fd is None:
-        answer = launch.launch_resume(layout, args.run, extra=_option_args(options))
-        return _print_launched(answer, args)
+    if args.handshake_fd is None:
+        executor = _executor(layout)
+        if args.detach or executor.remote:
+            answer = executor.resume(args.run, _option_args(options))
+            return _print_launched(answer, args, remote=executor.remote and not args.detach)
 
     def make(warnings: Warnings) -> Execution:
         # The flow is loaded in this process to continue the run: first in a child,
@@ -458,16 +505,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _asked(
-    args: argparse.Namespace, asked: verbs.Asked, done: Callable[[Status], bool], timeout: float
+    args: argparse.Namespace,
+    asked: verbs.Asked,
+    done: Callable[[Status], bool],
+    timeout: float,
+    refresh: Callable[[], None] | None = None,
 ) -> int:
     """Report a stop or pause request; with ``--wait``, once the run has acted on it.
     ``status`` is the run's status as the command returns: a paused run that ``stop``
     closed is ``cancelled`` at once; a live one without ``--wait`` is still ``running``."""
     message = asked_text(asked)
     if args.wait:
-        status = _wait(_layout(args), args.run, done, timeout)
+        status = _wait(_layout(args), args.run, done, timeout, refresh)
         message += f"; it is now {status}"
     else:
+        if refresh is not None:
+            refresh()
         status = load_run(_layout(args), args.run).status
     if args.json:
         shown = {"run": args.run, "action": str(asked.action), "round": asked.round}
@@ -477,14 +530,29 @@ def _asked(
     return 0
 
 
+def _executor(layout: Layout) -> Executor:
+    executor = executor_for(layout)
+    if executor.remote:
+        _remote_used.append(True)
+    return executor
+
+
+def _refresh(executor: Executor) -> Callable[[], None] | None:
+    """Remote mode reads the run from its replica: brought up to date before each look."""
+    sync: Callable[[], None] | None = getattr(executor, "sync", None)
+    return sync if executor.remote else None
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
-    asked = verbs.stop(_layout(args), args.run, now=args.now)
-    return _asked(args, asked, lambda s: s in ENDED, 30.0)
+    executor = _executor(_layout(args))
+    asked = executor.stop(args.run, now=args.now)
+    return _asked(args, asked, lambda s: s in ENDED, 30.0, _refresh(executor))
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    asked = verbs.pause(_layout(args), args.run)
-    return _asked(args, asked, lambda s: s not in LIVE, 3600.0)
+    executor = _executor(_layout(args))
+    asked = executor.pause(args.run)
+    return _asked(args, asked, lambda s: s not in LIVE, 3600.0, _refresh(executor))
 
 
 def cmd_flows(args: argparse.Namespace) -> int:
@@ -631,6 +699,43 @@ def cmd_unpin(args: argparse.Namespace) -> int:
     return _pin(args, pins.unpin, "unpinned")
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """The worker daemon (remote mode). Imported here: only remote mode loads temporalio."""
+    import asyncio
+
+    from flowdrop_tui.core.remote import config, worker
+
+    try:
+        layout: Layout | None = _layout(args)
+    except FlowdropError:
+        layout = None
+    found = config.load(layout) if layout is not None else None
+    temporal = args.temporal or (found.temporal if found else None)
+    postgres = args.postgres or (found.postgres if found else None)
+    if not temporal or not postgres:
+        raise UsageError(
+            "a worker needs the Temporal server and the PostgreSQL URL: --temporal HOST:PORT "
+            "and --postgres URL (or FLOWDROP_TEMPORAL and FLOWDROP_POSTGRES)"
+        )
+    worker_id = args.id if args.id is not None else worker.default_worker_id()
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", worker_id):
+        raise UsageError(
+            f"invalid worker id {worker_id!r}: letters, digits, '.', '_' and '-' (it names "
+            "the worker's own task queue)"
+        )
+    settings = worker.WorkerSettings(
+        temporal=temporal,
+        namespace=args.namespace or (found.namespace if found else config.DEFAULT_NAMESPACE),
+        task_queue=args.task_queue or (found.task_queue if found else config.DEFAULT_TASK_QUEUE),
+        worker_id=worker_id,
+        home=Path(args.home or Path.home() / ".flowdrop-worker").resolve(),
+        max_runs=args.max_runs,
+        access=worker.PostgresAccess(postgres),
+    )
+    _remote_used.append(True)
+    return asyncio.run(worker.serve(settings, _err))
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     layout = _layout(args)
     from flowdrop_tui.tui.app import (
@@ -673,10 +778,29 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "prune": cmd_prune,
     "pin": cmd_pin,
     "unpin": cmd_unpin,
+    "worker": cmd_worker,
 }
 
 
+_remote_used: list[bool] = []  # this command used remote mode's Temporal client
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _remote_used.clear()
+    code = _main(argv)
+    if _remote_used:
+        # Remote mode's Temporal client leaves its core runtime's threads running, and
+        # letting the interpreter tear down under them aborts the process now and then
+        # (SIGSEGV/SIGABRT after the answer was printed, turning exit 0 into -11):
+        # everything is said and flushed, so leave without the teardown.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     warnings = Warnings()

@@ -17,7 +17,6 @@ import pytest
 
 from flowdrop_tui.core.remote.store import PostgresStore
 from tests.remote.servers import PostgresServer, new_space
-from tests.remote.temporal_server import temporal_server  # noqa: F401 (the session fixture)
 
 HERE = Path(__file__).parent
 
@@ -58,3 +57,23 @@ def pg_store(postgres_url: str, space: str) -> Iterator[PostgresStore]:
             store.drop_space()
         finally:
             store.close()
+
+
+# -- the Temporal side (tests/remote/temporal_server.py, tests/remote/cluster.py) ---------
+from tests.remote.cluster import Cluster  # noqa: E402
+from tests.remote.temporal_server import TemporalServer, temporal_server  # noqa: E402, F401
+
+
+@pytest.fixture
+def cluster(
+    temporal_server: TemporalServer,  # noqa: F811
+    postgres_url: str,
+    tmp_path: Path,
+) -> Iterator[Cluster]:
+    """The shared servers, a task queue for this test alone, and no worker yet
+    (``cluster.start_worker(name)``); every worker is stopped after the test."""
+    cluster = Cluster(temporal_server.address, postgres_url, tmp_path / "cluster")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

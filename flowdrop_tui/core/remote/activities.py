@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from subprocess import Popen
 from typing import Any, Protocol
@@ -31,9 +32,12 @@ from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.control.launch import launch_process
 from flowdrop_tui.core.errors import ALREADY_PAUSED, FlowdropError
 from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.remote.mirror import RunTicket, ship_output
+from flowdrop_tui.core.remote.store import PostgresStore, StoreUnreachableError
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_EVERY,
+    HEARTBEAT_TIMEOUT,
     WORKER_QUEUE_PREFIX,
     DeliverInput,
     FlowInput,
@@ -41,27 +45,13 @@ from flowdrop_tui.core.remote.workflow import (
 )
 from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
 
+CONTACT_EVERY = 2.0  # seconds between checks that the Temporal server still answers
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
-SHIP_CHUNK = 256 * 1024  # bytes of output.log per fenced append
+SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
 CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
 
 
-class RunStore(Protocol):
-    """The part of the record store (``store.PostgresStore``) a worker calls."""
-
-    def claim(self, key: str, *, worker: str) -> int: ...
-
-    def set_live(
-        self, key: str, epoch: int, run_id: str, *, worker: str, host: str, pid: int
-    ) -> None: ...
-
-    def clear_live(self, key: str, epoch: int, run_id: str) -> None: ...
-
-    def append_line(self, key: str, epoch: int, run_id: str, relpath: str, data: bytes) -> None: ...
-
-    def reap(self, key: str, run_id: str | None) -> int: ...
-
-    def close(self) -> None: ...
+RunStore = PostgresStore  # what a worker calls of the record store
 
 
 class StoreAccess(Protocol):
@@ -71,6 +61,8 @@ class StoreAccess(Protocol):
     def open(self, space: str) -> RunStore: ...
 
     def sync(self, layout: Layout, store: RunStore) -> None: ...
+
+    url: str  # the PostgreSQL URL, for the run child's ticket
 
     def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]: ...
 
@@ -82,6 +74,7 @@ class Holding:
     run: str
     tree: Path
     child: Popen[bytes]
+    shipped: int  # bytes of its output.log the store holds
 
 
 @dataclass
@@ -118,27 +111,39 @@ class WorkerActivities:
             return {"run": None, "outcome": "refused", "code": exc.code}
         name = _tree_name(request.space, request.key, epoch)
         tree: Path | None = None
+        held = False  # True once a run child exists: its own cleanup takes over the tree
         try:
             tree = await asyncio.to_thread(source.checkout, request.commit, name)
             layout = Layout(tree)
             await asyncio.to_thread(self.access.sync, layout, store)
             env = self.access.child_env(request.space, request.key, epoch, self.worker_id)
+            args = request.args
+            if request.snapshot is not None:  # the client's file, written in the worktree
+                given = tree / ".flowdrop" / "given-snapshot.json"
+                given.parent.mkdir(parents=True, exist_ok=True)
+                given.write_text(request.snapshot)
+                args = [*args, "--snapshot", str(given)]
             if request.mode == CLOSE:
-                answer = await asyncio.to_thread(_close_paused, layout, request.args, env)
+                answer = await asyncio.to_thread(_close_paused, layout, args, env)
                 await handle.signal("started", answer)
                 return {"run": request.run, "outcome": "closed", "exit": answer.get("exit")}
-            message, child = await asyncio.to_thread(launch_process, layout, request.args, env=env)
+            shipped = _size(layout.run_dir(request.run)) if request.run else 0
+            message, child = await asyncio.to_thread(launch_process, layout, args, env=env)
             if isinstance(message.get("error"), dict):
+                await asyncio.to_thread(child.wait)
                 await handle.signal("started", message)
                 return {"run": None, "outcome": "refused", "code": message["error"].get("code")}
-        except FlowdropError as exc:
-            await asyncio.to_thread(store.reap, request.key, None)
-            if tree is not None:
+            held = True
+        except (FlowdropError, OSError) as exc:
+            refusal = exc if isinstance(exc, FlowdropError) else FlowdropError(str(exc))
+            await asyncio.to_thread(store.reap, request.key, None)  # nothing runs: free the key
+            await handle.signal("started", _refusal(refusal))
+            return {"run": None, "outcome": "refused", "code": refusal.code}
+        finally:
+            if tree is not None and not held:
                 await asyncio.to_thread(source.release, tree)
-            await handle.signal("started", _refusal(exc))
-            return {"run": None, "outcome": "refused", "code": exc.code}
         run_id = str(message["run"])
-        holding = Holding(run_id, tree, child)
+        holding = Holding(run_id, tree, child, shipped)
         self.runs[run_id] = holding
         try:
             await asyncio.to_thread(
@@ -179,15 +184,37 @@ class WorkerActivities:
         self, holding: Holding, store: RunStore, key: str, epoch: int, source: MirrorWorktrees
     ) -> int:
         """Heartbeat until the child ends, shipping its output and pushing its commits."""
-        log = holding.tree / ".flowdrop" / "runs" / holding.run / OUTPUT
-        shipped = 0
+        run_dir = Layout(holding.tree).run_dir(holding.run)
+        ticket = RunTicket(self.access.url, store.space, key, epoch, self.worker_id)
+        shipped = holding.shipped
         pushed_at = time.monotonic()
+        ended_at: float | None = None
+        contact = checked = time.monotonic()
         while True:
             code = holding.child.poll()
             activity.heartbeat()
-            shipped = await asyncio.to_thread(
-                _ship, store, key, epoch, holding.run, log, shipped, code is not None
-            )
+            if time.monotonic() - checked >= CONTACT_EVERY:
+                checked = time.monotonic()
+                if await _server_answers():
+                    contact = checked
+                elif checked - contact > HEARTBEAT_TIMEOUT.total_seconds():
+                    # Cut off past the heartbeat timeout: the cluster has reaped (or is
+                    # reaping) this run, so it goes now rather than wait to be fenced.
+                    raise LostContactError(
+                        f"no answer from the Temporal server for {checked - contact:.0f} s; "
+                        f"run {holding.run} was stopped here (it is reaped on the cluster)"
+                    )
+            if code is not None and ended_at is None:
+                ended_at = time.monotonic()
+            try:
+                shipped = await asyncio.to_thread(ship_output, store, ticket, run_dir, shipped)
+            except StoreUnreachableError:
+                # Sent again next beat (an append at an offset lands once); an ended
+                # run's last output is given SHIP_RETRY before the activity fails.
+                if ended_at is not None and time.monotonic() - ended_at > SHIP_RETRY:
+                    raise
+                await asyncio.sleep(HEARTBEAT_EVERY)
+                continue
             if code is not None:
                 return code
             if time.monotonic() - pushed_at > PUSH_EVERY:
@@ -218,6 +245,19 @@ class WorkerActivities:
             await asyncio.to_thread(store.close)
 
 
+class LostContactError(FlowdropError):
+    code = "WORKER_LOST"
+
+
+async def _server_answers() -> bool:
+    try:
+        return await activity.client().service_client.check_health(
+            timeout=timedelta(seconds=CONTACT_EVERY)
+        )
+    except Exception:  # unreachable, timed out, refused: no contact
+        return False
+
+
 def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
     layout = Layout(holding.tree)
     by = {**request.by, "via": request.by.get("via", "cli")}
@@ -238,6 +278,14 @@ def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
     return {"asked": {**answer, "round": asked.round}}
 
 
+def _size(run_dir: Path) -> int:
+    """What a resumed run's output.log holds already (replicated from the store)."""
+    try:
+        return (run_dir / OUTPUT).stat().st_size
+    except OSError:
+        return 0
+
+
 def _refusal(exc: FlowdropError) -> dict[str, Any]:
     return {**exc.as_json(), "exit": exc.exit_code}
 
@@ -246,32 +294,6 @@ def _tree_name(space: str, key: str, epoch: int) -> str:
     """A worktree folder per claim: keys hold '/', spaces anything; a digest names them."""
     digest = hashlib.sha256(f"{space}\0{key}".encode()).hexdigest()[:12]
     return f"{digest}-{epoch}"
-
-
-def _ship(
-    store: RunStore,
-    key: str,
-    epoch: int,
-    run_id: str,
-    log: Path,
-    shipped: int,
-    final: bool,
-) -> int:
-    """Append what ``output.log`` gained since ``shipped`` (whole lines, all when
-    ``final``) to the store, fenced by the run's epoch; the new offset."""
-    try:
-        with log.open("rb") as handle:
-            handle.seek(shipped)
-            data = handle.read()
-    except OSError:
-        return shipped
-    if not final:
-        data = data[: data.rfind(b"\n") + 1]
-    for start in range(0, len(data), SHIP_CHUNK):
-        chunk = data[start : start + SHIP_CHUNK]
-        store.append_line(key, epoch, run_id, OUTPUT, chunk)
-        shipped += len(chunk)
-    return shipped
 
 
 def _close_paused(layout: Layout, args: list[str], env: dict[str, str]) -> dict[str, Any]:

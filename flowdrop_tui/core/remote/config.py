@@ -94,7 +94,7 @@ def _read_table(path: os.PathLike[str]) -> dict[str, str]:
     try:
         with open(path, "rb") as handle:
             document = tomllib.load(handle)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no file (or no .flowdrop/ folder)
         return {}
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML ({exc}); fix or remove it") from exc

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import signal
 import socket
@@ -28,8 +29,10 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote.activities import StoreAccess, WorkerActivities
-from flowdrop_tui.core.remote.workflow import REAP_QUEUE_SUFFIX, FlowKeyWorkflow
+from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
+from flowdrop_tui.core.remote.mirror import RunTicket
+from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.workflow import HEARTBEAT_EVERY, REAP_QUEUE_SUFFIX, FlowKeyWorkflow
 
 DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round
 DEFAULT_QUEUE = "flowdrop"
@@ -44,6 +47,30 @@ class WorkerSettings:
     home: Path
     max_runs: int
     access: StoreAccess
+
+
+class PostgresAccess:
+    """The worker's way to the records: PostgreSQL at ``url`` (the worker's own
+    setting; a space's rows are named by each run's request)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def open(self, space: str) -> RunStore:
+        store = PostgresStore(self.url, space)
+        try:
+            store.ensure_schema()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def sync(self, layout: Layout, store: RunStore) -> None:
+        replica = importlib.import_module("flowdrop_tui.core.remote.replica")
+        replica.sync(layout, store)
+
+    def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]:
+        return RunTicket(self.url, space, key, epoch, worker).env()
 
 
 def default_worker_id() -> str:
@@ -81,6 +108,14 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
         workflow_runner=runner,
         identity=identity,
         graceful_shutdown_timeout=timedelta(seconds=5),
+        # A heartbeat reaches the server at once, not throttled to 80% of the timeout
+        # (the SDK's default): the timeout then counts from the last beat sent.
+        max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_EVERY),
+        default_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_EVERY),
+        # No sticky cache: a workflow's next task (its reaping) is never parked on the
+        # dead worker's sticky queue for its schedule-to-start timeout first. The
+        # histories are a dozen events; replaying one costs nothing.
+        max_cached_workflows=0,
     )
     reaper = Worker(
         client,

@@ -23,6 +23,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 # How long a worker may go silent before its run is declared lost (SPEC §18): the
 # activity heartbeats every HEARTBEAT_EVERY seconds; past this, the server fails it
@@ -52,6 +53,7 @@ class FlowInput:
     origin: str  # the git origin the worker's mirror follows
     by: dict[str, Any] = field(default_factory=dict)  # who asked
     run: str | None = None  # the paused run, for RESUME and CLOSE
+    snapshot: str | None = None  # ``run --snapshot FILE``: the file's text (not on the worker)
 
 
 @dataclass
@@ -103,11 +105,13 @@ class FlowKeyWorkflow:
             started = self._started or {}
             run_id = started.get("run")
             if self._started is None:
+                lost = isinstance(exc.cause, ActivityTimeout)  # its heartbeat stopped
+                what = "was lost" if lost else "failed"
                 self._started = {
                     "error": {
-                        "code": "WORKER_LOST",
-                        "message": f"the worker taking key {request.key} was lost before "
-                        f"the run started ({_cause(exc)}); run it again",
+                        "code": "WORKER_LOST" if lost else "WORKER_FAILED",
+                        "message": f"the worker taking key {request.key} {what} before the "
+                        f"run started ({_cause(exc)}); its log says more — run it again",
                     },
                     "exit": 1,
                 }

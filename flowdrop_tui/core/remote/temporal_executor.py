@@ -1,0 +1,290 @@
+"""Remote mode's executor: runs go to Temporal workers (issue 17, SPEC §18).
+
+``start`` and ``resume`` start the key's workflow (``<space>/<key>``, conflict
+policy FAIL: a key with an open workflow is ``ALREADY_RUNNING``) and wait on its
+``wait_started`` Update for the run to exist on a worker, or for the refusal the
+run child met there (the local codes: ``BUDGET_EXHAUSTED``, ``DRIFTED``, …).
+``stop`` and ``pause`` of a live run are the ``control`` Update, delivered on the
+holding worker through today's verbs; a run that is not live is answered here from
+the replica with today's verbs (``PIPELINE_TERMINAL``, ``NO_ACTIVE_PAUSE``, …), and
+``stop`` of a paused run closes it through a worker that claims its key, so its
+record is written through to PostgreSQL by a holder of the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import orjson
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from flowdrop_tui.core.control import verbs
+from flowdrop_tui.core.control.launch import LaunchRefused
+from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, UsageError
+from flowdrop_tui.core.flows.discovery import FlowRef
+from flowdrop_tui.core.paths import Layout, check_run_ref
+from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run, who
+from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.worker import connect
+from flowdrop_tui.core.remote.workflow import (
+    CLOSE,
+    HEARTBEAT_TIMEOUT,
+    RESUME,
+    RUN,
+    ControlRequest,
+    FlowInput,
+    FlowKeyWorkflow,
+    workflow_id,
+)
+from flowdrop_tui.core.run.forecast import StartOptions
+
+START_LIMIT = 300.0  # seconds `run` waits for a worker to take the run and create it
+
+
+class TemporalExecutor:
+    """Starts runs on the cluster and carries requests to the worker holding them."""
+
+    remote = True
+
+    def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
+        self.layout = layout
+        self.settings = settings
+
+    # -- the replica --------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Bring this workspace's replica of the records up to PostgreSQL."""
+        store = PostgresStore(self.settings.postgres, self.settings.space)
+        try:
+            store.ensure_schema()
+            replica = importlib.import_module("flowdrop_tui.core.remote.replica")
+            replica.sync(self.layout, store)
+        finally:
+            store.close()
+
+    # -- start --------------------------------------------------------------------------
+
+    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+        args = ["run", ref.key]
+        if options.from_run:
+            args += ["--from", options.from_run]
+        if options.resume:
+            args += ["--resume", options.resume]
+        if options.fresh:
+            args.append("--fresh")
+        snapshot = None
+        if options.snapshot is not None:
+            snapshot = _read_snapshot(options.snapshot)
+        request = self._request(RUN, ref.key, [*args, *extra], run=None, snapshot=snapshot)
+        return self._start(request)
+
+    def resume(self, run_id: str, extra: list[str]) -> dict[str, Any]:
+        self.sync()
+        info = verbs.check_resumable(self.layout, run_id)  # the local refusals, from the replica
+        if info.key is None:
+            raise FlowdropError(f"run {run_id}'s record names no flow key; it cannot be resumed")
+        by = orjson.dumps({**who(), "via": "cli"}).decode()
+        args = ["resume", run_id, "--by", by, *extra]
+        return self._start(self._request(RESUME, info.key, args, run=run_id))
+
+    def _request(
+        self,
+        mode: str,
+        key: str,
+        args: list[str],
+        *,
+        run: str | None,
+        snapshot: str | None = None,
+    ) -> FlowInput:
+        commit, warnings = self._head()
+        self._warnings = warnings
+        return FlowInput(
+            space=self.settings.space,
+            key=key,
+            mode=mode,
+            args=args,
+            commit=commit,
+            origin=self._origin(),
+            by={**who(), "via": "cli"},
+            run=run,
+            snapshot=snapshot,
+        )
+
+    def _start(self, request: FlowInput) -> dict[str, Any]:
+        answer = asyncio.run(self._start_async(request))
+        error = answer.get("error")
+        if isinstance(error, dict):
+            raise LaunchRefused(
+                str(error.get("message")), str(error.get("code")), int(answer.get("exit", 1))
+            )
+        warnings = [*self._warnings, *(answer.get("warnings") or [])]
+        return {**answer, "warnings": warnings}
+
+    async def _start_async(self, request: FlowInput) -> dict[str, Any]:
+        client = await self._client()
+        wid = workflow_id(request.space, request.key)
+        try:
+            handle = await client.start_workflow(
+                FlowKeyWorkflow.run,
+                request,
+                id=wid,
+                task_queue=self.settings.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            raise AlreadyRunningError(
+                f"{request.key} is already running on the cluster (workflow {wid}); one live "
+                f"run per flow — see it with: flowdrop-tui runs {request.key}"
+            ) from None
+        try:
+            answer: dict[str, Any] = await asyncio.wait_for(
+                handle.execute_update(FlowKeyWorkflow.wait_started), START_LIMIT
+            )
+        except TimeoutError:
+            raise FlowdropError(
+                f"no worker took {request.key} within {START_LIMIT:.0f} s (task queue "
+                f"{self.settings.task_queue}); start one with: flowdrop-tui worker — the run "
+                "starts when one polls"
+            ) from None
+        return answer
+
+    # -- stop / pause -------------------------------------------------------------------
+
+    def stop(self, run_id: str, *, now: bool) -> verbs.Asked:
+        info = self._live_answer(run_id, "stop_now" if now else "stop")
+        if isinstance(info, verbs.Asked):
+            return info
+        if info.status == Status.PAUSED:
+            return self._close(run_id, info.key)
+        return verbs.stop(self.layout, run_id, now=now)  # refuses: it has ended
+
+    def pause(self, run_id: str) -> verbs.Asked:
+        info = self._live_answer(run_id, "pause")
+        if isinstance(info, verbs.Asked):
+            return info
+        return verbs.pause(self.layout, run_id)  # refuses: ended, or already paused
+
+    def _live_answer(self, run_id: str, verb: str) -> verbs.Asked | RunInfo:
+        """The holding worker's answer for a live run (PostgreSQL says which runs are
+        live, and under which key); else the run's replicated info, for today's verbs
+        to answer from (it is not live)."""
+        check_run_ref(run_id)
+        row = self._row(run_id)
+        if row is not None and row.get("live"):
+            answer = asyncio.run(self._control(str(row["key"]), verb))
+            asked = answer.get("asked")
+            if isinstance(asked, dict):
+                return _asked(asked)
+            error = answer.get("error")
+            if isinstance(error, dict):
+                raise LaunchRefused(
+                    str(error.get("message")), str(error.get("code")), int(answer.get("exit", 3))
+                )
+        self.sync()  # not live, or it ended meanwhile: answer from what it left
+        info = load_run(self.layout, run_id)
+        if info.status in LIVE:
+            raise FlowdropError(
+                f"run {run_id} is shown {info.status} but no worker holds it; it shows "
+                f"interrupted within {HEARTBEAT_TIMEOUT.total_seconds():.0f} s"
+            )
+        return info
+
+    def _row(self, run_id: str) -> dict[str, Any] | None:
+        store = PostgresStore(self.settings.postgres, self.settings.space)
+        try:
+            store.ensure_schema()
+            return store.run_info(run_id)
+        finally:
+            store.close()
+
+    async def _control(self, key: str, verb: str) -> dict[str, Any]:
+        client = await self._client()
+        handle = client.get_workflow_handle(workflow_id(self.settings.space, key))
+        try:
+            answer: dict[str, Any] = await handle.execute_update(
+                FlowKeyWorkflow.control, ControlRequest(verb, {**who(), "via": "cli"})
+            )
+        except (RPCError, WorkflowUpdateFailedError):
+            return {"ended": True}  # no open workflow for the key: the run is not held
+        return answer
+
+    def _close(self, run_id: str, key: str | None) -> verbs.Asked:
+        """``stop`` of a paused run: a worker claims the key and closes it there."""
+        if key is None:
+            raise FlowdropError(f"run {run_id}'s record names no flow key; it cannot be closed")
+        request = self._request(CLOSE, key, ["stop", run_id], run=run_id)
+        answer = self._start(request)
+        closed = answer.get("closed")
+        if not isinstance(closed, dict):
+            raise FlowdropError(f"closing run {run_id} gave no answer")
+        self.sync()
+        return _asked({**closed, "key": key, "action": closed.get("action")})
+
+    # -- helpers ------------------------------------------------------------------------
+
+    async def _client(self) -> Client:
+        return await connect(self.settings.temporal, self.settings.namespace)
+
+    def _head(self) -> tuple[str, list[str]]:
+        """The commit a worker checks out (this workspace's HEAD), and what to warn of."""
+        head = _git(self.layout.workspace, "rev-parse", "HEAD")
+        if head is None:
+            raise UsageError(
+                f"remote mode runs a commit, and {self.layout.workspace} has none (not a git "
+                "repository, or no commit yet); commit and push first"
+            )
+        warnings = []
+        status = _git(self.layout.workspace, "status", "--porcelain", "--untracked-files=no")
+        if status:
+            warnings.append(
+                f"uncommitted changes in {self.layout.workspace} are not on the worker: it "
+                f"runs commit {head[:12]}"
+            )
+        return head, warnings
+
+    def _origin(self) -> str:
+        if self.settings.origin:
+            return self.settings.origin
+        url = _git(self.layout.workspace, "remote", "get-url", "origin")
+        if not url:
+            raise UsageError(
+                "remote mode needs the git origin workers clone from: set `origin` in "
+                ".flowdrop/config.toml [remote] or FLOWDROP_ORIGIN, or add a git remote "
+                "named origin"
+            )
+        return url
+
+
+def _asked(data: dict[str, Any]) -> verbs.Asked:
+    return verbs.Asked(
+        run=str(data.get("run")),
+        key=None if data.get("key") is None else str(data.get("key")),
+        action=verbs.Action(str(data.get("action"))),
+        round=int(data.get("round") or 0),
+    )
+
+
+def _git(workspace: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=workspace, capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _read_snapshot(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the snapshot {path}: {exc}") from exc

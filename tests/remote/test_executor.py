@@ -1,0 +1,58 @@
+"""The Executor seam: local mode stays today's code; remote mode only when configured."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.remote.executor import REMOTE_RUN_ENV, LocalExecutor, executor_for
+
+CONFIG = '[remote]\ntemporal = "127.0.0.1:1"\npostgres = "postgresql://x@127.0.0.1:1/p"\n'
+
+
+def test_no_config_is_local_and_a_run_child_is_always_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against a run child on a worker (which inherits the worker's remote
+    settings) sending itself back to the cluster instead of running."""
+    for var in [v for v in os.environ if v.startswith("FLOWDROP_")]:
+        monkeypatch.delenv(var)
+    layout = Layout(tmp_path)
+    assert isinstance(executor_for(layout), LocalExecutor)
+    layout.root.mkdir()
+    (layout.root / "config.toml").write_text(CONFIG)
+    remote = executor_for(layout)
+    assert remote.remote and type(remote).__name__ == "TemporalExecutor"
+    monkeypatch.setenv(REMOTE_RUN_ENV, '{"space": "s"}')
+    assert isinstance(executor_for(layout), LocalExecutor)
+
+
+def test_local_stop_and_detached_run_never_import_the_remote_drivers(tmp_path: Path) -> None:
+    """Guards local mode's cost: the verbs that now go through the executor seam load
+    neither temporalio nor psycopg without a remote config."""
+    code = (
+        "import sys\n"
+        "from flowdrop_tui import cli\n"
+        "for argv in (['run', 'nope', '--detach'], ['stop', 'x'], ['pause', 'x'],"
+        " ['resume', 'x', '--detach']):\n"
+        f"    cli.main(['--workspace', {str(tmp_path)!r}, *argv])\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('temporalio', 'psycopg'))\n"
+        "print('LOADED=' + ','.join(bad))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert done.stdout.strip().splitlines()[-1] == "LOADED="
+
+
+def test_the_run_child_variable_is_the_mirrors() -> None:
+    """Guards against the executor's local check and the mirror naming two variables."""
+    from flowdrop_tui.core.remote import mirror
+
+    assert REMOTE_RUN_ENV == mirror.ENV_VAR
