@@ -209,6 +209,20 @@ class RemoteWorld:
             start_new_session=True,
         )
 
+    def sync(self) -> None:
+        """Bring the client's replica up to date (``core/remote/replica.sync``), as the
+        read verbs do before reading in remote mode."""
+        from flowdrop_tui.core.paths import Layout
+        from flowdrop_tui.core.remote import replica
+
+        replica.sync(Layout(self.client), self.store)
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        """``show RUN --json`` on the client, over its replica synced just before."""
+        self.sync()
+        answer: dict[str, Any] = self.json("show", run_id)
+        return answer
+
     @property
     def store(self) -> PostgresStore:
         """A store on this world's space, reached from the host (loopback)."""
