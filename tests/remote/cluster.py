@@ -148,6 +148,9 @@ class Cluster:
             worker.stop()
 
 
+READS = ("show", "runs", "flows", "logs", "snapshot")
+
+
 @dataclass
 class Client:
     """A client workspace (a clone of the origin) in remote mode, and its CLI."""
@@ -171,7 +174,25 @@ class Client:
             raise AssertionError(f"{args} exited {done.returncode}:\n{done.stdout}{done.stderr}")
         return done
 
+    postgres: str = ""
+    space: str = ""
+
+    def sync(self) -> None:
+        """Bring the client's replica up to PostgreSQL (what the read verbs do first
+        in remote mode; done here too so these tests do not depend on it)."""
+        from flowdrop_tui.core.paths import Layout
+        from flowdrop_tui.core.remote import replica
+        from flowdrop_tui.core.remote.store import PostgresStore
+
+        store = PostgresStore(self.postgres, self.space)
+        try:
+            replica.sync(Layout(self.ws), store)
+        finally:
+            store.close()
+
     def json(self, *args: str, code: int = 0) -> Any:
+        if args and args[0] in READS:
+            self.sync()
         done = self.cli(*args, "--json", check=False)
         assert done.returncode == code, f"{args}: {done.returncode}\n{done.stdout}{done.stderr}"
         return orjson.loads(done.stdout)
@@ -197,7 +218,7 @@ def make_client(cluster: Cluster, space: str, tmp: Path) -> Client:
         f'origin = "{origin}"\n'
     )
     assert git(clone, "status", "--porcelain", "--untracked-files=no") == ""
-    return Client(clone, origin)
+    return Client(clone, origin, cluster.postgres, space)
 
 
 # A flow whose rounds are short: it records each round in its state.
@@ -213,4 +234,23 @@ COUNTER = """
             run.state["rounds"] = [*run.state["rounds"], r]
             print(f"round {r}", flush=True)
             time.sleep(0.4)
+"""
+
+
+def gated(gate: Path) -> str:
+    """A flow whose round N waits for the file ``gate/go-N``: the test says when each
+    round ends, so a request lands while a round is in flight, every time."""
+    return f"""
+    import time
+    from pathlib import Path
+    from flowdrop_tui import flow
+
+    GATE = Path({str(gate)!r})
+
+    @flow(resumable=True)
+    def main(run):
+        for r in run.rounds():
+            run.state["round"] = r
+            while not (GATE / f"go-{{r}}").exists():
+                time.sleep(0.05)
 """

@@ -167,6 +167,8 @@ class WorkerActivities:
             )
             code = await self._watch(holding, store, request.key, epoch, source)
             await asyncio.to_thread(store.clear_live, request.key, epoch, run_id)
+            with contextlib.suppress(Exception):  # only lets a new start wait, not fail
+                await handle.signal("child_ended")
         except BaseException:
             # Cancelled (the server no longer counts this worker as holding the run)
             # or failed: the run must not go on writing unheld. Fencing makes any

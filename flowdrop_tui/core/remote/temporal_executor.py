@@ -14,7 +14,6 @@ record is written through to PostgreSQL by a holder of the key.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, UsageEr
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run, who
+from flowdrop_tui.core.remote import replica
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.worker import connect
@@ -65,7 +65,6 @@ class TemporalExecutor:
         store = PostgresStore(self.settings.postgres, self.settings.space)
         try:
             store.ensure_schema()
-            replica = importlib.import_module("flowdrop_tui.core.remote.replica")
             replica.sync(self.layout, store)
         finally:
             store.close()
@@ -131,20 +130,27 @@ class TemporalExecutor:
     async def _start_async(self, request: FlowInput) -> dict[str, Any]:
         client = await self._client()
         wid = workflow_id(request.space, request.key)
-        try:
-            handle = await client.start_workflow(
-                FlowKeyWorkflow.run,
-                request,
-                id=wid,
-                task_queue=self.settings.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            )
-        except WorkflowAlreadyStartedError:
-            raise AlreadyRunningError(
-                f"{request.key} is already running on the cluster (workflow {wid}); one live "
-                f"run per flow — see it with: flowdrop-tui runs {request.key}"
-            ) from None
+        for attempt in range(2):
+            try:
+                handle = await client.start_workflow(
+                    FlowKeyWorkflow.run,
+                    request,
+                    id=wid,
+                    task_queue=self.settings.task_queue,
+                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                    id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                )
+                break
+            except WorkflowAlreadyStartedError:
+                # The key's workflow is open. A run that just paused or ended leaves it
+                # open for its clean-up (output, commits, worktree): wait for that
+                # once. A run still going is the one live run of the key: refused.
+                if attempt == 0 and await _winding_down(client, wid):
+                    continue
+                raise AlreadyRunningError(
+                    f"{request.key} is already running on the cluster (workflow {wid}); one "
+                    f"live run per flow — see it with: flowdrop-tui runs {request.key}"
+                ) from None
         try:
             answer: dict[str, Any] = await asyncio.wait_for(
                 handle.execute_update(FlowKeyWorkflow.wait_started), START_LIMIT
@@ -262,6 +268,22 @@ class TemporalExecutor:
                 "named origin"
             )
         return url
+
+
+WIND_DOWN_LIMIT = 60.0  # seconds a start waits for the key's ending workflow to close
+
+
+async def _winding_down(client: Client, wid: str) -> bool:
+    """Whether the key's open workflow only cleans up after its run; if so, wait
+    (up to ``WIND_DOWN_LIMIT``) for it to close."""
+    handle = client.get_workflow_handle(wid)
+    try:
+        if not await handle.query(FlowKeyWorkflow.winding_down):
+            return False
+        await asyncio.wait_for(handle.result(), WIND_DOWN_LIMIT)
+    except Exception:  # gone meanwhile, or failed: starting again tells
+        return True
+    return True
 
 
 def _asked(data: dict[str, Any]) -> verbs.Asked:

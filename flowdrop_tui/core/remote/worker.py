@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import signal
 import socket
@@ -29,6 +28,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.remote import replica
 from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
 from flowdrop_tui.core.remote.mirror import RunTicket
 from flowdrop_tui.core.remote.store import PostgresStore
@@ -66,7 +66,6 @@ class PostgresAccess:
         return store
 
     def sync(self, layout: Layout, store: RunStore) -> None:
-        replica = importlib.import_module("flowdrop_tui.core.remote.replica")
         replica.sync(layout, store)
 
     def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]:

@@ -87,6 +87,7 @@ class FlowKeyWorkflow:
     def __init__(self) -> None:
         self._started: dict[str, Any] | None = None
         self._done = False
+        self._child_ended = False
 
     @workflow.run
     async def run(self, request: FlowInput) -> dict[str, Any]:
@@ -129,6 +130,17 @@ class FlowKeyWorkflow:
 
     def ended(self) -> bool:
         return self._done
+
+    @workflow.signal
+    def child_ended(self) -> None:
+        """From ``run_flow``: the run's process has ended; only clean-up is left."""
+        self._child_ended = True
+
+    @workflow.query
+    def winding_down(self) -> bool:
+        """True once the run's process has ended (or none was started): a new start of
+        the key only has to wait for this workflow to close, it is not refused."""
+        return self._child_ended or self._done or "error" in (self._started or {})
 
     @workflow.signal
     def started(self, answer: dict[str, Any]) -> None:

@@ -1,0 +1,219 @@
+"""Runs on Temporal workers (issue 17): the real dev server, real PostgreSQL, real
+``flowdrop-tui worker`` processes with their own homes, a bare git origin, and the
+client's real CLI. Every answer is the local one: same codes, same JSON shapes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.workflow import HEARTBEAT_TIMEOUT
+from tests.remote.cluster import COUNTER, Client, Cluster, gated, make_client, wait_for
+
+# Rounds long enough that a second request lands while the first is still pending.
+SLOW = COUNTER.replace("time.sleep(0.4)", "time.sleep(2.0)")
+
+
+def status(client: Client, run: str) -> str:
+    return str(client.json("show", run)["status"])
+
+
+def wait_status(client: Client, run: str, wanted: str, timeout: float = 60.0) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        shown: dict[str, Any] = client.json("show", run)
+        return shown if shown["status"] == wanted else None
+
+    found: dict[str, Any] = wait_for(f"run {run} {wanted}", reached, timeout)
+    return found
+
+
+def refused(client: Client, *args: str) -> str:
+    answer = client.json(*args, code=3)
+    return str(answer["error"]["code"])
+
+
+def holder(cluster: Cluster, space: str, run: str) -> str:
+    store = PostgresStore(cluster.postgres, space)
+    try:
+        info = wait_for(f"run {run} live", lambda: store.run_info(run))
+        return str(info["worker"])
+    finally:
+        store.close()
+
+
+def test_a_run_goes_to_a_worker_and_the_client_sees_it(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against a remote `run` running on the client, or its record not reaching
+    the client's view (`runs --json` over the replica)."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("counter", COUNTER)
+    worker.wait_polling()
+    started = client.json("run", "counter")
+    assert set(started) == {"run", "flow", "warnings"} and started["flow"] == "counter"
+    run = started["run"]
+    assert holder(cluster, space, run) == "a"
+    assert not (client.ws / ".flowdrop" / "runs" / run / "live.lock").exists()
+    wait_for("a round", lambda: client.json("show", run)["state"].get("counter", {}).get("round"))
+    rows = client.json("runs", "counter")
+    assert [r["run"] for r in rows] == [run] and rows[0]["status"] == "running"
+    stopped = client.json("stop", run, "--now")
+    assert stopped["action"] == "stop_now" and stopped["run"] == run
+    shown = wait_status(client, run, "cancelled")
+    assert shown["state"]["counter"]["round"] >= 1
+
+
+def test_a_dead_workers_run_is_interrupted_then_picked_up_on_another(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against a run held by a dead machine staying `running` for good, and
+    against the next run starting over instead of from the last saved state."""
+    first = cluster.start_worker("a", max_runs=1)
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("counter", COUNTER)
+    first.wait_polling()
+    run = client.json("run", "counter")["run"]
+    assert holder(cluster, space, run) == "a"
+    second = cluster.start_worker("b", max_runs=1)
+    wait_for(
+        "three rounds saved",
+        lambda: client.json("show", run)["state"].get("counter", {}).get("round", 0) >= 3,
+    )
+    second.wait_polling()
+    first.kill_machine()
+    killed = time.monotonic()
+    shown = wait_status(client, run, "interrupted", timeout=HEARTBEAT_TIMEOUT.seconds + 30)
+    took = time.monotonic() - killed
+    print(f"kill -9 to interrupted: {took:.1f} s (heartbeat timeout {HEARTBEAT_TIMEOUT})")
+    saved = shown["state"]["counter"]
+    last = shown["last_round"]
+    assert saved["rounds"] == list(range(1, saved["round"] + 1))
+    picked = wait_for(
+        "the key free again",
+        lambda: (lambda d: d if d.returncode == 0 else None)(
+            client.cli("run", "counter", "--json", check=False)
+        ),
+        timeout=30,
+    )
+    again = orjson.loads(picked.stdout)["run"]
+    assert holder(cluster, space, again) == "b"
+    resumed = wait_for(
+        "a round on b",
+        lambda: (lambda s: s if s["state"].get("counter", {}).get("round", 0) > last else None)(
+            client.json("show", again)
+        ),
+    )
+    assert resumed["picked_up_from"] == run and resumed["first_round"] == last + 1
+    state = resumed["state"]["counter"]
+    assert state["rounds"][: len(saved["rounds"])] == saved["rounds"]  # carried, not fresh
+    client.json("stop", again, "--now")
+    wait_status(client, again, "cancelled")
+
+
+def test_ten_racing_runs_of_one_key_make_exactly_one_run(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against two workers each running the key (the cluster-wide one-live-run
+    rule): ten clients start it at once; one run, nine ALREADY_RUNNING (exit 3)."""
+    workers = [cluster.start_worker(name) for name in ("a", "b")]
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("counter", SLOW)
+    for worker in workers:
+        worker.wait_polling()
+    command = [sys.executable, "-m", "flowdrop_tui", "--workspace", str(client.ws)]
+    racers = [
+        subprocess.Popen(
+            [*command, "run", "counter", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(10)
+    ]
+    answers = [(p.wait(timeout=180), orjson.loads(p.communicate()[0])) for p in racers]
+    won = [a for code, a in answers if code == 0]
+    lost = [a for code, a in answers if code == 3]
+    assert len(won) == 1 and len(lost) == 9, answers
+    assert {a["error"]["code"] for a in lost} == {"ALREADY_RUNNING"}
+    run = won[0]["run"]
+    assert [r["run"] for r in client.json("runs", "counter")] == [run]
+    client.json("stop", run, "--now")
+    wait_status(client, run, "cancelled")
+
+
+def test_stop_pause_resume_across_machines_with_every_refusal(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against remote stop/pause/resume answering differently from local mode:
+    each verb reaches the worker holding the run, and each refusal carries its code."""
+    workers = [cluster.start_worker(name, max_runs=1) for name in ("a", "b")]
+    client = make_client(cluster, space, tmp_path)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    client.add_flow("gated", gated(gate))
+    for worker in workers:
+        worker.wait_polling()
+    run = client.json("run", "gated")["run"]
+    wait_for("round 1", lambda: status(client, run) == "running")
+    assert refused(client, "run", "gated") == "ALREADY_RUNNING"
+    assert refused(client, "resume", run) == "NO_ACTIVE_PAUSE"
+    paused = client.json("pause", run)
+    assert paused["action"] == "pause" and paused["status"] == "running"
+    assert refused(client, "pause", run) == "INWARD_SIGNAL_ALREADY_PENDING"
+    (gate / "go-1").touch()
+    wait_status(client, run, "paused")
+    assert refused(client, "pause", run) == "ALREADY_PAUSED"
+    # resumed on whichever worker takes it: the same run goes on in its own record
+    resumed = client.json("resume", run)
+    assert resumed["run"] == run
+    wait_for("round 2", lambda: client.json("show", run)["state"]["gated"]["round"] == 2)
+    stopped = client.json("stop", run)
+    assert stopped["action"] == "stop" and stopped["round"] == 2
+    (gate / "go-2").touch()
+    shown = wait_status(client, run, "cancelled")
+    assert shown["last_round"] == 2
+    for verb in (["stop", run], ["pause", run], ["resume", run]):
+        assert refused(client, *verb) == "PIPELINE_TERMINAL"
+    # a budget already used up is refused on the worker, before any run exists
+    assert refused(client, "run", "gated", "--max-rounds", "1") == "BUDGET_EXHAUSTED"
+    assert [r["run"] for r in client.json("runs", "gated")] == [run]
+    # stop of a paused run closes it, through a worker that holds its key
+    again = client.json("run", "gated")["run"]
+    wait_for("round 3", lambda: status(client, again) == "running")
+    client.json("pause", again)
+    (gate / "go-3").touch()
+    wait_status(client, again, "paused")
+    closed = client.json("stop", again)
+    assert closed["action"] == "closed" and closed["status"] == "cancelled"
+    assert refused(client, "resume", again) == "PIPELINE_TERMINAL"
+
+
+def test_a_commit_not_on_the_origin_is_refused_by_the_worker(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against a worker running some other commit than the client's HEAD."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("counter", COUNTER)
+    (client.ws / "flows" / "counter" / "note.txt").write_text("local\n")
+    subprocess.run(["git", "add", "-A"], cwd=client.ws, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "unpushed"],
+        cwd=client.ws,
+        check=True,
+    )
+    worker.wait_polling()
+    answer = client.json("run", "counter", code=3)
+    assert answer["error"]["code"] == "NOT_ON_ORIGIN"
+    assert "push" in answer["error"]["message"]
+    # the key is free again: the refusal held nothing
+    subprocess.run(["git", "push", "-q", "origin", "HEAD:main"], cwd=client.ws, check=True)
+    run = client.json("run", "counter")["run"]
+    client.json("stop", run, "--now")
+    wait_status(client, run, "cancelled")
