@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 from flowdrop_tui.core.paths import OUTPUT
 from flowdrop_tui.core.remote.mirror import (
     ENV_VAR,
+    RemoteMirror,
     RunTicket,
     locate,
     record_files,
@@ -262,3 +265,126 @@ def test_only_files_of_published_records_are_mirrored(tmp_path: Path) -> None:
     assert locate(runs / run / "requests" / "stop.json") is None
     assert locate(tmp_path / ".flowdrop" / "index.json") is None
     assert locate(tmp_path / "elsewhere" / "state.json") is None
+
+
+BUSY = """
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for r in run.rounds():
+        for i in range(20):
+            run.state["n"] = r * 100 + i
+            run.log("tick", r=r, i=i)
+"""
+
+
+@pytest.mark.parametrize("interrupts", [1, 2])
+def test_a_ctrl_c_during_a_write_through_loses_and_duplicates_nothing(
+    workspace: Path, pg_store: PostgresStore, interrupts: int
+) -> None:
+    """Guards the re-entry paths: a run busy writing through gets Ctrl-C (its handler
+    appends `stop_requested` while the interrupted thread waits on PostgreSQL) and, the
+    second time, a stop now (KeyboardInterrupt raised inside that wait). The record in
+    PostgreSQL is still the local one, byte for byte."""
+    write_flow(workspace, "busy", BUSY)
+    ticket = ticket_for(pg_store, "busy")
+    child = run_child(workspace, ticket, "busy")
+    try:
+
+        def busy() -> bool:
+            runs = pg_store.run_ids()
+            cycle = pg_store.read_file(runs[0], "cycle.jsonl") if runs else None
+            return (cycle or b"").count(b'"tick"') > 50
+
+        wait_for(busy, timeout=60)
+        for _ in range(interrupts):
+            os.kill(child.pid, signal.SIGINT)
+            time.sleep(0.3)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    assert child.returncode in (0, 130), err.decode()
+    assert b"this run stops now" not in err  # the mirror never gave up
+    run_dir = only_run(workspace)
+    assert_mirrored(pg_store, run_dir)
+    cycle = (run_dir / "cycle.jsonl").read_bytes()
+    assert b'"stop_requested"' in cycle and b'"ended"' in cycle
+
+
+def _in_process_mirror(store: PostgresStore, tmp_path: Path) -> tuple[RemoteMirror, Path]:
+    epoch = store.claim("k", worker="w")
+    run_dir = tmp_path / ".flowdrop" / "runs" / "20261130T120000.000Z-aaaaaa"
+    run_dir.mkdir(parents=True)
+    (run_dir / "cycle.jsonl").write_bytes(b"")
+    mirror = RemoteMirror(RunTicket(store.url, store.space, "k", epoch, "w"), die=_no_death)
+    mirror.published(run_dir)
+    return mirror, run_dir
+
+
+def _no_death() -> None:
+    raise AssertionError("the mirror gave up")
+
+
+def test_a_write_re_entered_during_a_write_goes_on_a_connection_of_its_own(
+    pg_store: PostgresStore, tmp_path: Path
+) -> None:
+    """Guards against a signal handler's append deadlocking on the connection its
+    thread is waiting on (psycopg's connection lock is not re-entrant)."""
+    mirror, run_dir = _in_process_mirror(pg_store, tmp_path)
+    cycle = run_dir / "cycle.jsonl"
+
+    def outer(store: PostgresStore) -> None:
+        with store._connection().lock:  # as while a query of this thread is in flight
+            mirror.appended(cycle, b"from the handler\n", 0)
+        store.append_line("k", mirror.ticket.epoch, run_dir.name, "cycle.jsonl", b"x\n", offset=17)
+
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (mirror._send(outer), done.set()), daemon=True)
+    thread.start()
+    assert done.wait(30), "the re-entered write waited on its own thread's connection"
+    assert pg_store.read_file(run_dir.name, "cycle.jsonl") == b"from the handler\nx\n"
+    mirror.close()
+
+
+def test_a_ctrl_c_inside_a_write_is_held_until_the_write_is_delivered(
+    pg_store: PostgresStore, tmp_path: Path
+) -> None:
+    """A KeyboardInterrupt (stop now) raised while a write waits on PostgreSQL: the
+    write is sent again on a new connection (it lands once), then the interrupt is
+    raised to the flow."""
+    mirror, run_dir = _in_process_mirror(pg_store, tmp_path)
+    calls: list[int] = []
+
+    def interrupted_once(store: PostgresStore) -> None:
+        store.append_line("k", mirror.ticket.epoch, run_dir.name, "cycle.jsonl", b"a\n", offset=0)
+        calls.append(id(store._conn))
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # after the commit, before the answer reached us
+
+    with pytest.raises(KeyboardInterrupt):
+        mirror._send(interrupted_once)
+    assert len(calls) == 2
+    assert pg_store.read_file(run_dir.name, "cycle.jsonl") == b"a\n"
+    mirror.close()
+
+
+def test_a_fenced_mirror_says_one_line_and_ends_the_process(
+    pg_store: PostgresStore, tmp_path: Path
+) -> None:
+    epoch = pg_store.claim("k", worker="w")
+    said: list[str] = []
+    died: list[bool] = []
+    mirror = RemoteMirror(
+        RunTicket(pg_store.url, pg_store.space, "k", epoch, "w"),
+        say=said.append,
+        die=lambda: died.append(True),
+    )
+    pg_store.fence("k")
+    run_dir = tmp_path / ".flowdrop" / "runs" / "20261130T120000.000Z-aaaaaa"
+    mirror.wrote(run_dir / "state.json", b"{}")
+    assert died == [True] and len(said) == 1 and "fenced out" in said[0]
+    assert pg_store.read_file(run_dir.name, "state.json") is None
+    mirror.close()

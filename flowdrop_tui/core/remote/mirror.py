@@ -173,7 +173,11 @@ class RemoteMirror:
         run_id = run_dir.name
         if not RUN_ID_RE.match(run_id):
             return
-        files = record_files(run_dir)
+        try:
+            files = record_files(run_dir)
+        except OSError as exc:  # the record cannot be read back: it cannot be mirrored
+            self._stop(f"record {run_id} could not be read to be published ({exc})")
+            return
         self._send(lambda s: s.publish(self._key, self._epoch, run_id, files))
         # Its holder at once (the worker's activity says it again once it has the pid):
         # a replica shows the run live, with the process that holds it, from the start.
