@@ -93,6 +93,7 @@ def started(world: RemoteWorld) -> str:
     return str(answer["run"])
 
 
+@pytest.mark.slow
 def test_a_partitioned_worker_is_fenced_out_and_its_run_picked_up_elsewhere(
     world: RemoteWorld, ns: Netns
 ) -> None:
