@@ -388,3 +388,51 @@ def test_a_fenced_mirror_says_one_line_and_ends_the_process(
     assert died == [True] and len(said) == 1 and "fenced out" in said[0]
     assert pg_store.read_file(run_dir.name, "state.json") is None
     mirror.close()
+
+
+HELD = """
+import time
+from pathlib import Path
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for r in run.rounds(range(3)):
+        run.state["n"] = r
+        run.log("tick", r=r)
+        while Path("hold").exists():
+            time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("then", ["resume", "stop"])
+def test_a_paused_run_resumed_or_closed_under_a_new_claim_is_mirrored_whole(
+    workspace: Path, pg_store: PostgresStore, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    """Guards the writes after creation that are not a running flow's: a paused run
+    resumed (its record reopened) or closed (`stop` of a paused run) by a process with a
+    later claim. PostgreSQL ends with the local record, byte for byte."""
+    from tests.conftest import CLI, paused_mid_run
+
+    first = ticket_for(pg_store, "held")
+    monkeypatch.setenv(ENV_VAR, first.env()[ENV_VAR])
+    cli = CLI(workspace)
+    run_id = paused_mid_run(workspace, cli, "held", HELD)
+    run_dir = workspace / ".flowdrop" / "runs" / run_id
+    wait_for(
+        lambda: pg_store.read_file(run_id, "cycle.jsonl") == (run_dir / "cycle.jsonl").read_bytes()
+    )
+    pg_store.clear_live("held", first.epoch, run_id)  # the worker saw its child end
+
+    second = ticket_for(pg_store, "held")
+    monkeypatch.setenv(ENV_VAR, second.env()[ENV_VAR])
+    if then == "resume":
+        cli("resume", run_id, check=0)
+        assert cli.json("show", run_id)["status"] == "completed"
+    else:
+        cli("stop", run_id, check=0)
+        assert cli.json("show", run_id)["status"] == "cancelled"
+    assert_mirrored(pg_store, run_dir)
+    # and the first claim can no longer write to it
+    with pytest.raises(Exception, match="fenced out"):
+        pg_store.write_file("held", first.epoch, run_id, "state.json", b"{}")

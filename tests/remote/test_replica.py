@@ -299,3 +299,86 @@ def test_stop_now_on_a_replica_never_signals_the_marker_pid_here(
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_syncs_from_several_threads_at_once_apply_each_change_once(
+    workspace: Path, replica_ws: Path, pg_store: PostgresStore
+) -> None:
+    """The UI's Follower and a command's sync on one workspace: never a line twice."""
+    import threading
+
+    write_flow(workspace, "rounds", ROUNDS)
+    child, _ = start_child(workspace, pg_store, "rounds", {"ROUNDS": "30"})
+    assert child.wait(timeout=120) == 0
+    (run_id,) = run_ids(workspace)
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        store = PostgresStore(pg_store.url, pg_store.space)
+        try:
+            sync(Layout(replica_ws), store)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    replica_dir = replica_ws / ".flowdrop" / "runs" / run_id
+    assert (
+        record_files(replica_dir)["cycle.jsonl"]
+        == (workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl").read_bytes()
+    )
+    assert (replica_ws / ".flowdrop" / "keys" / "rounds.runs").read_text() == f"{run_id}\n"
+
+
+def test_a_follower_that_cannot_reach_postgresql_says_so_and_stops_promptly(
+    replica_ws: Path,
+) -> None:
+    from tests.remote.servers import free_port
+
+    errors: list[Exception] = []
+    follower = Follower(
+        Layout(replica_ws),
+        f"postgresql://nobody@127.0.0.1:{free_port()}/none",
+        "s",
+        on_error=errors.append,
+    )
+    follower.start()
+    wait_for(lambda: errors, timeout=30)
+    assert "cannot reach PostgreSQL" in str(errors[0])
+    follower.stop(timeout=10)
+    assert follower._thread is None
+
+
+def test_a_sync_never_writes_into_a_run_a_process_here_holds(
+    workspace: Path, pg_store: PostgresStore
+) -> None:
+    """A worker's own workspace synced while its child runs: the child's files are its
+    own (a stale whole file over its live state.json would undo a key set)."""
+    write_flow(workspace, "rounds", ROUNDS)
+    child, _ = start_child(workspace, pg_store, "rounds", {"ROUNDS": "100000", "PAUSE": "0.01"})
+    try:
+        wait_for(lambda: run_ids(workspace), timeout=60)
+        (run_id,) = run_ids(workspace)
+        run_dir = workspace / ".flowdrop" / "runs" / run_id
+        wait_for(lambda: (run_dir / "state.json").exists(), timeout=30)
+        epoch = pg_store.key_epoch("rounds")
+        # what a stale replica would write: an older state, a shorter record
+        decoy = PostgresStore(pg_store.url, pg_store.space)
+        stale = b'{"rounds":{"n":-1}}'
+        before = (run_dir / "cycle.jsonl").stat().st_size
+        sync(Layout(workspace), decoy)
+        decoy.write_file("rounds", epoch, run_id, "state.json", stale)
+        sync(Layout(workspace), decoy)
+        decoy.close()
+        assert (run_dir / "state.json").read_bytes() != stale
+        assert not (run_dir / REMOTE_LIVE).exists()
+        assert (run_dir / "cycle.jsonl").stat().st_size >= before
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()

@@ -15,6 +15,7 @@ from flowdrop_tui.core.remote.store import (
     Fenced,
     PostgresStore,
     StoreConflictError,
+    StoreError,
     StoreUnreachableError,
 )
 from tests.conftest import wait_for
@@ -279,6 +280,25 @@ def test_an_unreachable_server_is_named_without_its_password() -> None:
     assert down.value.code == "STORE_UNREACHABLE"
 
 
+def test_a_store_on_a_database_without_the_schema_says_so(postgres_url: str) -> None:
+    """A refusal that no retry mends is a StoreError naming it, not a traceback."""
+    import psycopg as pg
+
+    with pg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE empty_for_store_test")
+    try:
+        store = PostgresStore(postgres_url.rsplit("/", 1)[0] + "/empty_for_store_test", "s")
+        with pytest.raises(StoreError) as refused:
+            store.changes_after(0)
+        assert refused.value.code == "STORE_ERROR" and "fd_changes" in refused.value.message
+        store.ensure_schema()  # made there, then cheap
+        assert store.changes_after(0) == []
+        store.close()
+    finally:
+        with pg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("DROP DATABASE empty_for_store_test WITH (FORCE)")
+
+
 def test_a_malformed_url_is_a_usage_error() -> None:
     with pytest.raises(FlowdropError) as bad:
         PostgresStore("host=127.0.0.1 port", "s").claim("k", worker="w")
@@ -295,3 +315,37 @@ def test_the_fixture_finds_postgresql_off_path(monkeypatch: pytest.MonkeyPatch) 
         pytest.skip("no Debian PostgreSQL layout on this machine")
     monkeypatch.setenv("PATH", "/nonexistent")
     assert find_pg_binary("initdb").startswith("/usr/lib/postgresql/")
+
+
+def test_the_feed_keeps_one_row_per_file_not_one_per_key_set(pg_store: PostgresStore) -> None:
+    """A long run sets keys all day: its state.json's older change rows are superseded
+    (a replica behind them reads the newest whole file), appends each keep theirs."""
+    epoch = pg_store.claim("k", worker="w")
+    pg_store.publish("k", epoch, RUN_A, {"state.json": b"{}", "cycle.jsonl": b""})
+    for n in range(50):
+        pg_store.write_file("k", epoch, RUN_A, "state.json", b'{"n":%d}' % n)
+        pg_store.append_line("k", epoch, RUN_A, "cycle.jsonl", b"%d\n" % n)
+    kinds = [c.kind for c in pg_store.changes_after(0)]
+    assert kinds.count("file") == 1 and kinds.count("line") == 50
+    assert pg_store.read_file(RUN_A, "state.json") == b'{"n":49}'
+
+
+def test_a_schema_made_before_the_feed_was_compacted_is_brought_up_to_date(
+    pg_store: PostgresStore,
+) -> None:
+    """ensure_schema on a database whose fd_files has no change_id yet (the first
+    version): the column is added, nothing is lost."""
+    epoch = pg_store.claim("k", worker="w")
+    pg_store.publish("k", epoch, RUN_A, {"state.json": b"{}"})
+    conn = pg_store._connection()
+    # only this test's space is in its own rows; the column is shared: put it back after
+    with conn.transaction():
+        conn.execute("LOCK TABLE fd_files IN ACCESS EXCLUSIVE MODE")
+        conn.execute("ALTER TABLE fd_files DROP COLUMN change_id")
+        conn.execute("UPDATE fd_schema SET version = 1")
+        fresh = PostgresStore(pg_store.url, pg_store.space)
+        fresh._conn = conn  # inside this transaction: no other test sees the old schema
+        fresh.ensure_schema()
+    assert pg_store._rows("SELECT version FROM fd_schema", ()) == [(2,)]
+    pg_store.write_file("k", epoch, RUN_A, "state.json", b'{"n":1}')
+    assert pg_store.read_file(RUN_A, "state.json") == b'{"n":1}'

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,7 @@ def sync(layout: Layout, store: PostgresStore) -> SyncReport:
 
     Safe from several processes at once (a lock in ``cache/``), and after a kill at any
     point (the cursor moves only after the files; applying a change twice is a no-op)."""
+    store.ensure_schema()  # a space no worker wrote to yet has no tables (one read after)
     layout.ensure()
     layout.folder(layout.cache)
     report = SyncReport()
@@ -211,6 +213,10 @@ def _write_locked(
 ) -> None:
     for run_id, (item, files, info) in sorted(fetched.items()):
         run_dir = layout.runs / run_id
+        if locks.holder_pid(run_dir / LIVE_LOCK) is not None:
+            # A process here holds it (this workspace is the worker's own): its writer
+            # is the truth, and a sync must never write under it.
+            continue
         if item.publish and not run_dir.is_dir():
             if not files:
                 continue  # nothing stored (pruned meanwhile): nothing to make
@@ -394,16 +400,18 @@ class Follower:
         self._listener = listener
         listener.execute(f"LISTEN {CHANNEL}")
         self._sync()
-        waited = 0.0
+        synced_at = time.monotonic()
         tick = min(0.5, self.interval)  # how soon stop() is noticed
         while not self._stop.is_set():
             notified = False
             for note in listener.notifies(timeout=tick, stop_after=1):
                 notified = notified or note.payload == self.store.space
-            waited += tick
-            if notified or waited >= self.interval:
-                waited = 0.0
+            if notified:  # a burst (a key set a millisecond): what is pending, one sync
+                for _ in listener.notifies(timeout=0.0):
+                    pass
+            if notified or time.monotonic() - synced_at >= self.interval:
                 self._sync()
+                synced_at = time.monotonic()
 
     def _sync(self) -> None:
         report = sync(self.layout, self.store)

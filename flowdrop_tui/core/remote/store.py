@@ -31,9 +31,9 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, RefusedError
+from flowdrop_tui.core.remote.schema import SCHEMA, SCHEMA_VERSION
 
 CHANNEL = "fd_changes"
-SCHEMA_VERSION = 1
 # Connection settings applied unless the URL sets them: a server that went away is
 # noticed in seconds (a partitioned worker's write must fail, not hang for minutes).
 _CONNECT_DEFAULTS = {
@@ -45,7 +45,7 @@ _CONNECT_DEFAULTS = {
     "tcp_user_timeout": "10000",
     "application_name": "flowdrop",
 }
-# SQLSTATEs the schema's functions raise (class FD is ours).
+# SQLSTATEs the schema's functions raise (class FD is ours; schema.py).
 _FENCED = "FD001"
 _OUT_OF_ORDER = "FD002"
 _ALREADY_RUNNING = "FD003"
@@ -63,6 +63,12 @@ class StoreUnreachableError(FlowdropError):
     or may not have committed; every write here is safe to send again."""
 
     code = "STORE_UNREACHABLE"
+
+
+class StoreError(FlowdropError):
+    """PostgreSQL refused a request (a missing table, a permission): not worth a retry."""
+
+    code = "STORE_ERROR"
 
 
 class StoreConflictError(FlowdropError):
@@ -85,259 +91,6 @@ class Change:
     seq: int | None
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
-CREATE TABLE IF NOT EXISTS fd_keys (
-    space text NOT NULL,
-    key text NOT NULL,
-    epoch bigint NOT NULL DEFAULT 0,
-    live_run text,
-    claimed_by text,
-    PRIMARY KEY (space, key)
-);
-CREATE TABLE IF NOT EXISTS fd_runs (
-    space text NOT NULL,
-    run_id text NOT NULL,
-    key text NOT NULL,
-    epoch bigint NOT NULL,
-    worker text,
-    host text,
-    pid integer,
-    live boolean NOT NULL DEFAULT false,
-    updated timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (space, run_id)
-);
-CREATE INDEX IF NOT EXISTS fd_runs_live ON fd_runs (space) WHERE live;
-CREATE TABLE IF NOT EXISTS fd_files (
-    space text NOT NULL,
-    run_id text NOT NULL,
-    relpath text NOT NULL,
-    data bytea NOT NULL,
-    PRIMARY KEY (space, run_id, relpath)
-);
-CREATE TABLE IF NOT EXISTS fd_lines (
-    space text NOT NULL,
-    run_id text NOT NULL,
-    relpath text NOT NULL,
-    seq bigint NOT NULL,
-    data bytea NOT NULL,
-    PRIMARY KEY (space, run_id, relpath, seq)
-);
-CREATE TABLE IF NOT EXISTS fd_changes (
-    id bigserial PRIMARY KEY,
-    space text NOT NULL,
-    run_id text NOT NULL,
-    kind text NOT NULL,
-    relpath text,
-    seq bigint,
-    at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS fd_changes_space ON fd_changes (space, id);
-CREATE INDEX IF NOT EXISTS fd_changes_run ON fd_changes (space, run_id);
-
-CREATE OR REPLACE FUNCTION fd_check_epoch(
-    p_space text, p_key text, p_epoch bigint, p_update boolean
-) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE current bigint;
-BEGIN
-    IF p_update THEN
-        SELECT epoch INTO current FROM fd_keys
-         WHERE space = p_space AND key = p_key FOR UPDATE;
-    ELSE
-        SELECT epoch INTO current FROM fd_keys
-         WHERE space = p_space AND key = p_key FOR SHARE;
-    END IF;
-    IF current IS DISTINCT FROM p_epoch THEN
-        RAISE EXCEPTION USING ERRCODE = 'FD001', MESSAGE = coalesce(current::text, 'none');
-    END IF;
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_change(
-    p_space text, p_run text, p_kind text, p_relpath text, p_seq bigint
-) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    -- held to the commit: ids of one space are handed out in commit order
-    PERFORM pg_advisory_xact_lock(hashtext('fd_changes'), hashtext(p_space));
-    INSERT INTO fd_changes (space, run_id, kind, relpath, seq)
-    VALUES (p_space, p_run, p_kind, p_relpath, p_seq);
-    PERFORM pg_notify('fd_changes', p_space);
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_file_end(p_space text, p_run text, p_relpath text)
-RETURNS bigint LANGUAGE sql STABLE AS $$
-    SELECT coalesce(
-        (SELECT seq + octet_length(data) FROM fd_lines
-          WHERE space = p_space AND run_id = p_run AND relpath = p_relpath
-          ORDER BY seq DESC LIMIT 1),
-        (SELECT octet_length(data) FROM fd_files
-          WHERE space = p_space AND run_id = p_run AND relpath = p_relpath),
-        0)
-$$;
-
-CREATE OR REPLACE FUNCTION fd_put_file(
-    p_space text, p_run text, p_relpath text, p_data bytea
-) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO fd_files (space, run_id, relpath, data)
-    VALUES (p_space, p_run, p_relpath, p_data)
-    ON CONFLICT (space, run_id, relpath) DO UPDATE SET data = EXCLUDED.data;
-    -- a whole write replaces what was appended before it
-    DELETE FROM fd_lines WHERE space = p_space AND run_id = p_run AND relpath = p_relpath;
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_write_file(
-    p_space text, p_key text, p_epoch bigint, p_run text, p_relpath text, p_data bytea
-) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM fd_check_epoch(p_space, p_key, p_epoch, false);
-    PERFORM fd_put_file(p_space, p_run, p_relpath, p_data);
-    PERFORM fd_change(p_space, p_run, 'file', p_relpath, NULL);
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_append_line(
-    p_space text, p_key text, p_epoch bigint, p_run text, p_relpath text, p_data bytea,
-    p_offset bigint
-) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE at_offset bigint;
-BEGIN
-    PERFORM fd_check_epoch(p_space, p_key, p_epoch, false);
-    -- the writer owns the file and says where its bytes landed; appends from two
-    -- connections of one writer may commit in either order (a reader stops at a gap)
-    at_offset := coalesce(p_offset, fd_file_end(p_space, p_run, p_relpath));
-    INSERT INTO fd_lines (space, run_id, relpath, seq, data)
-    VALUES (p_space, p_run, p_relpath, at_offset, p_data)
-    ON CONFLICT (space, run_id, relpath, seq) DO NOTHING;
-    IF NOT FOUND THEN
-        -- the same bytes already there: a resend of an append that did commit
-        IF EXISTS (SELECT 1 FROM fd_lines
-                    WHERE space = p_space AND run_id = p_run AND relpath = p_relpath
-                      AND seq = at_offset AND data = p_data) THEN
-            RETURN at_offset;
-        END IF;
-        RAISE EXCEPTION USING ERRCODE = 'FD002',
-            MESSAGE = format('other bytes were already appended at byte %s', at_offset);
-    END IF;
-    PERFORM fd_change(p_space, p_run, 'line', p_relpath, at_offset);
-    RETURN at_offset;
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_publish(
-    p_space text, p_key text, p_epoch bigint, p_run text, p_relpaths text[], p_datas bytea[]
-) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM fd_check_epoch(p_space, p_key, p_epoch, false);
-    -- the process publishing a record holds it: live from its first moment
-    INSERT INTO fd_runs (space, run_id, key, epoch, live)
-    VALUES (p_space, p_run, p_key, p_epoch, true)
-    ON CONFLICT (space, run_id) DO UPDATE
-        SET key = EXCLUDED.key, epoch = EXCLUDED.epoch, live = true, updated = now();
-    FOR i IN 1 .. coalesce(array_length(p_relpaths, 1), 0) LOOP
-        PERFORM fd_put_file(p_space, p_run, p_relpaths[i], p_datas[i]);
-    END LOOP;
-    PERFORM fd_change(p_space, p_run, 'publish', NULL, NULL);
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_set_live(
-    p_space text, p_key text, p_epoch bigint, p_run text,
-    p_worker text, p_host text, p_pid integer
-) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM fd_check_epoch(p_space, p_key, p_epoch, true);
-    UPDATE fd_keys SET live_run = p_run WHERE space = p_space AND key = p_key;
-    INSERT INTO fd_runs (space, run_id, key, epoch, worker, host, pid, live)
-    VALUES (p_space, p_run, p_key, p_epoch, p_worker, p_host, p_pid, true)
-    ON CONFLICT (space, run_id) DO UPDATE
-        SET key = EXCLUDED.key, epoch = EXCLUDED.epoch, worker = EXCLUDED.worker,
-            host = EXCLUDED.host, pid = EXCLUDED.pid, live = true, updated = now();
-    PERFORM fd_change(p_space, p_run, 'live', NULL, NULL);
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_end_live(p_space text, p_key text, p_run text, p_epoch bigint)
-RETURNS void LANGUAGE plpgsql AS $$
-DECLARE ended text;
-BEGIN
-    -- the key's process ended (its epoch was checked) or was reaped: whatever run of
-    -- it the key names (a `flowdrop-tui run` the flow started, too) is over
-    UPDATE fd_keys SET live_run = NULL WHERE space = p_space AND key = p_key;
-    -- every run the key's process held (its own, and runs of keys it called)
-    FOR ended IN
-        UPDATE fd_runs SET live = false, updated = now()
-         WHERE space = p_space AND live
-           AND (run_id = p_run OR (key = p_key AND (p_epoch IS NULL OR epoch = p_epoch)))
-        RETURNING run_id
-    LOOP
-        PERFORM fd_change(p_space, ended, 'live', NULL, NULL);
-    END LOOP;
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_clear_live(p_space text, p_key text, p_epoch bigint, p_run text)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM fd_check_epoch(p_space, p_key, p_epoch, true);
-    PERFORM fd_end_live(p_space, p_key, p_run, p_epoch);
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_bump(p_space text, p_key text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE new_epoch bigint;
-BEGIN
-    INSERT INTO fd_keys (space, key) VALUES (p_space, p_key) ON CONFLICT DO NOTHING;
-    -- FOR UPDATE waits for every write in flight (they hold FOR SHARE)
-    SELECT epoch + 1 INTO new_epoch FROM fd_keys WHERE space = p_space AND key = p_key FOR UPDATE;
-    UPDATE fd_keys SET epoch = new_epoch WHERE space = p_space AND key = p_key;
-    RETURN new_epoch;
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_claim(p_space text, p_key text, p_worker text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE holder text; new_epoch bigint;
-BEGIN
-    INSERT INTO fd_keys (space, key) VALUES (p_space, p_key) ON CONFLICT DO NOTHING;
-    SELECT live_run INTO holder FROM fd_keys
-     WHERE space = p_space AND key = p_key FOR UPDATE;
-    IF holder IS NOT NULL THEN
-        RAISE EXCEPTION USING ERRCODE = 'FD003', MESSAGE = holder;
-    END IF;
-    UPDATE fd_keys SET epoch = epoch + 1, claimed_by = p_worker
-     WHERE space = p_space AND key = p_key RETURNING epoch INTO new_epoch;
-    RETURN new_epoch;
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_reap(p_space text, p_key text, p_run text) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE new_epoch bigint;
-BEGIN
-    new_epoch := fd_bump(p_space, p_key);
-    PERFORM fd_end_live(p_space, p_key, p_run, NULL);
-    RETURN new_epoch;
-END $$;
-
-CREATE OR REPLACE FUNCTION fd_delete_runs(p_space text, p_runs text[]) RETURNS SETOF text
-LANGUAGE plpgsql AS $$
-DECLARE gone text;
-BEGIN
-    -- locked first: a run cannot turn live between the check and the delete
-    PERFORM 1 FROM fd_runs WHERE space = p_space AND run_id = ANY(p_runs) FOR UPDATE;
-    FOR gone IN
-        SELECT r FROM unnest(p_runs) AS r
-         WHERE NOT EXISTS (SELECT 1 FROM fd_runs
-                            WHERE space = p_space AND run_id = r AND live)
-           AND (EXISTS (SELECT 1 FROM fd_runs WHERE space = p_space AND run_id = r)
-                OR EXISTS (SELECT 1 FROM fd_files WHERE space = p_space AND run_id = r)
-                OR EXISTS (SELECT 1 FROM fd_lines WHERE space = p_space AND run_id = r))
-    LOOP
-        DELETE FROM fd_files WHERE space = p_space AND run_id = gone;
-        DELETE FROM fd_lines WHERE space = p_space AND run_id = gone;
-        DELETE FROM fd_runs WHERE space = p_space AND run_id = gone;
-        -- older changes of the run now point at nothing; the delete supersedes them
-        DELETE FROM fd_changes WHERE space = p_space AND run_id = gone;
-        PERFORM fd_change(p_space, gone, 'delete', NULL, NULL);
-        RETURN NEXT gone;
-    END LOOP;
-END $$;
-"""
-
-
 class PostgresStore:
     """One space's records in one PostgreSQL database, over one connection.
 
@@ -349,6 +102,7 @@ class PostgresStore:
         self.space = space
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
+        self._schema_ready = False
 
     # --- connection -----------------------------------------------------------------
 
@@ -405,11 +159,18 @@ class PostgresStore:
                 with self._connection().cursor() as cur:
                     cur.execute(query, params)
                     return cur.fetchall() if cur.description is not None else []
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            except psycopg.Error as exc:
                 if exc.sqlstate in (_FENCED, _OUT_OF_ORDER, _ALREADY_RUNNING):
-                    raise
-                self._drop()
-                raise _unreachable(self.url, exc) from exc
+                    raise  # the caller words them (_translated)
+                if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+                    # Gone, or failing for now (a restart, a full disk, a deadlock
+                    # broken): the caller may send it again on a new connection.
+                    self._drop()
+                    raise _unreachable(self.url, exc) from exc
+                raise StoreError(
+                    f"PostgreSQL refused a request ({exc.sqlstate}): "
+                    f"{exc.diag.message_primary or exc}"
+                ) from exc
 
     def _call(self, query: str, params: Sequence[Any], key: str, epoch: int | None) -> Any:
         try:
@@ -452,20 +213,40 @@ class PostgresStore:
     # --- schema ---------------------------------------------------------------------
 
     def ensure_schema(self) -> None:
-        """Create the tables and functions if missing; safe to call any number of times,
-        from many processes at once (one advisory lock serialises them)."""
+        """Create or bring up to date the tables and functions; safe to call any number
+        of times, from many processes at once (one advisory lock serialises them).
+        A schema already at this version costs one read: no DDL, no lock."""
+        if self._schema_ready or self._schema_version() >= SCHEMA_VERSION:
+            self._schema_ready = True
+            return
         with self._lock:
             try:
                 conn = self._connection()
                 with conn.transaction(), conn.cursor() as cur:
                     cur.execute("SELECT pg_advisory_xact_lock(hashtext('fd_schema'))")
-                    cur.execute(_SCHEMA)
+                    cur.execute(SCHEMA)
                     cur.execute("SELECT version FROM fd_schema")
                     if cur.fetchone() is None:
                         cur.execute("INSERT INTO fd_schema VALUES (%s)", (SCHEMA_VERSION,))
+                    else:
+                        cur.execute("UPDATE fd_schema SET version = %s", (SCHEMA_VERSION,))
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._drop()
                 raise _unreachable(self.url, exc) from exc
+            except psycopg.Error as exc:
+                raise StoreError(
+                    f"cannot create remote mode's tables in PostgreSQL: "
+                    f"{exc.diag.message_primary or exc}; the user in the URL needs CREATE "
+                    "on the database (or have someone run flowdrop-tui worker once)"
+                ) from exc
+        self._schema_ready = True
+
+    def _schema_version(self) -> int:
+        try:
+            rows = self._rows("SELECT max(version) FROM fd_schema", ())
+        except StoreError:
+            return 0  # no fd_schema yet
+        return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
     # --- keys -----------------------------------------------------------------------
 
