@@ -37,7 +37,7 @@ from flowdrop_tui.core.records.events import (
 )
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.nesting import clip
-from flowdrop_tui.core.remote.executor import Executor, executor_for
+from flowdrop_tui.core.remote.executor import TEMPORAL_USED, Executor, executor_for
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import StartOptions, forecast_flow, runnable
 from flowdrop_tui.core.run.opening import flow_of_key, open_run, reopen_paused
@@ -446,7 +446,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ref = _checked_flow(layout, args.flow)
     options = _options(args)
     if args.handshake_fd is None:
-        executor = _executor(layout)
+        executor = executor_for(layout)
         if args.detach or executor.remote:
             answer = executor.start(ref, options, _option_args(options))
             return _print_launched(answer, args, remote=executor.remote and not args.detach)
@@ -485,7 +485,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     layout = _layout(args)
     options = _options(args)
     if args.handshake_fd is None:
-        executor = _executor(layout)
+        executor = executor_for(layout)
         if args.detach or executor.remote:
             answer = executor.resume(args.run, _option_args(options))
             return _print_launched(answer, args, remote=executor.remote and not args.detach)
@@ -530,13 +530,6 @@ def _asked(
     return 0
 
 
-def _executor(layout: Layout) -> Executor:
-    executor = executor_for(layout)
-    if executor.remote:
-        _remote_used.append(True)
-    return executor
-
-
 def _refresh(executor: Executor) -> Callable[[], None] | None:
     """Remote mode reads the run from its replica: brought up to date before each look."""
     sync: Callable[[], None] | None = getattr(executor, "sync", None)
@@ -544,13 +537,13 @@ def _refresh(executor: Executor) -> Callable[[], None] | None:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    executor = _executor(_layout(args))
+    executor = executor_for(_layout(args))
     asked = executor.stop(args.run, now=args.now)
     return _asked(args, asked, lambda s: s in ENDED, 30.0, _refresh(executor))
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
-    executor = _executor(_layout(args))
+    executor = executor_for(_layout(args))
     asked = executor.pause(args.run)
     return _asked(args, asked, lambda s: s not in LIVE, 3600.0, _refresh(executor))
 
@@ -732,7 +725,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         max_runs=args.max_runs,
         access=worker.PostgresAccess(postgres),
     )
-    _remote_used.append(True)
+    TEMPORAL_USED.append(True)
     return asyncio.run(worker.serve(settings, _err))
 
 
@@ -782,13 +775,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
-_remote_used: list[bool] = []  # this command used remote mode's Temporal client
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    _remote_used.clear()
+    TEMPORAL_USED.clear()
     code = _main(argv)
-    if _remote_used:
+    if TEMPORAL_USED:
         # Remote mode's Temporal client leaves its core runtime's threads running, and
         # letting the interpreter tear down under them aborts the process now and then
         # (SIGSEGV/SIGABRT after the answer was printed, turning exit 0 into -11):

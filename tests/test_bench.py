@@ -86,3 +86,10 @@ def test_remote_keyset_prints_a_ratio(tmp_path: Path) -> None:
     match = RATIO.search(done.stdout)
     assert match and float(match.group(1)) > 0, done.stdout
     assert "fenced write alone" in done.stdout
+
+
+def test_worker_loss_prints_a_ratio(tmp_path: Path) -> None:
+    """Guards against bench/worker_loss.py breaking (real Temporal, PostgreSQL, workers)."""
+    out = quick("worker_loss.py", tmp_path)
+    match = RATIO.search(out)
+    assert match and float(match.group(1)) > 0, out

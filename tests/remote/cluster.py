@@ -99,6 +99,7 @@ class Cluster:
     root: Path
     task_queue: str = field(default_factory=lambda: f"flowdrop-t-{uuid.uuid4().hex[:8]}")
     workers: list[WorkerProcess] = field(default_factory=list)
+    orphans: list[int] = field(default_factory=list)  # run children a test left parentless
 
     def start_worker(self, name: str, *, max_runs: int = 4) -> WorkerProcess:
         home = self.root / f"machine-{name}"
@@ -146,6 +147,17 @@ class Cluster:
     def stop(self) -> None:
         for worker in self.workers:
             worker.stop()
+        for pid in self.orphans:  # each leads its own group, as a detached run does
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue  # gone
+            if str(self.root).encode() not in command:
+                continue  # the pid went to some other process meanwhile: not ours
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 READS = ("show", "runs", "flows", "logs", "snapshot")

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.remote.activities import check_request
 from flowdrop_tui.core.remote.executor import REMOTE_RUN_ENV, LocalExecutor, executor_for
+from flowdrop_tui.core.remote.workflow import FlowInput
 
 CONFIG = '[remote]\ntemporal = "127.0.0.1:1"\npostgres = "postgresql://x@127.0.0.1:1/p"\n'
 
@@ -56,3 +59,34 @@ def test_the_run_child_variable_is_the_mirrors() -> None:
     from flowdrop_tui.core.remote import mirror
 
     assert REMOTE_RUN_ENV == mirror.ENV_VAR
+
+
+def request(mode: str, args: list[str]) -> FlowInput:
+    return FlowInput("s", "k", mode, args, "0" * 40, "/origin")
+
+
+@pytest.mark.parametrize(
+    ("mode", "args"),
+    [
+        ("run", []),
+        ("run", ["resume", "x"]),
+        ("bogus", ["run", "k"]),
+        ("run", ["run", "k", "--workspace", "/etc"]),
+        ("run", ["run", "k", "--workspace=/etc"]),
+        ("resume", ["resume", "x", "--handshake-fd", "0"]),
+        ("close", ["run", "k"]),
+        ("run", ["run", "k\0"]),
+    ],
+)
+def test_a_worker_refuses_a_command_line_no_client_sends(mode: str, args: list[str]) -> None:
+    """Guards against a request on the task queue steering a worker's run child out
+    of its worktree or into its handshake (the worker picks those itself)."""
+    with pytest.raises(UsageError) as refused:
+        check_request(request(mode, args))
+    assert "is not one flowdrop-tui sends" in refused.value.message
+
+
+def test_a_worker_takes_what_a_client_sends() -> None:
+    check_request(request("run", ["run", "flows/x", "--fresh", "--max-rounds", "3"]))
+    check_request(request("resume", ["resume", "20260817T014455.212Z-9f21ab", "--by", "{}"]))
+    check_request(request("close", ["stop", "20260817T014455.212Z-9f21ab"]))

@@ -48,3 +48,23 @@ def test_a_worker_whose_temporal_server_is_not_there_says_so(tmp_path: Path) -> 
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "cannot reach the Temporal server at 127.0.0.1:9" in done.stderr
+
+
+def test_two_workers_never_share_a_home(tmp_path: Path) -> None:
+    """Guards against a second worker sweeping (or mixing up) the first one's worktrees."""
+    from flowdrop_tui.core.remote.worker import hold_home
+
+    home = tmp_path / "home"
+    home.mkdir()
+    hold_home(home, "first")
+    done = worker(
+        tmp_path,
+        "--home",
+        str(home),
+        "--temporal",
+        "127.0.0.1:9",
+        "--postgres",
+        "postgresql://x@127.0.0.1:9/p",
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"uses the home {home}" in done.stderr and str(os.getpid()) in done.stderr

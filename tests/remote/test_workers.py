@@ -4,6 +4,8 @@ client's real CLI. Every answer is the local one: same codes, same JSON shapes."
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -39,10 +41,15 @@ def refused(client: Client, *args: str) -> str:
 
 
 def holder(cluster: Cluster, space: str, run: str) -> str:
+    """The worker holding ``run`` as PostgreSQL records it, once it is live."""
     store = PostgresStore(cluster.postgres, space)
+
+    def live() -> dict[str, Any] | None:
+        info = store.run_info(run)
+        return info if info and info["live"] else None
+
     try:
-        info = wait_for(f"run {run} live", lambda: store.run_info(run))
-        return str(info["worker"])
+        return str(wait_for(f"run {run} live", live)["worker"])
     finally:
         store.close()
 
@@ -142,6 +149,8 @@ def test_ten_racing_runs_of_one_key_make_exactly_one_run(
     assert len(won) == 1 and len(lost) == 9, answers
     assert {a["error"]["code"] for a in lost} == {"ALREADY_RUNNING"}
     run = won[0]["run"]
+    again = client.json("run", "counter", code=3)["error"]["message"]
+    assert f"run {run} on worker" in again and f"flowdrop-tui stop {run}" in again
     assert [r["run"] for r in client.json("runs", "counter")] == [run]
     client.json("stop", run, "--now")
     wait_status(client, run, "cancelled")
@@ -166,12 +175,17 @@ def test_stop_pause_resume_across_machines_with_every_refusal(
     paused = client.json("pause", run)
     assert paused["action"] == "pause" and paused["status"] == "running"
     assert refused(client, "pause", run) == "INWARD_SIGNAL_ALREADY_PENDING"
+    first = holder(cluster, space, run)
     (gate / "go-1").touch()
     wait_status(client, run, "paused")
     assert refused(client, "pause", run) == "ALREADY_PAUSED"
-    # resumed on whichever worker takes it: the same run goes on in its own record
+    # its machine goes away while it is paused: it resumes on the other one, in the
+    # same record, and the requests that follow reach it there
+    by_name = {w.worker_id: w for w in workers}
+    by_name[first].stop()
     resumed = client.json("resume", run)
     assert resumed["run"] == run
+    assert holder(cluster, space, run) != first
     wait_for("round 2", lambda: client.json("show", run)["state"]["gated"]["round"] == 2)
     stopped = client.json("stop", run)
     assert stopped["action"] == "stop" and stopped["round"] == 2
@@ -180,6 +194,11 @@ def test_stop_pause_resume_across_machines_with_every_refusal(
     assert shown["last_round"] == 2
     for verb in (["stop", run], ["pause", run], ["resume", run]):
         assert refused(client, *verb) == "PIPELINE_TERMINAL"
+    # a terminal snapshot is refused (INT-14), the file sent to the worker by content
+    snapshot = tmp_path / "ended.json"
+    client.sync()
+    snapshot.write_text(client.cli("snapshot", run).stdout)
+    assert refused(client, "run", "gated", "--snapshot", str(snapshot)) == "PIPELINE_TERMINAL"
     # a budget already used up is refused on the worker, before any run exists
     assert refused(client, "run", "gated", "--max-rounds", "1") == "BUDGET_EXHAUSTED"
     assert [r["run"] for r in client.json("runs", "gated")] == [run]
@@ -217,3 +236,102 @@ def test_a_commit_not_on_the_origin_is_refused_by_the_worker(
     run = client.json("run", "counter")["run"]
     client.json("stop", run, "--now")
     wait_status(client, run, "cancelled")
+
+
+COMMITTER = """
+    import subprocess
+    from flowdrop_tui import flow
+
+    @flow()
+    def main(run):
+        for r in run.rounds(["one"]):
+            with open("made-by-the-run.txt", "w") as out:
+                out.write("made on the worker\\n")
+            git = ["git", "-c", "user.name=run", "-c", "user.email=run@x"]
+            subprocess.run([*git, "add", "made-by-the-run.txt"], check=True)
+            subprocess.run([*git, "commit", "-qm", "the run's commit"], check=True)
+        return "done"
+"""
+
+
+def test_a_runs_commits_reach_the_origin_and_its_worktree_goes(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against a run's commits dying with the worker's worktree (they are kept
+    at refs/flowdrop/runs/<run> on the origin), and against worktrees piling up."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("committer", COMMITTER)
+    worker.wait_polling()
+    run = client.json("run", "committer")["run"]
+    shown = wait_status(client, run, "completed")
+    assert shown["result"] == "done"
+    ref = f"refs/flowdrop/runs/{run}"
+    kept = wait_for(
+        "the run's ref on the origin",
+        lambda: subprocess.run(
+            ["git", "log", "-1", "--format=%s", ref], cwd=client.origin, capture_output=True
+        ).stdout.strip(),
+    )
+    assert kept == b"the run's commit"
+    trees = worker.home / "flowdrop-worker" / "worktrees"
+    wait_for("the worktree removed", lambda: not any(trees.iterdir()))
+
+
+def test_a_stopping_worker_stops_its_runs_after_their_round(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against SIGTERM to a worker leaving its runs to be reaped as lost (or
+    killing them mid-round): they stop after their round, cancelled, and it exits 0."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    client.add_flow("gated", gated(gate))
+    worker.wait_polling()
+    run = client.json("run", "gated")["run"]
+    wait_for("round 1", lambda: status(client, run) == "running")
+    worker.process.terminate()  # SIGTERM to the worker alone
+    wait_for("the stop asked", lambda: "stopping" in worker.text())
+    (gate / "go-1").touch()
+    assert worker.process.wait(timeout=60) == 0
+    shown = wait_status(client, run, "cancelled")
+    assert shown["last_round"] == 1
+
+
+def test_a_run_whose_worker_died_alone_is_fenced_out_when_reaped(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Guards against two writers for one key: the worker process is killed but its
+    run child lives on (it leads its own group); once the run is reaped, the child's
+    next write is refused (fenced) and it ends itself, writing nothing more."""
+    first = cluster.start_worker("a", max_runs=1)
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("counter", COUNTER)
+    first.wait_polling()
+    run = client.json("run", "counter")["run"]
+    assert holder(cluster, space, run) == "a"
+    reaper = cluster.start_worker("b", max_runs=1)  # a lost run is reaped by a live worker
+    reaper.wait_polling()
+    wait_for("a saved round", lambda: client.json("show", run)["state"].get("counter"))
+    [child] = first.children()
+    cluster.orphans.append(child)  # killed after the test if it is still there
+    os.killpg(first.process.pid, signal.SIGKILL)  # the worker alone
+    first.process.wait(timeout=10)
+    assert Path(f"/proc/{child}").exists()  # its run goes on, for now
+    wait_status(client, run, "interrupted", timeout=HEARTBEAT_TIMEOUT.seconds + 30)
+    store = PostgresStore(cluster.postgres, space)
+    try:
+        reaped = {p: store.read_file(run, p) for p in ("cycle.jsonl", "state.json")}
+        wait_for("the fenced child gone", lambda: not _alive(child), timeout=30)
+        assert {p: store.read_file(run, p) for p in reaped} == reaped  # not one more write
+    finally:
+        store.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

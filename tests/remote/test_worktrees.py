@@ -12,6 +12,7 @@ from flowdrop_tui.core.remote.worktrees import (
     LocalWorkspace,
     MirrorWorktrees,
     NotOnOriginError,
+    sweep,
 )
 from tests.remote.git_origin import commit_all, git, make_origin
 
@@ -87,3 +88,14 @@ def test_local_mode_runs_in_the_workspace_itself(tmp_path: Path) -> None:
     assert source.keep(tmp_path, RUN) is False
     source.release(tmp_path)
     assert tmp_path.exists()
+
+
+def test_a_restarted_worker_sweeps_what_a_dead_one_left(tmp_path: Path) -> None:
+    """Guards against worktrees of runs whose worker died piling up in its home."""
+    origin, clone = make_origin(tmp_path)
+    head = git(clone, "rev-parse", "HEAD")
+    source = MirrorWorktrees(str(origin), tmp_path / "home")
+    tree = source.checkout(head, "left")
+    assert sweep(tmp_path / "home") == [tree]
+    assert not tree.exists() and str(tree) not in git(source.mirror, "worktree", "list")
+    assert sweep(tmp_path / "nothing-here") == []

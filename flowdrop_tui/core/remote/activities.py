@@ -30,7 +30,7 @@ from temporalio import activity
 
 from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.control.launch import launch_process
-from flowdrop_tui.core.errors import ALREADY_PAUSED, FlowdropError
+from flowdrop_tui.core.errors import ALREADY_PAUSED, FlowdropError, UsageError
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.remote.mirror import RunTicket, ship_output
 from flowdrop_tui.core.remote.store import PostgresStore, StoreUnreachableError
@@ -38,6 +38,8 @@ from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_EVERY,
     HEARTBEAT_TIMEOUT,
+    RESUME,
+    RUN,
     WORKER_QUEUE_PREFIX,
     DeliverInput,
     FlowInput,
@@ -104,6 +106,11 @@ class WorkerActivities:
         info = activity.info()
         handle = activity.client().get_workflow_handle(info.workflow_id or "")
         source = MirrorWorktrees(request.origin, self.home)
+        try:
+            check_request(request)
+        except FlowdropError as exc:
+            await handle.signal("started", _refusal(exc))
+            return {"run": None, "outcome": "refused", "code": exc.code}
         try:
             epoch = await asyncio.to_thread(store.claim, request.key, worker=self.worker_id)
         except FlowdropError as exc:
@@ -278,6 +285,28 @@ def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
         return _refusal(exc)
     answer = {"run": asked.run, "key": asked.key, "action": str(asked.action)}
     return {"asked": {**answer, "round": asked.round}}
+
+
+_VERBS = {RUN: "run", RESUME: "resume", CLOSE: "stop"}
+_NEVER = ("--workspace", "--handshake-fd")  # the worker's own choices, never a client's
+
+
+def check_request(request: FlowInput) -> None:
+    """A command line a client sends: the mode's verb, nothing that moves the run out
+    of its worktree or takes over the handshake."""
+    verb = _VERBS.get(request.mode)
+    args = request.args
+    if (
+        verb is None
+        or not args
+        or args[0] != verb
+        or any(a.split("=")[0] in _NEVER for a in args)
+        or any("\0" in a for a in args)
+    ):
+        raise UsageError(
+            f"refused a request for key {request.key}: mode {request.mode!r} with command "
+            f"line {args[:4]!r} is not one flowdrop-tui sends"
+        )
 
 
 def _size(run_dir: Path) -> int:

@@ -22,6 +22,11 @@ from flowdrop_tui.core.run.forecast import StartOptions
 REMOTE_RUN_ENV = "FLOWDROP_REMOTE_RUN"
 
 
+# Set while a command uses the Temporal client (cleared by the CLI per command): the
+# CLI then leaves through os._exit once its answer is out (docs/decisions.md).
+TEMPORAL_USED: list[bool] = []
+
+
 class Executor(Protocol):
     remote: bool
 
@@ -30,11 +35,20 @@ class Executor(Protocol):
         or the refusal it met (``LaunchRefused``, with its code and exit status)."""
         ...
 
-    def resume(self, run_id: str, extra: list[str]) -> dict[str, Any]: ...
+    def resume(
+        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]: ...
 
-    def stop(self, run_id: str, *, now: bool) -> verbs.Asked: ...
+    def stop(
+        self,
+        run_id: str,
+        *,
+        now: bool,
+        by: dict[str, Any] | None = None,
+        keep_paused: bool = False,
+    ) -> verbs.Asked: ...
 
-    def pause(self, run_id: str) -> verbs.Asked: ...
+    def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked: ...
 
 
 class LocalExecutor:
@@ -57,14 +71,23 @@ class LocalExecutor:
             extra=extra,
         )
 
-    def resume(self, run_id: str, extra: list[str]) -> dict[str, Any]:
-        return launch.launch_resume(self.layout, run_id, extra=extra)
+    def resume(
+        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        return launch.launch_resume(self.layout, run_id, by=by, extra=extra)
 
-    def stop(self, run_id: str, *, now: bool) -> verbs.Asked:
-        return verbs.stop(self.layout, run_id, now=now)
+    def stop(
+        self,
+        run_id: str,
+        *,
+        now: bool,
+        by: dict[str, Any] | None = None,
+        keep_paused: bool = False,
+    ) -> verbs.Asked:
+        return verbs.stop(self.layout, run_id, now=now, by=by, keep_paused=keep_paused)
 
-    def pause(self, run_id: str) -> verbs.Asked:
-        return verbs.pause(self.layout, run_id)
+    def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked:
+        return verbs.pause(self.layout, run_id, by=by)
 
 
 def executor_for(layout: Layout) -> Executor:

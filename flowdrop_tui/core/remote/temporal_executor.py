@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run, who
 from flowdrop_tui.core.remote import replica
 from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.remote.executor import TEMPORAL_USED
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.worker import connect
 from flowdrop_tui.core.remote.workflow import (
@@ -46,6 +48,7 @@ from flowdrop_tui.core.remote.workflow import (
 )
 from flowdrop_tui.core.run.forecast import StartOptions
 
+SETTLE_LIMIT = 10.0  # seconds a run its worker let go of may still read live here
 START_LIMIT = 300.0  # seconds `run` waits for a worker to take the run and create it
 
 
@@ -57,6 +60,7 @@ class TemporalExecutor:
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
         self.layout = layout
         self.settings = settings
+        TEMPORAL_USED.append(True)
 
     # -- the replica --------------------------------------------------------------------
 
@@ -85,13 +89,15 @@ class TemporalExecutor:
         request = self._request(RUN, ref.key, [*args, *extra], run=None, snapshot=snapshot)
         return self._start(request)
 
-    def resume(self, run_id: str, extra: list[str]) -> dict[str, Any]:
+    def resume(
+        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         self.sync()
         info = verbs.check_resumable(self.layout, run_id)  # the local refusals, from the replica
         if info.key is None:
             raise FlowdropError(f"run {run_id}'s record names no flow key; it cannot be resumed")
-        by = orjson.dumps({**who(), "via": "cli"}).decode()
-        args = ["resume", run_id, "--by", by, *extra]
+        asker = orjson.dumps({**who(), "via": "cli", **(by or {})}).decode()
+        args = ["resume", run_id, "--by", asker, *extra]
         return self._start(self._request(RESUME, info.key, args, run=run_id))
 
     def _request(
@@ -102,6 +108,7 @@ class TemporalExecutor:
         *,
         run: str | None,
         snapshot: str | None = None,
+        by: dict[str, Any] | None = None,
     ) -> FlowInput:
         commit, warnings = self._head()
         self._warnings = warnings
@@ -112,7 +119,7 @@ class TemporalExecutor:
             args=args,
             commit=commit,
             origin=self._origin(),
-            by={**who(), "via": "cli"},
+            by={**who(), "via": "cli", **(by or {})},
             run=run,
             snapshot=snapshot,
         )
@@ -147,10 +154,7 @@ class TemporalExecutor:
                 # once. A run still going is the one live run of the key: refused.
                 if attempt == 0 and await _winding_down(client, wid):
                     continue
-                raise AlreadyRunningError(
-                    f"{request.key} is already running on the cluster (workflow {wid}); one "
-                    f"live run per flow — see it with: flowdrop-tui runs {request.key}"
-                ) from None
+                raise AlreadyRunningError(self._running_words(request.key, wid)) from None
         try:
             answer: dict[str, Any] = await asyncio.wait_for(
                 handle.execute_update(FlowKeyWorkflow.wait_started), START_LIMIT
@@ -163,30 +167,61 @@ class TemporalExecutor:
             ) from None
         return answer
 
+    def _running_words(self, key: str, wid: str) -> str:
+        """Who holds the key, as PostgreSQL says (the run and its worker), in the
+        words of a local ``ALREADY_RUNNING``."""
+        try:
+            store = PostgresStore(self.settings.postgres, self.settings.space)
+            try:
+                live = [(r, i) for r, i in store.live_runs().items() if i.get("key") == key]
+            finally:
+                store.close()
+        except FlowdropError:
+            live = []
+        if live:
+            run_id, info = live[-1]
+            held = f"run {run_id} on worker {info.get('worker')}"
+            how = f"stop it with: flowdrop-tui stop {run_id}"
+        else:
+            held = f"workflow {wid}, starting or ending"
+            how = f"see it with: flowdrop-tui runs {key}"
+        return f"{key} is already running ({held}); one live run per flow — {how}"
+
     # -- stop / pause -------------------------------------------------------------------
 
-    def stop(self, run_id: str, *, now: bool) -> verbs.Asked:
-        info = self._live_answer(run_id, "stop_now" if now else "stop")
+    def stop(
+        self,
+        run_id: str,
+        *,
+        now: bool,
+        by: dict[str, Any] | None = None,
+        keep_paused: bool = False,
+    ) -> verbs.Asked:
+        info = self._live_answer(run_id, "stop_now" if now else "stop", by)
         if isinstance(info, verbs.Asked):
             return info
-        if info.status == Status.PAUSED:
-            return self._close(run_id, info.key)
-        return verbs.stop(self.layout, run_id, now=now)  # refuses: it has ended
+        if info.status == Status.PAUSED and not keep_paused:
+            return self._close(run_id, info.key, by)
+        # Refuses: it has ended (PIPELINE_TERMINAL), or it is paused and the asker
+        # (the UI's escape) never closes a paused run (ALREADY_PAUSED).
+        return verbs.stop(self.layout, run_id, now=now, keep_paused=keep_paused)
 
-    def pause(self, run_id: str) -> verbs.Asked:
-        info = self._live_answer(run_id, "pause")
+    def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked:
+        info = self._live_answer(run_id, "pause", by)
         if isinstance(info, verbs.Asked):
             return info
         return verbs.pause(self.layout, run_id)  # refuses: ended, or already paused
 
-    def _live_answer(self, run_id: str, verb: str) -> verbs.Asked | RunInfo:
+    def _live_answer(
+        self, run_id: str, verb: str, by: dict[str, Any] | None
+    ) -> verbs.Asked | RunInfo:
         """The holding worker's answer for a live run (PostgreSQL says which runs are
         live, and under which key); else the run's replicated info, for today's verbs
         to answer from (it is not live)."""
         check_run_ref(run_id)
         row = self._row(run_id)
         if row is not None and row.get("live"):
-            answer = asyncio.run(self._control(str(row["key"]), verb))
+            answer = asyncio.run(self._control(str(row["key"]), verb, by))
             asked = answer.get("asked")
             if isinstance(asked, dict):
                 return _asked(asked)
@@ -195,8 +230,15 @@ class TemporalExecutor:
                 raise LaunchRefused(
                     str(error.get("message")), str(error.get("code")), int(answer.get("exit", 3))
                 )
-        self.sync()  # not live, or it ended meanwhile: answer from what it left
-        info = load_run(self.layout, run_id)
+        # Not live, or it ended meanwhile: answer from what it left. A run that just
+        # ended is cleared live by its worker a moment later (after its last output).
+        deadline = time.monotonic() + SETTLE_LIMIT
+        while True:
+            self.sync()
+            info = load_run(self.layout, run_id)
+            if info.status not in LIVE or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
         if info.status in LIVE:
             raise FlowdropError(
                 f"run {run_id} is shown {info.status} but no worker holds it; it shows "
@@ -212,22 +254,22 @@ class TemporalExecutor:
         finally:
             store.close()
 
-    async def _control(self, key: str, verb: str) -> dict[str, Any]:
+    async def _control(self, key: str, verb: str, by: dict[str, Any] | None) -> dict[str, Any]:
         client = await self._client()
         handle = client.get_workflow_handle(workflow_id(self.settings.space, key))
         try:
             answer: dict[str, Any] = await handle.execute_update(
-                FlowKeyWorkflow.control, ControlRequest(verb, {**who(), "via": "cli"})
+                FlowKeyWorkflow.control, ControlRequest(verb, {**who(), "via": "cli", **(by or {})})
             )
         except (RPCError, WorkflowUpdateFailedError):
             return {"ended": True}  # no open workflow for the key: the run is not held
         return answer
 
-    def _close(self, run_id: str, key: str | None) -> verbs.Asked:
+    def _close(self, run_id: str, key: str | None, by: dict[str, Any] | None) -> verbs.Asked:
         """``stop`` of a paused run: a worker claims the key and closes it there."""
         if key is None:
             raise FlowdropError(f"run {run_id}'s record names no flow key; it cannot be closed")
-        request = self._request(CLOSE, key, ["stop", run_id], run=run_id)
+        request = self._request(CLOSE, key, ["stop", run_id], run=run_id, by=by)
         answer = self._start(request)
         closed = answer.get("closed")
         if not isinstance(closed, dict):

@@ -26,9 +26,10 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from flowdrop_tui.core.control import verbs
-from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.errors import FlowdropError, UsageError
+from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote import replica
+from flowdrop_tui.core.remote import replica, worktrees
 from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
 from flowdrop_tui.core.remote.mirror import RunTicket
 from flowdrop_tui.core.remote.store import PostgresStore
@@ -90,6 +91,10 @@ async def connect(address: str, namespace: str) -> Client:
 async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
     """Poll until SIGTERM/SIGINT; then drain the runs held here and exit 0."""
     settings.home.mkdir(parents=True, exist_ok=True)
+    hold_home(settings.home, settings.worker_id)
+    left = worktrees.sweep(settings.home)
+    if left:
+        say(f"worker {settings.worker_id}: removed {len(left)} worktrees a dead worker left")
     client = await connect(settings.temporal, settings.namespace)
     acts = WorkerActivities(settings.worker_id, settings.home, settings.access)
     identity = f"{settings.worker_id}@{socket.gethostname()}"
@@ -156,6 +161,18 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
         with contextlib.suppress(Exception):
             await task
     return 0
+
+
+def hold_home(home: Path, worker_id: str) -> None:
+    """One worker per home, for its life: another would share (and sweep) its worktrees."""
+    lock = home / "worker.lock"
+    try:
+        locks.acquire(lock, content=f"{worker_id} {os.getpid()}")
+    except locks.LockHeld:
+        holder = locks.holder_pid(lock)
+        raise UsageError(
+            f"another worker (pid {holder}) uses the home {home}; give each worker its own --home"
+        ) from None
 
 
 def _drain(acts: WorkerActivities) -> None:

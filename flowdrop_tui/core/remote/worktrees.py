@@ -187,3 +187,20 @@ class MirrorWorktrees:
         shutil.rmtree(checkout, ignore_errors=True)
         with contextlib.suppress(GitError):
             git(["worktree", "prune"], cwd=self.mirror, what="prune worktrees")
+
+
+def sweep(home: Path) -> list[Path]:
+    """Remove the worktrees a worker that died in ``home`` left behind (and the git
+    metadata naming them); call only while holding the home. The folders removed."""
+    removed = []
+    trees = home / "worktrees"
+    if trees.is_dir():
+        for entry in sorted(trees.iterdir()):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    mirrors = home / "mirrors"
+    if mirrors.is_dir():
+        for mirror in sorted(mirrors.glob("*.git")):
+            with contextlib.suppress(GitError):
+                git(["worktree", "prune"], cwd=mirror, what=f"prune worktrees of {mirror}")
+    return removed

@@ -19,11 +19,12 @@ from textual import work
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from flowdrop_tui.core.control import launch, verbs
+from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run
+from flowdrop_tui.core.remote.executor import executor_for
 from flowdrop_tui.core.run import forecast
 from flowdrop_tui.core.run import plan as start_plan
 from flowdrop_tui.format import asked_text
@@ -182,9 +183,8 @@ class RunActions(Screen[None]):
     def launch(self, key: str, *, from_run: str | None, fresh: bool, what: str) -> None:
         try:
             ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
-            answer = launch.launch_run(
-                self.workspace, ref.folder, ref.key, from_run=from_run, fresh=fresh
-            )
+            options = forecast.StartOptions(from_run=from_run, fresh=fresh)
+            answer = executor_for(self.workspace).start(ref, options, [])
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -274,7 +274,8 @@ class RunActions(Screen[None]):
     def stop(self, run_id: str, now: bool) -> None:
         """Escape: stop a live run. A run that paused meanwhile is refused, not closed."""
         try:
-            asked = verbs.stop(self.workspace, run_id, now=now, by=UI, keep_paused=True)
+            executor = executor_for(self.workspace)
+            asked = executor.stop(run_id, now=now, by=UI, keep_paused=True)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -307,7 +308,7 @@ class RunActions(Screen[None]):
     @work(thread=True, group="control", exit_on_error=False)
     def close_paused(self, run_id: str) -> None:
         try:
-            asked = verbs.stop(self.workspace, run_id, by=UI)
+            asked = executor_for(self.workspace).stop(run_id, now=False, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -327,7 +328,7 @@ class RunActions(Screen[None]):
     def pause(self, run_id: str) -> None:
         try:
             info = load_run(self.workspace, run_id)
-            verbs.pause(self.workspace, run_id, by=UI)
+            executor_for(self.workspace).pause(run_id, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -357,7 +358,8 @@ class RunActions(Screen[None]):
                 return
         try:
             info = load_run(self.workspace, run_id)
-            answer: dict[str, Any] = launch.launch_resume(self.workspace, run_id, by={"via": "ui"})
+            executor = executor_for(self.workspace)
+            answer: dict[str, Any] = executor.resume(run_id, [], by={"via": "ui"})
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
