@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,7 +103,11 @@ def test_two_namespaces_get_different_subnets_and_names() -> None:
 def test_close_kills_processes_inside_and_removes_everything(ns: Netns) -> None:
     sleeper = ns.popen(["sleep", "600"])
     child_group = ns.popen(["sh", "-c", "sleep 600 & sleep 600 & wait"], start_new_session=True)
-    assert sleeper.pid in ns.pids()  # `ip netns exec` execs: the pid is the command's
+    # `ip netns exec` joins the namespace, then execs: the pid is the command's
+    deadline = time.monotonic() + 10
+    while not {sleeper.pid, child_group.pid} <= set(ns.pids()):
+        assert time.monotonic() < deadline, "the command never showed up inside"
+        time.sleep(0.01)
     ns.close()
     assert sleeper.wait(timeout=10) == -9 and child_group.wait(timeout=10) == -9
     assert ns.name not in netns._namespaces()
