@@ -28,6 +28,7 @@ paused run, and a process that is writing the index (racing a live run).
     python bench/kill9.py --kills 1000            # the full figure (≈ 8 minutes on 2 cores)
     python bench/kill9.py --kills 50 --json       # what the test suite runs
     python bench/kill9.py --scenario prune --kills 1000   # kill `prune` instead (kill9_prune.py)
+    python bench/kill9.py --scenario workers --kills 200  # workers killed (kill9_workers.py)
 
 Exit status 0 when every kill was survived, 1 otherwise. Linux or macOS.
 """
@@ -731,15 +732,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
     parser.add_argument(
         "--scenario",
-        choices=("runs", "prune"),
+        choices=("runs", "prune", "workers"),
         default="runs",
-        help="runs: kill runs (the mix above); prune: kill `prune` mid-work (kill9_prune.py)",
+        help="runs: kill runs (the mix above); prune: kill `prune` mid-work (kill9_prune.py); "
+        "workers: kill remote-mode workers (kill9_workers.py)",
+    )
+    parser.add_argument(
+        "--postgres", default=None, help="workers: a PostgreSQL URL on 127.0.0.1 (else started)"
+    )
+    parser.add_argument(
+        "--temporal", default=None, help="workers: a Temporal dev server's host:port (else started)"
     )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     root = Path(tempfile.mkdtemp(prefix="kill9-", dir=args.dir))
     if args.scenario == "prune":
         return _main_prune(args, root, seed)
+    if args.scenario == "workers":
+        from kill9_workers import main_workers
+
+        code = main_workers(args, root, seed)
+        if args.keep or code:
+            print(f"workspaces kept in {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+        return code
     harness = Harness(root, seed, args.per_workspace, args.verbose)
     began = time.monotonic()
     # A stray SIGINT to the harness (Ctrl-C) still prints what was found so far.

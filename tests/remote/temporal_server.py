@@ -27,9 +27,14 @@ NAMESPACE = "default"
 
 @dataclass(frozen=True)
 class TemporalServer:
-    address: str  # host:port of the frontend (gRPC)
+    address: str  # host:port of the frontend (gRPC), on loopback
     namespace: str
     log: Path
+
+    def at(self, host: str) -> str:
+        """The frontend through another address of this machine (it listens on all),
+        e.g. the host's veth address seen from a network namespace (tests/remote/netns.py)."""
+        return f"{host}:{self.address.rsplit(':', 1)[1]}"
 
 
 def temporal_binary() -> Path:
@@ -48,7 +53,7 @@ def temporal_binary() -> Path:
 
 def free_port() -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("0.0.0.0", 0))  # the server listens on every address
         return int(sock.getsockname()[1])
 
 
@@ -61,7 +66,9 @@ def _reachable(port: int) -> bool:
 
 
 def start_temporal(folder: Path, *, timeout: float = 60.0) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``temporal server start-dev`` headless on a free loopback port; wait for it."""
+    """Start ``temporal server start-dev`` headless on a free port; wait for it. It
+    listens on every address (clients use loopback) so a worker in a network namespace
+    reaches it through the host's veth address (the partition test)."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = (folder / "temporal.log").open("ab")
@@ -70,7 +77,7 @@ def start_temporal(folder: Path, *, timeout: float = 60.0) -> tuple[subprocess.P
         "server",
         "start-dev",
         "--ip",
-        "127.0.0.1",
+        "0.0.0.0",
         "--port",
         str(port),
         "--http-port",

@@ -18,9 +18,11 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Protocol
 
+from flowdrop_tui.core.control import process
 from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, RefusedError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import check_run_ref
@@ -189,6 +191,22 @@ class MirrorWorktrees:
             git(["worktree", "prune"], cwd=self.mirror, what="prune worktrees")
 
 
+def _kill_runs_in(tree: Path, *, wait: float = 10.0) -> None:
+    """A run child outlives its worker (it leads its own session), so one may still be
+    going in a worktree being swept. It is killed first, between two of its writes
+    (everything it saw saved is in PostgreSQL), never left running in a deleted folder:
+    its saves would fail with a warning and the flow carry on, so key sets it saw
+    return would never reach PostgreSQL (found by the worker kill harness)."""
+    for lock in (tree / ".flowdrop" / "runs").glob("*/live.lock"):
+        pid = locks.holder_pid(lock)
+        if pid is None:
+            continue
+        process.kill_group(pid)
+        deadline = time.monotonic() + wait
+        while locks.holder_pid(lock) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
 def sweep(home: Path) -> list[Path]:
     """Remove the worktrees a worker that died in ``home`` left behind (and the git
     metadata naming them); call only while holding the home. The folders removed."""
@@ -196,6 +214,7 @@ def sweep(home: Path) -> list[Path]:
     trees = home / "worktrees"
     if trees.is_dir():
         for entry in sorted(trees.iterdir()):
+            _kill_runs_in(entry)
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     mirrors = home / "mirrors"
