@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,11 @@ from flowdrop_tui.core.remote.workflow import (
 from flowdrop_tui.core.run.forecast import StartOptions
 
 SETTLE_LIMIT = 10.0  # seconds a run its worker let go of may still read live here
+# A workflow task handed to a worker that was just cut off (its poll still open on
+# the server) is retried elsewhere only after this; Temporal's default of 10 s made a
+# partitioned worker's run show `interrupted` ~18 s after the cut, not ~10 s (the
+# partition test measured both). A task is a few milliseconds of work.
+WORKFLOW_TASK_TIMEOUT = timedelta(seconds=2)
 START_LIMIT = 300.0  # seconds `run` waits for a worker to take the run and create it
 
 
@@ -144,6 +150,7 @@ class TemporalExecutor:
                     task_queue=self.settings.task_queue,
                     id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                     id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                    task_timeout=WORKFLOW_TASK_TIMEOUT,
                 )
                 break
             except WorkflowAlreadyStartedError:
