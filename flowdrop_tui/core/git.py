@@ -12,6 +12,7 @@ whatever it would leak goes away with the child.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -25,10 +26,21 @@ _SHA = re.compile(r"^[0-9a-f]{7,64}$")
 # A run on a remote worker has its commits pushed to RUN_REFS/<run> on the origin, and
 # every reading machine fetches them there (docs/remote.md): only the run's own commits.
 RUN_REFS = "refs/flowdrop/runs"
+# A remote worker runs each run in a detached worktree of the commit the client asked
+# for; it sets this in the run child's env to the branch the client was on, so the run
+# records that branch (as a local run in the client's workspace would) rather than none.
+# Honoured only while HEAD is detached: a run that checks out a branch records that.
+BRANCH_ENV = "FLOWDROP_GIT_BRANCH"
+
+
+def run_ref(run_id: str) -> str:
+    """The ref a remote run's commits are kept at on the origin (and fetched to)."""
+    return f"{RUN_REFS}/{run_id}"
 
 
 def facts(workspace: Path) -> dict[str, Any] | None:
-    """HEAD commit, branch and dirty flag, or ``None`` outside git."""
+    """HEAD commit, branch and dirty flag, or ``None`` outside git. A detached HEAD
+    has branch ``None``, or ``BRANCH_ENV``'s when set (a run on a remote worker)."""
     try:
         import git
     except ImportError:  # pragma: no cover - a declared dependency
@@ -39,7 +51,10 @@ def facts(workspace: Path) -> dict[str, Any] | None:
                 head: str | None = repo.head.commit.hexsha
             except ValueError:  # a repository with no commits yet
                 head = None
-            branch = None if repo.head.is_detached else repo.active_branch.name
+            if repo.head.is_detached:
+                branch = os.environ.get(BRANCH_ENV) or None
+            else:
+                branch = repo.active_branch.name
             dirty = repo.is_dirty(untracked_files=True)
             return {"head": head, "branch": branch, "dirty": bool(dirty)}
     except Exception:  # not a repository, or git itself failed: no git facts
@@ -114,7 +129,7 @@ def run_end(workspace: Path, run_id: str | None) -> tuple[str | None, bool]:
         with git.Repo(workspace) as repo:
             if run_id is not None:
                 try:
-                    return str(repo.commit(f"{RUN_REFS}/{run_id}").hexsha), True
+                    return str(repo.commit(run_ref(run_id)).hexsha), True
                 except Exception:  # no such ref: a local run
                     pass
             return str(repo.head.commit.hexsha), False

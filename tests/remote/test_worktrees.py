@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from flowdrop_tui.core import git as core_git
 from flowdrop_tui.core.errors import InvalidNameError
+from flowdrop_tui.core.git import run_ref
 from flowdrop_tui.core.remote.worktrees import (
-    RUN_REFS,
     LocalWorkspace,
     MirrorWorktrees,
     NotOnOriginError,
@@ -63,12 +64,54 @@ def test_a_runs_commits_are_pushed_to_its_ref_then_the_worktree_goes(tmp_path: P
     made = commit_all(tree, "the run's commit", push=False)
     assert source.keep(tree, RUN) is True
     assert source.keep(tree, RUN) is False  # nothing new: no second push
-    assert git(origin, "rev-parse", RUN_REFS + RUN) == made
+    assert git(origin, "rev-parse", run_ref(RUN)) == made
     source.release(tree)
     assert not tree.exists()
     assert str(tree) not in git(source.mirror, "worktree", "list")
     with pytest.raises(InvalidNameError):
         source.keep(clone, "../../heads/main")
+
+
+def test_a_resumed_run_is_checked_out_at_its_own_ref_else_the_asked_commit(
+    tmp_path: Path,
+) -> None:
+    """Guards against a resumed run losing what it committed before its pause (its
+    worktree taken from the client's HEAD), and against a run that never pushed a ref
+    failing to resume (it falls back to the asked commit, saying so: False)."""
+    origin, clone = make_origin(tmp_path)
+    head = git(clone, "rev-parse", "HEAD")
+    source = MirrorWorktrees(str(origin), tmp_path / "home")
+    tree = source.checkout(head, "first")
+    (tree / "made.txt").write_text("by the run\n")
+    made = commit_all(tree, "the run's commit", push=False)
+    source.keep(tree, RUN)
+    source.release(tree)
+    again, kept = source.checkout_run(RUN, head, "again")
+    assert kept is True and git(again, "rev-parse", "HEAD") == made
+    assert (again / "made.txt").read_text() == "by the run\n"
+    assert git(again, "rev-parse", "--abbrev-ref", "HEAD") == "HEAD"  # detached, no branch
+    other = "20260817T014455.212Z-000000"
+    fresh, kept = source.checkout_run(other, head, "fresh")
+    assert kept is False and git(fresh, "rev-parse", "HEAD") == head
+    with pytest.raises(InvalidNameError):
+        source.checkout_run("../../heads/main", head, "bad")
+    assert LocalWorkspace(tmp_path).checkout_run(RUN, head, "x") == (tmp_path, True)
+
+
+def test_a_detached_head_records_the_branch_a_worker_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards against a run on a worker (a detached worktree) recording no branch, and
+    against the worker's branch overriding one the checkout is really on."""
+    origin, clone = make_origin(tmp_path)
+    head = git(clone, "rev-parse", "HEAD")
+    tree = MirrorWorktrees(str(origin), tmp_path / "home").checkout(head, "run")
+    assert core_git.facts(tree) == {"head": head, "branch": None, "dirty": False}
+    monkeypatch.setenv(core_git.BRANCH_ENV, "main")
+    assert core_git.facts(tree) == {"head": head, "branch": "main", "dirty": False}
+    git(tree, "checkout", "-q", "-b", "topic")  # the run checks out a branch: that one
+    assert core_git.facts(tree) == {"head": head, "branch": "topic", "dirty": False}
+    assert core_git.facts(clone) == {"head": head, "branch": "main", "dirty": False}
 
 
 def test_a_worktree_left_by_a_dead_worker_is_replaced(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """What a worker does for the workflow (issue 17): run a flow, deliver a request, reap.
 
 ``run_flow`` is one long activity per run: claim the key (a new epoch) → a worktree
-of the asked commit with a replica of the records → the same child a local
-``run --detach`` starts (``launch``), with the mirror's settings in its env → mark
+of the asked commit (a resume: of the run's own pushed commits) with a replica of
+the records → the same child a local ``run --detach`` starts (``launch``), with the
+mirror's settings (and the client's branch) in its env → mark
 it live → tell the workflow ``started`` → heartbeat while the child lives, shipping
 its ``output.log`` and pushing its commits → clear its liveness, keep its commits,
 remove the worktree. ``deliver`` runs on the holding worker's own queue and calls
@@ -31,6 +32,7 @@ from temporalio import activity
 from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.control.launch import launch_process
 from flowdrop_tui.core.errors import ALREADY_PAUSED, FlowdropError, UsageError
+from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.remote.mirror import RunTicket, ship_output
 from flowdrop_tui.core.remote.store import PostgresStore, StoreUnreachableError
@@ -120,10 +122,13 @@ class WorkerActivities:
         tree: Path | None = None
         held = False  # True once a run child exists: its own cleanup takes over the tree
         try:
-            tree = await asyncio.to_thread(source.checkout, request.commit, name)
+            checked, warnings = await asyncio.to_thread(_checkout, source, request, name)
+            tree = checked
             layout = Layout(tree)
             await asyncio.to_thread(self.access.sync, layout, store)
             env = self.access.child_env(request.space, request.key, epoch, self.worker_id)
+            if request.branch:  # the run records the client's branch, not a detached HEAD
+                env[BRANCH_ENV] = request.branch
             args = request.args
             if request.snapshot is not None:  # the client's file, written in the worktree
                 given = tree / ".flowdrop" / "given-snapshot.json"
@@ -167,7 +172,7 @@ class WorkerActivities:
                 {
                     "run": run_id,
                     "flow": message.get("flow"),
-                    "warnings": message.get("warnings") or [],
+                    "warnings": [*warnings, *(message.get("warnings") or [])],
                     "worker": self.worker_id,
                     "worker_queue": self.own_queue,
                 },
@@ -307,6 +312,22 @@ def check_request(request: FlowInput) -> None:
             f"refused a request for key {request.key}: mode {request.mode!r} with command "
             f"line {args[:4]!r} is not one flowdrop-tui sends"
         )
+
+
+def _checkout(source: MirrorWorktrees, request: FlowInput, name: str) -> tuple[Path, list[str]]:
+    """The run's worktree and what to warn of. A resumed (or closed) run goes on where
+    it left off, on the commits its worker pushed (as locally its workspace holds them);
+    a new run, a pick-up too, starts on the client's HEAD (docs/remote.md)."""
+    if request.mode == RUN or request.run is None:
+        return source.checkout(request.commit, name), []
+    tree, kept = source.checkout_run(request.run, request.commit, name)
+    if kept:
+        return tree, []
+    return tree, [
+        f"run {request.run} left no commits at {run_ref(request.run)} on the origin (its "
+        f"worker was lost before it pushed any); it goes on from commit {request.commit[:12]}, "
+        "the client's HEAD"
+    ]
 
 
 def _size(run_dir: Path) -> int:

@@ -112,7 +112,7 @@ class TemporalExecutor:
         snapshot: str | None = None,
         by: dict[str, Any] | None = None,
     ) -> FlowInput:
-        commit, warnings = self._head()
+        commit, warnings = self._head(mode)
         self._warnings = warnings
         return FlowInput(
             space=self.settings.space,
@@ -124,6 +124,7 @@ class TemporalExecutor:
             by={**who(), "via": "cli", **(by or {})},
             run=run,
             snapshot=snapshot,
+            branch=self._branch(),
         )
 
     def _start(self, request: FlowInput) -> dict[str, Any]:
@@ -287,8 +288,9 @@ class TemporalExecutor:
     async def _client(self) -> Client:
         return await connect(self.settings.temporal, self.settings.namespace)
 
-    def _head(self) -> tuple[str, list[str]]:
-        """The commit a worker checks out (this workspace's HEAD), and what to warn of."""
+    def _head(self, mode: str) -> tuple[str, list[str]]:
+        """The commit a worker checks out for a new run (this workspace's HEAD; a resumed
+        run goes on from its own pushed commits), and what to warn of."""
         head = _git(self.layout.workspace, "rev-parse", "HEAD")
         if head is None:
             raise UsageError(
@@ -298,11 +300,16 @@ class TemporalExecutor:
         warnings = []
         status = _git(self.layout.workspace, "status", "--porcelain", "--untracked-files=no")
         if status:
+            runs = f"runs commit {head[:12]}" if mode == RUN else "goes on from the run's commits"
             warnings.append(
-                f"uncommitted changes in {self.layout.workspace} are not on the worker: it "
-                f"runs commit {head[:12]}"
+                f"uncommitted changes in {self.layout.workspace} are not on the worker: it {runs}"
             )
         return head, warnings
+
+    def _branch(self) -> str | None:
+        """The branch this workspace is on (``None``: a detached HEAD): the run records
+        it as its own, though its worker's checkout is detached."""
+        return _git(self.layout.workspace, "symbolic-ref", "--quiet", "--short", "HEAD") or None
 
     def _origin(self) -> str:
         if self.settings.origin:

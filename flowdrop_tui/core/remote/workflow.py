@@ -54,11 +54,12 @@ class FlowInput:
     key: str
     mode: str  # RUN | RESUME | CLOSE (stop of a paused run: its record closed there)
     args: list[str]  # the run child's command line (``run KEY …``, ``resume RUN …``)
-    commit: str  # the client's HEAD: what the worker checks out
+    commit: str  # the client's HEAD: what a run checks out (a resume: its own pushed commits)
     origin: str  # the git origin the worker's mirror follows
     by: dict[str, Any] = field(default_factory=dict)  # who asked
     run: str | None = None  # the paused run, for RESUME and CLOSE
     snapshot: str | None = None  # ``run --snapshot FILE``: the file's text (not on the worker)
+    branch: str | None = None  # the client's branch (None: detached), recorded by the run
 
 
 @dataclass

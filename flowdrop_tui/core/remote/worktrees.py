@@ -2,9 +2,10 @@
 
 Locally the workspace itself is the run's checkout (``LocalWorkspace``). On a
 worker each run gets its own ``git worktree add --detach`` of the commit the
-client asked for, from a mirror clone of the origin kept in the worker's home
-(``MirrorWorktrees``); its commits are pushed to ``refs/flowdrop/runs/<run>`` on
-the origin (so ``show`` lists them from anywhere) before the worktree goes.
+client asked for (a resumed run: of its own commits, ``checkout_run``), from a
+mirror clone of the origin kept in the worker's home (``MirrorWorktrees``); its
+commits are pushed to ``refs/flowdrop/runs/<run>`` (``git.run_ref``) on the origin
+(so ``show`` lists them from anywhere) before the worktree goes.
 
 Every git call is a short ``git`` child process: a worker is long-running, and
 gitpython leaks there (core/git.py).
@@ -25,9 +26,9 @@ from typing import Protocol
 from flowdrop_tui.core.control import process
 from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, RefusedError
 from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.git import run_ref
 from flowdrop_tui.core.paths import check_run_ref
 
-RUN_REFS = "refs/flowdrop/runs/"
 _SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
 GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
 
@@ -47,6 +48,8 @@ class WorkspaceSource(Protocol):
 
     def checkout(self, commit: str, name: str) -> Path: ...
 
+    def checkout_run(self, run_id: str, commit: str, name: str) -> tuple[Path, bool]: ...
+
     def keep(self, checkout: Path, run_id: str) -> bool: ...
 
     def release(self, checkout: Path) -> None: ...
@@ -60,6 +63,9 @@ class LocalWorkspace:
 
     def checkout(self, commit: str, name: str) -> Path:
         return self.workspace
+
+    def checkout_run(self, run_id: str, commit: str, name: str) -> tuple[Path, bool]:
+        return self.workspace, True  # a local run's commits are the workspace's own
 
     def keep(self, checkout: Path, run_id: str) -> bool:
         return False
@@ -119,6 +125,17 @@ class MirrorWorktrees:
 
     def checkout(self, commit: str, name: str) -> Path:
         """A fresh detached worktree of ``commit``, named ``name`` under the home."""
+        return self._checkout(commit, name, None)[0]
+
+    def checkout_run(self, run_id: str, commit: str, name: str) -> tuple[Path, bool]:
+        """A fresh detached worktree where run ``run_id`` left off: the commit its worker
+        pushed to its ref on the origin (``True``), else ``commit`` (``False``: the run
+        pushed none — a worker lost before its first push)."""
+        if not check_run_ref(run_id):
+            raise InvalidNameError(f"invalid run id {run_id!r}: it names no run to check out")
+        return self._checkout(commit, name, run_ref(run_id))
+
+    def _checkout(self, commit: str, name: str, ref: str | None) -> tuple[Path, bool]:
         if not _SHA.match(commit):
             raise NotOnOriginError(
                 f"{commit!r} is not a commit id; a worker checks out the commit the client's "
@@ -130,6 +147,16 @@ class MirrorWorktrees:
         # One fetch or worktree change at a time in this mirror (runs start in parallel).
         with locks.exclusive(self._lock):
             self._fetch()
+            on_ref = False
+            if ref is not None:
+                kept = subprocess.run(
+                    ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                    cwd=self.mirror,
+                    capture_output=True,
+                    text=True,
+                )
+                if kept.returncode == 0:
+                    commit, on_ref = kept.stdout.strip(), True
             found = subprocess.run(
                 ["git", "cat-file", "-e", f"{commit}^{{commit}}"],
                 cwd=self.mirror,
@@ -147,7 +174,7 @@ class MirrorWorktrees:
                 cwd=self.mirror,
                 what=f"check out {commit} in {target}",
             )
-        return target
+        return target, on_ref
 
     def keep(self, checkout: Path, run_id: str) -> bool:
         """Push the checkout's HEAD to ``refs/flowdrop/runs/<run>`` on the origin.
@@ -155,7 +182,7 @@ class MirrorWorktrees:
         if not check_run_ref(run_id):
             raise InvalidNameError(f"invalid run id {run_id!r}: it names no run to keep")
         head = git(["rev-parse", "HEAD"], cwd=checkout, what=f"read HEAD in {checkout}").strip()
-        ref = RUN_REFS + run_id
+        ref = run_ref(run_id)
         known = subprocess.run(
             ["git", "rev-parse", "--verify", "--quiet", ref],
             cwd=self.mirror,
