@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError
+from flowdrop_tui.core.remote.schema import SCHEMA_VERSION
 from flowdrop_tui.core.remote.store import (
     Fenced,
     PostgresStore,
@@ -165,6 +166,26 @@ def test_reap_fences_and_clears_liveness(pg_store: PostgresStore) -> None:
     assert pg_store.claim("top", worker="w2") == epoch + 2  # the key is free again
     kinds = [c.kind for c in pg_store.changes_after(0)]
     assert kinds.count("live") == 3  # set_live, then one per run the reap ended
+
+
+def test_a_late_reap_of_a_lost_holder_leaves_a_later_claims_run_alone(
+    pg_store: PostgresStore,
+) -> None:
+    """Guards the partition case: the reap of worker A's epoch, run again late (a
+    workflow task the cut-off worker ran once it was back), must not fence out or end
+    the run worker B started under a later claim."""
+    lost = pg_store.claim("k", worker="a")
+    pg_store.publish("k", lost, RUN_A, {"state.json": b"{}"})
+    pg_store.set_live("k", lost, RUN_A, worker="a", host="hostA", pid=1)
+    assert pg_store.reap("k", RUN_A, lost) == lost + 1  # the first reap: A is out
+    later = pg_store.claim("k", worker="b")
+    pg_store.publish("k", later, RUN_B, {"state.json": b"{}"})
+    pg_store.set_live("k", later, RUN_B, worker="b", host="hostB", pid=2)
+    assert pg_store.reap("k", RUN_A, lost) == later  # late: nothing changes
+    assert set(pg_store.live_runs()) == {RUN_B}
+    pg_store.write_file("k", later, RUN_B, "state.json", b'{"n":1}')  # B still writes
+    with pytest.raises(Fenced):
+        pg_store.write_file("k", lost, RUN_A, "state.json", b"{}")
 
 
 def test_delete_never_removes_a_live_run(pg_store: PostgresStore) -> None:
@@ -346,6 +367,6 @@ def test_a_schema_made_before_the_feed_was_compacted_is_brought_up_to_date(
         fresh = PostgresStore(pg_store.url, pg_store.space)
         fresh._conn = conn  # inside this transaction: no other test sees the old schema
         fresh.ensure_schema()
-    assert pg_store._rows("SELECT version FROM fd_schema", ()) == [(2,)]
+    assert pg_store._rows("SELECT version FROM fd_schema", ()) == [(SCHEMA_VERSION,)]
     pg_store.write_file("k", epoch, RUN_A, "state.json", b'{"n":1}')
     assert pg_store.read_file(RUN_A, "state.json") == b'{"n":1}'

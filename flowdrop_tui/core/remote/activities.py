@@ -118,6 +118,9 @@ class WorkerActivities:
         except FlowdropError as exc:
             await handle.signal("started", _refusal(exc))
             return {"run": None, "outcome": "refused", "code": exc.code}
+        # Before anything is started under it: if this worker is lost from here on,
+        # the workflow reaps exactly this epoch (and no later claim's).
+        await handle.signal("claimed", epoch)
         name = _tree_name(request.space, request.key, epoch)
         tree: Path | None = None
         held = False  # True once a run child exists: its own cleanup takes over the tree
@@ -148,7 +151,7 @@ class WorkerActivities:
             held = True
         except (FlowdropError, OSError) as exc:
             refusal = exc if isinstance(exc, FlowdropError) else FlowdropError(str(exc))
-            await asyncio.to_thread(store.reap, request.key, None)  # nothing runs: free the key
+            await asyncio.to_thread(store.reap, request.key, None, epoch)  # nothing runs: free it
             await handle.signal("started", _refusal(refusal))
             return {"run": None, "outcome": "refused", "code": refusal.code}
         finally:
@@ -254,7 +257,7 @@ class WorkerActivities:
         """Fence the key and clear the lost run's liveness: it shows ``interrupted``."""
         store = await asyncio.to_thread(self.access.open, request.space)
         try:
-            return await asyncio.to_thread(store.reap, request.key, request.run)
+            return await asyncio.to_thread(store.reap, request.key, request.run, request.epoch)
         finally:
             await asyncio.to_thread(store.close)
 

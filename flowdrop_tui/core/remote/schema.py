@@ -10,7 +10,8 @@ the key's current epoch), ``FD002`` (other bytes at an append's offset) and
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2  # 2: fd_files.change_id (the feed keeps one row per whole file)
+# 2: fd_files.change_id (the feed keeps one row per whole file); 3: fd_reap_epoch
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
@@ -256,6 +257,23 @@ BEGIN
     new_epoch := fd_bump(p_space, p_key);
     PERFORM fd_end_live(p_space, p_key, p_run, NULL);
     RETURN new_epoch;
+END $$;
+
+CREATE OR REPLACE FUNCTION fd_reap_epoch(p_space text, p_key text, p_epoch bigint, p_run text)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE current bigint;
+BEGIN
+    -- the reaping of one lost holder, the one given ``p_epoch``: a reap that arrives
+    -- late (a workflow task a cut-off worker ran once it was back) must not fence
+    -- out or end a run of a later claim
+    SELECT epoch INTO current FROM fd_keys
+     WHERE space = p_space AND key = p_key FOR UPDATE;
+    IF current IS DISTINCT FROM p_epoch THEN
+        RETURN current;
+    END IF;
+    UPDATE fd_keys SET epoch = epoch + 1 WHERE space = p_space AND key = p_key;
+    PERFORM fd_end_live(p_space, p_key, p_run, p_epoch);
+    RETURN current + 1;
 END $$;
 
 CREATE OR REPLACE FUNCTION fd_delete_runs(p_space text, p_runs text[]) RETURNS SETOF text

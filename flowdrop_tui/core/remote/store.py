@@ -261,9 +261,21 @@ class PostgresStore:
         """Bump ``key``'s epoch unconditionally (waiting for writes in flight); the new one."""
         return int(self._call("SELECT fd_bump(%s, %s)", (self.space, key), key, None))
 
-    def reap(self, key: str, run_id: str | None) -> int:
+    def reap(self, key: str, run_id: str | None, epoch: int | None = None) -> int:
         """Fence ``key`` and clear the liveness of its runs (``run_id`` and every run the
-        key's lost process held): they then read as interrupted. The new epoch."""
+        key's lost process held): they then read as interrupted. The new epoch.
+
+        With ``epoch`` (the lost holder's), only while the key is still at it: a reap
+        that comes late, after a later claim, changes nothing (the key's epoch)."""
+        if epoch is not None:
+            return int(
+                self._call(
+                    "SELECT fd_reap_epoch(%s, %s, %s, %s)",
+                    (self.space, key, epoch, run_id),
+                    key,
+                    None,
+                )
+            )
         return int(self._call("SELECT fd_reap(%s, %s, %s)", (self.space, key, run_id), key, None))
 
     # --- fenced writes --------------------------------------------------------------

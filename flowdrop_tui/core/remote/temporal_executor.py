@@ -55,6 +55,7 @@ SETTLE_LIMIT = 10.0  # seconds a run its worker let go of may still read live he
 # partitioned worker's run show `interrupted` ~18 s after the cut, not ~10 s (the
 # partition test measured both). A task is a few milliseconds of work.
 WORKFLOW_TASK_TIMEOUT = timedelta(seconds=2)
+LOST_START_RETRIES = 3  # starts made again after a worker was lost before the run existed
 START_LIMIT = 300.0  # seconds `run` waits for a worker to take the run and create it
 
 
@@ -131,6 +132,17 @@ class TemporalExecutor:
         # Closing a paused run: an open workflow of its key is that run's, letting go
         # of it (the paused event is seen before its child has exited): wait for it.
         answer = asyncio.run(self._start_async(request, after_end=request.mode == CLOSE))
+        for _ in range(LOST_START_RETRIES):
+            if _code(answer) != "WORKER_LOST":
+                break
+            # The task went to a worker that was lost before it made the run: most
+            # often a poll that a worker cut off from the network left open on the
+            # server, which is handed the next task and never answers. Its key was
+            # reaped; a start made again goes to a worker that answers.
+            self._warnings.append(
+                f"a worker was lost taking {request.key} before the run started; started again"
+            )
+            answer = asyncio.run(self._start_async(request, after_end=True))
         error = answer.get("error")
         if isinstance(error, dict):
             raise LaunchRefused(
@@ -339,6 +351,11 @@ async def _winding_down(client: Client, wid: str, *, ended: bool = False) -> boo
     except Exception:  # gone meanwhile, or failed: starting again tells
         return True
     return True
+
+
+def _code(answer: dict[str, Any]) -> str | None:
+    error = answer.get("error")
+    return str(error.get("code")) if isinstance(error, dict) else None
 
 
 def _asked(data: dict[str, Any]) -> verbs.Asked:

@@ -1,8 +1,9 @@
 """``flowdrop-tui worker``: the daemon a machine runs to take flow runs (issue 17).
 
-It polls three task queues: the shared one (workflows, and ``run_flow`` up to
-``max_runs`` at once), the shared reap queue (so a lost run is reaped even while
-every worker is busy with runs), and its own (``flowdrop-worker-<id>``: stop and
+It polls two task queues: the shared one (workflows, with the reaping of a lost
+run as their local activity, and ``run_flow`` up to ``max_runs`` at once; a local
+activity takes no run slot, so a lost run is reaped even while every worker is
+busy with runs), and its own (``flowdrop-worker-<id>``: stop and
 pause for the runs it holds). SIGTERM or Ctrl-C stops taking runs, asks the runs
 it holds to stop after their round, waits for them (up to ``DRAIN_LIMIT``), then
 exits; a run still going then is killed, and its key reaped as a lost worker's.
@@ -33,7 +34,7 @@ from flowdrop_tui.core.remote import replica, worktrees
 from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
 from flowdrop_tui.core.remote.mirror import RunTicket
 from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.workflow import HEARTBEAT_EVERY, REAP_QUEUE_SUFFIX, FlowKeyWorkflow
+from flowdrop_tui.core.remote.workflow import HEARTBEAT_EVERY, FlowKeyWorkflow
 
 DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round
 DEFAULT_QUEUE = "flowdrop"
@@ -107,7 +108,7 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
         client,
         task_queue=settings.task_queue,
         workflows=[FlowKeyWorkflow],
-        activities=[acts.run_flow],
+        activities=[acts.run_flow, acts.reap],  # reap: the workflows' local activity
         max_concurrent_activities=settings.max_runs,
         workflow_runner=runner,
         identity=identity,
@@ -121,13 +122,6 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
         # histories are a dozen events; replaying one costs nothing.
         max_cached_workflows=0,
     )
-    reaper = Worker(
-        client,
-        task_queue=settings.task_queue + REAP_QUEUE_SUFFIX,
-        activities=[acts.reap],
-        max_concurrent_activities=4,
-        identity=identity,
-    )
     own = Worker(
         client,
         task_queue=acts.own_queue,
@@ -139,7 +133,7 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    tasks = [asyncio.create_task(w.run()) for w in (shared, reaper, own)]
+    tasks = [asyncio.create_task(w.run()) for w in (shared, own)]
     say(
         f"worker {settings.worker_id} polling {settings.task_queue} (up to "
         f"{settings.max_runs} runs) and {acts.own_queue}; home {settings.home}"
@@ -149,14 +143,14 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
     failed = [t for t in tasks if t in done and t.exception() is not None]
     if failed:  # a poller died (the server went away for good): say why, exit 1
         waiter.cancel()
-        for w in (shared, reaper, own):
+        for w in (shared, own):
             with contextlib.suppress(Exception):
                 await w.shutdown()
         raise FlowdropError(f"worker {settings.worker_id} stopped: {failed[0].exception()}")
     say(f"worker {settings.worker_id} stopping: asking its {len(acts.runs)} runs to stop")
     await asyncio.to_thread(_drain, acts)
     await shared.shutdown()
-    await asyncio.gather(reaper.shutdown(), own.shutdown())
+    await own.shutdown()
     for task in tasks:
         with contextlib.suppress(Exception):
             await task

@@ -35,12 +35,9 @@ HEARTBEAT_EVERY = 1.0
 # A run may last a week or more: the activity's only bound is its heartbeat.
 RUN_LIMIT = timedelta(days=3650)
 DELIVER_LIMIT = timedelta(seconds=20)  # a stop or pause to a holding worker that is gone
-# A reap is milliseconds of PostgreSQL work, sent again until it lands (it is safe to
-# repeat). Its task may be handed to the poll a cut-off worker left open on the reap
-# queue: this bound is how long that costs before another worker reaps (it was 30 s,
-# and a partitioned run then showed `interrupted` ~40 s after the cut, not ~10 s).
+# A reap is milliseconds of PostgreSQL work, tried again until it lands (it is safe
+# to repeat).
 REAP_LIMIT = timedelta(seconds=5)
-REAP_QUEUE_SUFFIX = "-reap"  # every worker polls it, however busy its runs keep it
 WORKER_QUEUE_PREFIX = "flowdrop-worker-"
 
 RUN, RESUME, CLOSE = "run", "resume", "close"
@@ -80,6 +77,7 @@ class ReapInput:
     space: str
     key: str
     run: str | None
+    epoch: int | None = None  # the lost holder's: a late reap leaves a later claim be
 
 
 def workflow_id(space: str, key: str) -> str:
@@ -92,6 +90,7 @@ class FlowKeyWorkflow:
 
     def __init__(self) -> None:
         self._started: dict[str, Any] | None = None
+        self._epoch: int | None = None  # the key's epoch ``run_flow`` claimed
         self._done = False
         self._child_ended = False
 
@@ -122,13 +121,16 @@ class FlowKeyWorkflow:
                     },
                     "exit": 1,
                 }
-            await workflow.execute_activity(
-                "reap",
-                ReapInput(request.space, request.key, run_id),
-                task_queue=(workflow.info().task_queue + REAP_QUEUE_SUFFIX),
-                start_to_close_timeout=REAP_LIMIT,
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
-            )
+            # A local activity: the reap runs on the worker that took this workflow
+            # task, which is alive by taking it. A task of its own could be handed to
+            # the poll a cut-off worker left open and wait out its timeout first.
+            if self._epoch is not None:  # else nothing was claimed: nothing to reap
+                await workflow.execute_local_activity(
+                    "reap",
+                    ReapInput(request.space, request.key, run_id, self._epoch),
+                    start_to_close_timeout=REAP_LIMIT,
+                    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+                )
             result = {"run": run_id, "outcome": "interrupted", "reason": _cause(exc)}
         self._done = True
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -147,6 +149,11 @@ class FlowKeyWorkflow:
         """True once the run's process has ended (or none was started): a new start of
         the key only has to wait for this workflow to close, it is not refused."""
         return self._child_ended or self._done or "error" in (self._started or {})
+
+    @workflow.signal
+    def claimed(self, epoch: int) -> None:
+        """From ``run_flow``: the key's epoch it holds, sent before it starts anything."""
+        self._epoch = epoch
 
     @workflow.signal
     def started(self, answer: dict[str, Any]) -> None:
