@@ -72,6 +72,25 @@ def test_a_runs_commits_are_pushed_to_its_ref_then_the_worktree_goes(tmp_path: P
         source.keep(clone, "../../heads/main")
 
 
+def test_transcripts_made_in_a_worktree_are_kept_in_the_home_when_it_goes(
+    tmp_path: Path,
+) -> None:
+    """Guards against a `command` session's transcript being deleted with the run's
+    worktree (a reviewer found `show` linking to a file no disk held any more)."""
+    origin, clone = make_origin(tmp_path)
+    source = MirrorWorktrees(str(origin), tmp_path / "home")
+    tree = source.checkout(git(clone, "rev-parse", "HEAD"), "run")
+    made = tree / ".flowdrop" / "transcripts"
+    made.mkdir(parents=True)
+    (made / f"{RUN}-000001.log").write_text("what the command printed\n")
+    (made / "elsewhere").symlink_to(tmp_path)  # a link is not a transcript flowdrop made
+    source.release(tree)
+    assert not tree.exists()
+    kept = tmp_path / "home" / "transcripts" / f"{RUN}-000001.log"
+    assert kept.read_text() == "what the command printed\n"
+    assert not (tmp_path / "home" / "transcripts" / "elsewhere").exists()
+
+
 def test_a_resumed_run_is_checked_out_at_its_own_ref_else_the_asked_commit(
     tmp_path: Path,
 ) -> None:

@@ -27,7 +27,7 @@ from flowdrop_tui.core.control import process
 from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, RefusedError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.git import run_ref
-from flowdrop_tui.core.paths import check_run_ref
+from flowdrop_tui.core.paths import Layout, check_run_ref
 
 _SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
 GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
@@ -207,6 +207,7 @@ class MirrorWorktrees:
             self._remove(checkout)
 
     def _remove(self, checkout: Path) -> None:
+        self._keep_transcripts(checkout)
         with contextlib.suppress(GitError):
             git(
                 ["worktree", "remove", "--force", "--force", str(checkout)],
@@ -216,6 +217,20 @@ class MirrorWorktrees:
         shutil.rmtree(checkout, ignore_errors=True)
         with contextlib.suppress(GitError):
             git(["worktree", "prune"], cwd=self.mirror, what="prune worktrees")
+
+    def _keep_transcripts(self, checkout: Path) -> None:
+        """Move what flowdrop wrote as transcripts in the worktree (the ``command``
+        backend's output) into ``<home>/transcripts/`` before the worktree goes: a
+        remote run's transcripts live on its worker, never deleted with the tree."""
+        made = Layout(checkout).transcripts
+        if made.is_symlink() or not made.is_dir():
+            return
+        kept = self.home / "transcripts"
+        for entry in made.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                kept.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(OSError):
+                    shutil.move(str(entry), str(kept / entry.name))
 
 
 def _kill_runs_in(tree: Path, *, wait: float = 10.0) -> None:
