@@ -201,8 +201,11 @@ class TemporalExecutor:
             held = f"run {run_id} on worker {info.get('worker')}"
             how = f"stop it with: flowdrop-tui stop {run_id}"
         else:
-            held = f"workflow {wid}, starting or ending"
-            how = f"see it with: flowdrop-tui runs {key}"
+            held = f"workflow {wid}: a start no worker has taken yet, or a run ending"
+            how = (
+                f"see it with: flowdrop-tui runs {key}; a start waits on task queue "
+                f"{self.settings.task_queue} until a worker polls it (flowdrop-tui worker)"
+            )
         return f"{key} is already running ({held}); one live run per flow — {how}"
 
     # -- stop / pause -------------------------------------------------------------------
