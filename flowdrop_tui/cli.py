@@ -790,6 +790,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "a worker needs the Temporal server and the PostgreSQL URL: --temporal HOST:PORT "
             "and --postgres URL (or FLOWDROP_TEMPORAL and FLOWDROP_POSTGRES)"
         )
+    if args.temporal:
+        temporal = config.temporal_address(temporal, "--temporal")
+    if args.postgres:
+        postgres = config.postgres_url(postgres, "--postgres")
     worker_id = args.id if args.id is not None else worker.default_worker_id()
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", worker_id):
         raise UsageError(

@@ -100,3 +100,38 @@ def test_an_unreadable_config_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as refused:
         load(layout, {})
     assert "cannot read" in refused.value.message
+
+
+def test_the_temporal_address_loses_an_http_scheme_and_needs_a_port(tmp_path: Path) -> None:
+    """Guards the SDK's UserWarning for a scheme, and a scheme or port-less address
+    reaching the driver: refused naming where it was set."""
+    layout = layout_with(tmp_path, None)
+    for given, used in [
+        ("http://t:7233", "t:7233"),
+        ("http://t:7233/", "t:7233"),
+        ("[::1]:7233", "[::1]:7233"),
+    ]:
+        config = load(layout, {"FLOWDROP_TEMPORAL": given, "FLOWDROP_POSTGRES": PG})
+        assert config is not None and config.temporal == used
+    for bad in ("https://t:7233", "t", "t:0", "t:99999", "t:7233/x"):
+        with pytest.raises(UsageError, match=r"FLOWDROP_TEMPORAL.*e\.g\. temporal\.internal:7233"):
+            load(layout, {"FLOWDROP_TEMPORAL": bad, "FLOWDROP_POSTGRES": PG})
+
+
+def test_the_postgres_setting_must_be_a_url_or_conninfo(tmp_path: Path) -> None:
+    """Guards '<unparsable URL>' later: anything but postgresql://, postgres:// or
+    libpq's key=value form is refused here, naming the setting and an example."""
+    for good in (PG, "postgres://u@db/x", "host=db dbname=x user=u"):
+        config = load(
+            layout_with(tmp_path, None), {"FLOWDROP_TEMPORAL": "t:1", "FLOWDROP_POSTGRES": good}
+        )
+        assert config is not None and config.postgres == good
+    layout = layout_with(tmp_path, '[remote]\ntemporal = "t:1"\npostgres = "db:5432"\n')
+    with pytest.raises(
+        UsageError,
+        match=r"'db:5432' \(.*config.toml \[remote\] postgres\).*postgresql://user@host:5432/dbname",
+    ):
+        load(layout, {})
+    with pytest.raises(UsageError) as caught:
+        load(layout, {"FLOWDROP_POSTGRES": "http://u:pw@db/x"})
+    assert "pw" not in caught.value.message and "FLOWDROP_POSTGRES" in caught.value.message

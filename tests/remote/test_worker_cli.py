@@ -29,6 +29,8 @@ def worker(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["--temporal", "a:1", "--postgres", "postgresql://x@h/db", "--id", "a/b"], "worker id"),
         (["--temporal", "a:1", "--postgres", "postgresql://x@h/db", "--id", ""], "worker id"),
         (["--max-runs", "0"], "number of runs"),
+        (["--temporal", "grpc://a:1", "--postgres", "postgresql://x@h/db"], "(--temporal)"),
+        (["--temporal", "a:1", "--postgres", "h:5432"], "(--postgres)"),
     ],
 )
 def test_a_worker_without_what_it_needs_is_refused_naming_it(
@@ -46,8 +48,8 @@ def test_a_worker_whose_temporal_server_is_not_there_says_so(tmp_path: Path) -> 
     done = worker(
         tmp_path, "--temporal", "127.0.0.1:9", "--postgres", "postgresql://x@127.0.0.1:9/p"
     )
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert "cannot reach the Temporal server at 127.0.0.1:9" in done.stderr
+    assert done.returncode == 4 and "Traceback" not in done.stderr  # TEMPORAL_UNREACHABLE
+    assert "cannot reach the Temporal server at 127.0.0.1:9: connection refused" in done.stderr
 
 
 def test_two_workers_never_share_a_home(tmp_path: Path) -> None:

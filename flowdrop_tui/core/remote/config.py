@@ -10,6 +10,7 @@ here: local mode reads this file on every command and must not pay for a driver.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 import unicodedata
 from collections.abc import Mapping
@@ -81,12 +82,54 @@ def load(layout: Layout, env: Mapping[str, str] | None = None) -> RemoteConfig |
     space = values.get("space", DEFAULT_SPACE)
     _check_space(space, where.get("space", "space"))
     return RemoteConfig(
-        temporal=values["temporal"],
-        postgres=values["postgres"],
+        temporal=temporal_address(values["temporal"], where["temporal"]),
+        postgres=postgres_url(values["postgres"], where["postgres"]),
         namespace=values.get("namespace", DEFAULT_NAMESPACE),
         task_queue=values.get("task_queue", DEFAULT_TASK_QUEUE),
         space=space,
         origin=values.get("origin"),
+    )
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s/:\[\]]+):([0-9]{1,5})")
+_CONNINFO = re.compile(r"\s*[A-Za-z_]+\s*=")  # libpq's `host=… dbname=…` form
+
+
+def temporal_address(value: str, where: str) -> str:
+    """``host:port`` of the Temporal frontend. An ``http://`` in front is dropped (the
+    SDK wants none and warns of it); another scheme or a missing port is refused."""
+    address = value.strip()
+    scheme = _SCHEME.fullmatch(address)
+    if scheme is not None:
+        if scheme.group(1).lower() != "http":
+            raise UsageError(
+                f"invalid Temporal address {value!r} ({where}): give host:port without "
+                f"a {scheme.group(1)}:// scheme, e.g. temporal.internal:7233"
+            )
+        address = scheme.group(2).rstrip("/")
+    found = _HOST_PORT.fullmatch(address)
+    if found is None or not 0 < int(found.group(2)) < 65536:
+        raise UsageError(
+            f"invalid Temporal address {value!r} ({where}): give host:port, "
+            "e.g. temporal.internal:7233 (the dev server listens on localhost:7233)"
+        )
+    return address
+
+
+def postgres_url(value: str, where: str) -> str:
+    """A ``postgresql://`` (or ``postgres://``) URL, or libpq's ``key=value`` form;
+    anything else is refused here, in one line, before the driver words it."""
+    url = value.strip()
+    scheme = _SCHEME.fullmatch(url)
+    if scheme is not None and scheme.group(1).lower() in ("postgresql", "postgres"):
+        return url
+    if scheme is None and _CONNINFO.match(url):
+        return url
+    shown = re.sub(r"//([^/@:]*):[^/@]*@", r"//\1:***@", url)  # never a password
+    raise UsageError(
+        f"invalid PostgreSQL URL {shown!r} ({where}): give one like "
+        "postgresql://user@host:5432/dbname"
     )
 
 

@@ -20,6 +20,7 @@ skip a change that committed later with a smaller id.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,7 +31,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, RefusedError
+from flowdrop_tui.core.errors import (
+    AlreadyRunningError,
+    FlowdropError,
+    RefusedError,
+    UsageError,
+)
 from flowdrop_tui.core.remote.schema import SCHEMA, SCHEMA_VERSION
 
 CHANNEL = "fd_changes"
@@ -112,16 +118,16 @@ class PostgresStore:
         try:
             given = conninfo_to_dict(self.url)
         except psycopg.ProgrammingError as exc:
-            raise FlowdropError(
-                f"invalid PostgreSQL URL {_redacted(self.url)!r}: {exc}; "
-                "give one like postgresql://user@host:5432/dbname",
-                code="USAGE",
+            reason = " ".join(str(exc).split())  # libpq's text ends in a line break
+            raise UsageError(
+                f"invalid PostgreSQL URL (FLOWDROP_POSTGRES or [remote] postgres): {reason}; "
+                "give one like postgresql://user@host:5432/dbname"
             ) from exc
         extra = {k: v for k, v in _CONNECT_DEFAULTS.items() if k not in given}
         try:
             return psycopg.connect(make_conninfo(self.url, **extra), autocommit=True)
         except psycopg.OperationalError as exc:
-            raise _unreachable(self.url, exc) from exc
+            raise (_refused(given, exc) or _unreachable(self.url, exc)) from exc
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -509,3 +515,46 @@ def _unreachable(url: str, exc: BaseException) -> StoreUnreachableError:
         f"cannot reach PostgreSQL at {_redacted(url)}: {reason}; check that the server "
         "is running and FLOWDROP_POSTGRES (or [remote] postgres) points at it"
     )
+
+
+_SETTING = "FLOWDROP_POSTGRES (or [remote] postgres in .flowdrop/config.toml)"
+
+
+def _refused(given: dict[str, Any], exc: BaseException) -> StoreError | None:
+    """The server answered and refused this login (no such database or role, a wrong
+    password, no pg_hba.conf entry): what it said and what to do, or ``None`` when it
+    was not reached. flowdrop-tui creates its tables, never the role or the database."""
+    text = " ".join(str(exc).split())
+    user = str(given.get("user") or "")
+    host = str(given.get("host") or given.get("hostaddr") or "localhost")
+    port = str(given.get("port") or "5432")
+    at = f"PostgreSQL at {user + '@' if user else ''}{host}:{port}"
+    target = f"-h {host} -p {port}"
+    database = re.search(r'database "([^"]*)" does not exist', text)
+    if database:
+        name = database.group(1)
+        owner = f" -O {user}" if user else ""
+        return StoreError(
+            f'{at} has no database "{name}": create it (`createdb {target}{owner} {name}`, '
+            f"as a role that may create databases) or fix the database name in {_SETTING}"
+        )
+    role = re.search(r'role "([^"]*)" does not exist', text)
+    if role:
+        name = role.group(1)
+        return StoreError(
+            f'{at} has no role "{name}": create it (`CREATE ROLE "{name}" LOGIN;` as a '
+            f"superuser, or `createuser {target} {name}`) or fix the user in {_SETTING}"
+        )
+    password = re.search(r'password authentication failed for user "([^"]*)"', text)
+    if password or "no password supplied" in text:
+        name = password.group(1) if password else user
+        return StoreError(
+            f'{at} refused the password of role "{name}": set the right one in {_SETTING} '
+            "(or ~/.pgpass / PGPASSWORD)"
+        )
+    if "no pg_hba.conf entry" in text:
+        return StoreError(
+            f"{at} refused this connection (no pg_hba.conf entry for it): allow it in the "
+            "server's pg_hba.conf, or check the user and database in " + _SETTING
+        )
+    return None
