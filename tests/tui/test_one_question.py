@@ -137,3 +137,29 @@ async def test_n_n_never_stacks_and_an_open_question_is_not_asked_over(
         await pilot.press("n")
         await until(pilot, lambda: not questions(app), what="cancelled")
         assert len(list_run_ids(layout)) == 1
+
+
+async def test_p_says_the_round_it_pauses_after_in_the_cli_words(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards the pause words: p says what ``flowdrop-tui pause`` says (the round in
+    flight), and the run does pause after that round."""
+    flow_writer("held", HELD_BATCH)
+    gate = layout.workspace / "hold"
+    gate.write_text("")
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "held", what="the flow")
+        main.flows.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: main.tracker.live, what="the launch")
+        run_id = next(iter(main.tracker.live))
+        await until(pilot, lambda: load_run(layout, run_id).round == 1, what="round 1 in flight")
+        await until(pilot, lambda: main.selected_run == run_id, what="the run selected")
+        await pilot.press("p")
+        said = f"run {run_id} will pause after round 1 — r resumes it"
+        await until(pilot, lambda: app.heard(said), what="the pause asked")
+        gate.unlink()
+        await until(pilot, lambda: load_run(layout, run_id).status == Status.PAUSED, what="paused")
+        assert load_run(layout, run_id).round == 1
