@@ -5,14 +5,20 @@ answer False, so escape never confirms. A question whose answer could only be
 "no" has no confirm button, and then ``y`` answers False too. Each question is a
 subclass that builds its words and names its bindings (``answer_bindings``), so
 the footer says what ``y`` does there and a keymap can address each binding.
+
+Every question is shown through ``ask``: one question at a time. A key pressed
+twice fast (enter enter, n n, x x, or the palette while a question is open) asks
+nothing more while a question is on screen — never the same dialog twice
+(Textual refuses a second screen with the same id: ``DuplicateIds``, exit 1).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -49,6 +55,7 @@ class ConfirmModal(ModalScreen[bool]):
         body_id: str | None = None,
     ) -> None:
         super().__init__(id=id)
+        self.title_text = title
         self.question = Text()
         self.question.append(f"{title}\n\n", style="bold")
         self.question.append_text(body)
@@ -78,3 +85,28 @@ class ConfirmModal(ModalScreen[bool]):
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer and self.confirm_label is not None)
+
+
+def open_question(app: App[Any]) -> ConfirmModal | None:
+    """The question on screen (anywhere on the screen stack), if one is."""
+    for screen in reversed(app.screen_stack):
+        if isinstance(screen, ConfirmModal):
+            return screen
+    return None
+
+
+def ask(app: App[Any], question: ConfirmModal, answered: Callable[[bool | None], None]) -> bool:
+    """Show ``question`` and call ``answered`` with the answer — unless a question is
+    already on screen: then nothing is asked (a second press of the key that asked it
+    does nothing; another question is named in a warning). True when it was shown."""
+    showing = open_question(app)
+    if showing is None:
+        app.push_screen(question, answered)
+        return True
+    if type(showing) is not type(question):
+        app.notify(
+            f"a question is open ({showing.title_text}): answer it first (y or n)",
+            severity="warning",
+            markup=False,
+        )
+    return False

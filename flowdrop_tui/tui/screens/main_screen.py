@@ -82,6 +82,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.watcher = watcher
         self.catalog = RunCatalog(layout)
         self.tracker = RunTracker(layout)
+        self.planning: set[str] = set()  # RunActions: plans being read, by key
         self.selected_flow: str | None = None
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up

@@ -19,7 +19,7 @@ from textual.containers import VerticalScroll
 from flowdrop_tui.core import retention
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.format import prune_text, size_words
-from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings
+from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings, ask
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.remote.config import RemoteConfig
@@ -103,11 +103,11 @@ def offer_prune(
         if yes:
             app.run_worker(delete, thread=True, group=GROUP, exit_on_error=False)
 
-    def ask(report: dict[str, Any]) -> None:
-        app.push_screen(PruneModal(report), answered)
+    def show(report: dict[str, Any]) -> None:
+        ask(app, PruneModal(report), answered)  # not over a question already open
 
     def dry_run() -> None:
         report = prune(layout, remote, keep, dry_run=True).as_json()
-        app.call_from_thread(ask, report)
+        app.call_from_thread(show, report)
 
     app.run_worker(dry_run, thread=True, group=GROUP, exclusive=True, exit_on_error=False)

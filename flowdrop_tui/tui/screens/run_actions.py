@@ -40,6 +40,7 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
 )
 from flowdrop_tui.tui.run_tracker import RunTracker
+from flowdrop_tui.tui.screens.confirm_modal import ask
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
@@ -82,6 +83,7 @@ class RunActions(Screen[None]):
 
     workspace: Layout
     tracker: RunTracker
+    planning: set[str]  # the keys whose plan is being read (a press meanwhile does nothing)
 
     # -- what the keys act on (provided by MainScreen) --------------------------------------
 
@@ -123,7 +125,7 @@ class RunActions(Screen[None]):
 
     def action_run_flow(self) -> None:
         name = self._need_flow()
-        if name is not None:
+        if name is not None and self._start_planning(name):
             self.plan_run(name, None)
 
     def action_pick_up_run(self) -> None:
@@ -132,8 +134,21 @@ class RunActions(Screen[None]):
             self.notify("no run selected", severity="warning")
         elif info.status == Status.PAUSED:
             self.resume(info.run, info.key)
-        else:
+        elif self._start_planning(info.key):
             self.plan_run(info.key, info.run)
+
+    def _start_planning(self, key: str) -> bool:
+        """False while a plan for ``key`` is still being read: the same key pressed
+        again meanwhile does nothing (its question is on its way; ``ask`` shows one)."""
+        if key in self.planning:
+            return False
+        self.planning.add(key)
+        return True
+
+    def _done_planning(self, key: str) -> None:
+        """From the plan's worker thread, after it has posted its answer (a set's
+        discard is atomic)."""
+        self.planning.discard(key)
 
     def _checked_ref(self, key: str) -> tuple[FlowRef, bool]:
         ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
@@ -143,6 +158,12 @@ class RunActions(Screen[None]):
     def plan_run(self, key: str, from_run: str | None) -> None:
         """Work out what the run would do — what ``plan`` says (``forecast``) — and ask
         first when it carries state forward; a refusal is said before anything starts."""
+        try:
+            self._plan_run(key, from_run)
+        finally:
+            self._done_planning(key)
+
+    def _plan_run(self, key: str, from_run: str | None) -> None:
         found = forecast.forecast_flow(
             self.workspace,
             key,
@@ -181,7 +202,7 @@ class RunActions(Screen[None]):
                 what = f"picked up from {found.source_id}, round {found.next_round}"
                 self.launch(message.key, from_run=message.from_run, fresh=False, what=what)
 
-        self.app.push_screen(PickUpModal(message.key, found), answered)
+        ask(self.app, PickUpModal(message.key, found), answered)
 
     @work(thread=True, group="control", exit_on_error=False)
     def launch(self, key: str, *, from_run: str | None, fresh: bool, what: str) -> None:
@@ -216,12 +237,18 @@ class RunActions(Screen[None]):
 
     def action_fresh_run(self) -> None:
         name = self._need_flow()
-        if name is not None:
+        if name is not None and self._start_planning(f"fresh {name}"):
             self.plan_fresh(name)
 
     @work(thread=True, group="control", exit_on_error=False)
     def plan_fresh(self, key: str) -> None:
         """A fresh run drops nothing when there is nothing to pick up: ask only then."""
+        try:
+            self._plan_fresh(key)
+        finally:
+            self._done_planning(f"fresh {key}")
+
+    def _plan_fresh(self, key: str) -> None:
         try:
             ref, resumable = self._checked_ref(key)
         except FlowdropError as exc:
@@ -250,7 +277,7 @@ class RunActions(Screen[None]):
             if yes:
                 self._launch_fresh(message.key, True)
 
-        self.app.push_screen(FreshRunModal(message.key, message.plan), answered)
+        ask(self.app, FreshRunModal(message.key, message.plan), answered)
 
     # -- escape, p, r ---------------------------------------------------------------------------
 
@@ -307,7 +334,7 @@ class RunActions(Screen[None]):
             if yes:
                 self.close_paused(info.run)
 
-        self.app.push_screen(CloseRunModal(info), answered)
+        ask(self.app, CloseRunModal(info), answered)
 
     @work(thread=True, group="control", exit_on_error=False)
     def close_paused(self, run_id: str) -> None:
@@ -330,14 +357,13 @@ class RunActions(Screen[None]):
 
     @work(thread=True, group="control", exit_on_error=False)
     def pause(self, run_id: str) -> None:
+        """The words and the round are the CLI's (``asked_text``): the round in flight."""
         try:
-            info = load_run(self.workspace, run_id)
-            executor_for(self.workspace).pause(run_id, by=UI)
+            asked = executor_for(self.workspace).pause(run_id, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
-        text = f"pausing after round {info.round} — r resumes it"
-        self.post_message(RunActionTaken(run_id, text))
+        self.post_message(RunActionTaken(run_id, f"{asked_text(asked)} — r resumes it"))
 
     def action_resume_run(self) -> None:
         name = self._need_flow()

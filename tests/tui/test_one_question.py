@@ -1,0 +1,165 @@
+"""A question already on screen is never asked again: keys pressed fast twice (enter
+enter, x x, n n) show one dialog, and the app goes on (no ``DuplicateIds`` crash)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from flowdrop_tui.core.control import verbs
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.events import LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
+from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal
+from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
+from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
+from tests.conftest import CLI, paused_mid_run
+from tests.tui.tui_helpers import RecordingApp, settled, until
+
+SIZE = (80, 24)
+
+THREE = """
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="three rounds a run", budget={"rounds": 10})
+    def main(run):
+        for round in run.rounds():
+            run.state["n"] = round
+            if round % 3 == 0:
+                return round
+"""
+
+HELD_BATCH = """
+import time
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for item in run.rounds(["a", "b", "c"]):
+        run.state["last"] = item
+        while (run.workspace / "hold").exists():
+            time.sleep(0.02)
+"""
+
+
+@pytest.fixture
+def layout(workspace: Path) -> Iterator[Layout]:
+    layout = Layout(workspace)
+    yield layout
+    for run_id in list_run_ids(layout):
+        if load_run(layout, run_id).status in LIVE:
+            verbs.stop(layout, run_id, now=True)
+
+
+def questions(app: RecordingApp) -> list[ConfirmModal]:
+    return [screen for screen in app.screen_stack if isinstance(screen, ConfirmModal)]
+
+
+async def test_enter_enter_on_a_run_to_pick_up_asks_once(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    """Guards the crash a reviewer hit: enter, enter fast on a flow whose last run can be
+    picked up pushed the pick-up dialog twice (``DuplicateIds``, exit 1)."""
+    flow_writer("three", THREE)
+    cli("run", "three", check=0)
+    first = list_run_ids(layout)[0]
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == first, what="the run listed")
+        await until(pilot, lambda: main.flows.selected_name == "three", what="the flow")
+        main.flows.focus()
+        await pilot.press("enter", "enter")
+        await until(pilot, lambda: isinstance(app.screen, PickUpModal), what="the preview")
+        await until(pilot, lambda: settled(app), what="both enters handled")
+        await pilot.pause(0.3)
+        assert app.is_running and app.return_code is None
+        assert len(questions(app)) <= 1  # the second enter confirmed it, or did nothing
+        if questions(app):
+            await pilot.press("escape")
+            await until(pilot, lambda: not questions(app), what="cancelled")
+            assert list_run_ids(layout) == [first]
+        else:  # confirmed: one pick-up started, not two
+            await until(pilot, lambda: len(list_run_ids(layout)) == 2, what="the pick-up")
+        await pilot.pause(0.3)
+        assert not questions(app) and len(list_run_ids(layout)) <= 2
+
+
+async def test_x_x_on_a_paused_run_asks_once(layout: Layout, cli: CLI) -> None:
+    """Guards the same for closing a paused run: x x shows one question, y closes it."""
+    run_id = paused_mid_run(layout.workspace, cli, "held", HELD_BATCH)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the run listed")
+        await until(pilot, lambda: main.runs.runs[run_id].status == Status.PAUSED, what="shown")
+        await pilot.press("x", "x")
+        await until(pilot, lambda: isinstance(app.screen, CloseRunModal), what="the question")
+        await pilot.pause(0.3)
+        assert len(questions(app)) == 1
+        await pilot.press("y")
+        await until(pilot, lambda: app.heard("it is now closed cancelled"), what="the close")
+        assert not questions(app)
+        assert load_run(layout, run_id).status == Status.CANCELLED
+
+
+async def test_n_n_never_stacks_and_an_open_question_is_not_asked_over(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    """Guards fresh-run and the palette's way in: n n shows at most one question (the
+    second n may answer it: no), and asking again while it is open (the same or
+    another question, with no focus involved) shows nothing more."""
+    flow_writer("three", THREE)
+    cli("run", "three", check=0)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "three", what="the flow")
+        await until(pilot, lambda: main.selected_run is not None, what="the run listed")
+        main.flows.focus()
+        await pilot.press("n", "n")
+        await pilot.pause(0.5)
+        await until(pilot, lambda: settled(app), what="both presses handled")
+        assert app.return_code is None and len(questions(app)) <= 1
+        assert len(list_run_ids(layout)) == 1  # nothing started
+        if not questions(app):
+            await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, FreshRunModal), what="the question")
+        await main.run_action("fresh_run")  # the palette's way: no focus involved
+        await main.run_action("run_flow")  # another question (pick-up) while this one is open
+        await pilot.pause(0.5)
+        await until(pilot, lambda: settled(app), what="the plans read")
+        assert app.return_code is None
+        assert len(questions(app)) == 1 and isinstance(app.screen, FreshRunModal)
+        assert app.heard("a question is open (Start three fresh?): answer it first")
+        await pilot.press("n")
+        await until(pilot, lambda: not questions(app), what="cancelled")
+        assert len(list_run_ids(layout)) == 1
+
+
+async def test_p_says_the_round_it_pauses_after_in_the_cli_words(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Guards the pause words: p says what ``flowdrop-tui pause`` says (the round in
+    flight), and the run does pause after that round."""
+    flow_writer("held", HELD_BATCH)
+    gate = layout.workspace / "hold"
+    gate.write_text("")
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.flows.selected_name == "held", what="the flow")
+        main.flows.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: main.tracker.live, what="the launch")
+        run_id = next(iter(main.tracker.live))
+        await until(pilot, lambda: load_run(layout, run_id).round == 1, what="round 1 in flight")
+        await until(pilot, lambda: main.selected_run == run_id, what="the run selected")
+        await pilot.press("p")
+        said = f"run {run_id} will pause after round 1 — r resumes it"
+        await until(pilot, lambda: app.heard(said), what="the pause asked")
+        gate.unlink()
+        await until(pilot, lambda: load_run(layout, run_id).status == Status.PAUSED, what="paused")
+        assert load_run(layout, run_id).round == 1
