@@ -368,18 +368,26 @@ class WorkerHarness:
             last = max(rounds, default=int(created.get("first_round") or 1) - 1)
             if state and (set(state) != {"n", "r"} or state["r"] > last):
                 self.loss(f"{run_id}: state {state} is not one the flow set by then")
+            # Two new runs in one cycle (a start whose worker was lost after the run
+            # existed is made again by the client): the second picks up the first.
+            self.expect_after(run_id)
 
     def update_expect(self) -> None:
         """The key's latest run with a record is what the next run picks up."""
         for run_id in reversed(self.runs_of_key()):
-            events = self.world.stored_events(run_id)
-            if not events or events[0].get("event") != "created":
-                continue
-            rounds = [e["round"] for e in events if e.get("event") == "round_started"]
-            first = int(events[0].get("first_round") or 1)
-            state = self.world.stored_state(run_id, KEY) or {}
-            self.expect = Expect(run_id, state, max(rounds, default=first - 1) + 1)
-            return
+            if self.expect_after(run_id):
+                return
+
+    def expect_after(self, run_id: str) -> bool:
+        """What a run started after ``run_id`` must pick up, if ``run_id`` has a record."""
+        events = self.world.stored_events(run_id)
+        if not events or events[0].get("event") != "created":
+            return False
+        rounds = [e["round"] for e in events if e.get("event") == "round_started"]
+        first = int(events[0].get("first_round") or 1)
+        state = self.world.stored_state(run_id, KEY) or {}
+        self.expect = Expect(run_id, state, max(rounds, default=first - 1) + 1)
+        return True
 
     def learn_window(self) -> None:
         """Calibrate: one run start to end, timing `run` to its first key set."""
