@@ -75,15 +75,13 @@ async def test_the_ui_runs_and_follows_flows_on_two_workers(
             )
             assert row(app, "two").get("status") == "paused"
             await pilot.press("r")
-            # The run's worker checked out a detached HEAD and this clone is on main: the
-            # preview names that drift before resuming (docs/remote.md); yes resumes.
-            await until(
-                pilot, lambda: isinstance(app.screen, PickUpModal), what="the preview", timeout=WAIT
-            )
-            await pilot.press("y")
+            # The run recorded the branch this clone is on (its worker's worktree is a
+            # detached HEAD, given the client's branch): nothing drifted, so r resumes
+            # at once, with no preview to answer.
             await until(
                 pilot, lambda: app.heard("resumed at round"), what="the resume", timeout=WAIT
             )
+            assert not isinstance(app.screen, PickUpModal)
             await until(pilot, lambda: row(app, "two").get("status") == "running", timeout=WAIT)
             await pilot.press("p")
             await until(pilot, lambda: row(app, "two").get("status") == "paused", timeout=WAIT)

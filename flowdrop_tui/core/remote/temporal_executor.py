@@ -129,9 +129,12 @@ class TemporalExecutor:
         )
 
     def _start(self, request: FlowInput) -> dict[str, Any]:
-        # Closing a paused run: an open workflow of its key is that run's, letting go
-        # of it (the paused event is seen before its child has exited): wait for it.
-        answer = asyncio.run(self._start_async(request, after_end=request.mode == CLOSE))
+        # Resuming or closing a paused run: an open workflow of its key is that run's,
+        # letting go of it (the paused event is seen before its child has exited and
+        # its worker has shipped the last output): wait for it, as `r` pressed right
+        # after `p` must not be refused ALREADY_RUNNING by the run it resumes.
+        paused = request.mode in (CLOSE, RESUME)
+        answer = asyncio.run(self._start_async(request, after_end=paused))
         for _ in range(LOST_START_RETRIES):
             if _code(answer) != "WORKER_LOST":
                 break
