@@ -19,14 +19,7 @@ def interrupt(pid: int) -> None:
     (a test runner's, a pipeline's) and only the run itself is signalled; the run
     passes the interrupt on to the sessions it started.
     """
-    try:
-        group = os.getpgid(pid)
-        if group == pid:
-            os.killpg(group, signal.SIGINT)
-        else:
-            os.kill(pid, signal.SIGINT)
-    except ProcessLookupError:
-        pass
+    _to_group(pid, signal.SIGINT)
 
 
 def kill_own_group() -> None:
@@ -46,11 +39,17 @@ def forward_interrupt(pids: list[int]) -> None:
 def kill_group(pid: int) -> None:
     """A worker lets go of a run it no longer holds: SIGKILL the run's whole group
     (a remote run leads its own, as every detached run does)."""
+    _to_group(pid, signal.SIGKILL)
+
+
+def _to_group(pid: int, signum: signal.Signals) -> None:
+    """``signum`` to the group ``pid`` leads, else to ``pid`` alone (its group is
+    somebody else's); nothing when it is gone."""
     try:
         group = os.getpgid(pid)
         if group == pid:
-            os.killpg(group, signal.SIGKILL)
+            os.killpg(group, signum)
         else:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signum)
     except ProcessLookupError:
         pass
