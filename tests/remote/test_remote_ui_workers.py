@@ -83,7 +83,22 @@ async def test_the_ui_runs_and_follows_flows_on_two_workers(
             )
             assert not isinstance(app.screen, PickUpModal)
             await until(pilot, lambda: row(app, "two").get("status") == "running", timeout=WAIT)
-            await pilot.press("p")
+            # The resumed run's liveness reaches this replica a moment after its
+            # `resumed` event: a p pressed in between is told "no live run to pause"
+            # (what a person would see, and press again), so press again until asked.
+            asked = sum("will pause after round" in said for said in app.said)
+            for _ in range(20):
+                await pilot.press("p")
+                try:
+                    await until(
+                        pilot,
+                        lambda: sum("will pause after round" in said for said in app.said) > asked,
+                        what="the second pause asked",
+                        timeout=3,
+                    )
+                    break
+                except AssertionError:
+                    assert app.heard("has no live run to pause"), app.said
             await until(pilot, lambda: row(app, "two").get("status") == "paused", timeout=WAIT)
             await pilot.press("x")
             await pilot.press("y")  # the question naming the run
