@@ -119,3 +119,31 @@ DOES_NOTHING = """
         pass
 """
 """Not resumable; ends at once with no state and no result."""
+
+
+THREE_ROUNDS_A_RUN = """
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, description="three rounds a run", budget={"rounds": 10})
+    def main(run):
+        for round in run.rounds():
+            run.state["n"] = round
+            if round % 3 == 0:
+                return round
+"""
+"""Resumable with a budget of 10 rounds; saves the round as ``n`` and completes every
+third round: each run is three rounds, so a key has runs to pick up from."""
+
+ABC_HELD_BY_GATE = """
+import time
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for item in run.rounds(["a", "b", "c"]):
+        run.state["last"] = item
+        while (run.workspace / "hold").exists():
+            time.sleep(0.02)
+"""
+"""Resumable; items ``a``, ``b``, ``c`` saved as ``last``, each round held while the
+workspace's ``hold`` file exists."""

@@ -6,7 +6,7 @@ Each test here reproduces a misfire seen by hand on ea35e71 and fails there.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from textual.widgets import Button
 
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import ENDED, Status, list_run_ids, load_run
 from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
 from flowdrop_tui.tui.screens.help_screen import HelpScreen
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar
@@ -32,15 +32,6 @@ from tests.flow_bodies import (
 from tests.tui.tui_helpers import RecordingApp, settled, until
 
 SIZE = (120, 36)
-
-
-@pytest.fixture
-def layout(workspace: Path) -> Iterator[Layout]:
-    layout = Layout(workspace)
-    yield layout
-    for run_id in list_run_ids(layout):
-        if load_run(layout, run_id).status in LIVE:
-            verbs.stop(layout, run_id, now=True)
 
 
 def status(layout: Layout, run_id: str) -> Status:

@@ -3,54 +3,20 @@ enter, x x, n n) show one dialog, and the app goes on (no ``DuplicateIds`` crash
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
-from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.events import LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import Status, list_run_ids, load_run
 from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
 from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal
 from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from tests.conftest import CLI, paused_mid_run
+from tests.flow_bodies import ABC_HELD_BY_GATE, THREE_ROUNDS_A_RUN
 from tests.tui.tui_helpers import RecordingApp, settled, until
 
 SIZE = (80, 24)
-
-THREE = """
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="three rounds a run", budget={"rounds": 10})
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-            if round % 3 == 0:
-                return round
-"""
-
-HELD_BATCH = """
-import time
-from flowdrop_tui import flow
-
-@flow(resumable=True)
-def main(run):
-    for item in run.rounds(["a", "b", "c"]):
-        run.state["last"] = item
-        while (run.workspace / "hold").exists():
-            time.sleep(0.02)
-"""
-
-
-@pytest.fixture
-def layout(workspace: Path) -> Iterator[Layout]:
-    layout = Layout(workspace)
-    yield layout
-    for run_id in list_run_ids(layout):
-        if load_run(layout, run_id).status in LIVE:
-            verbs.stop(layout, run_id, now=True)
 
 
 def questions(app: RecordingApp) -> list[ConfirmModal]:
@@ -62,7 +28,7 @@ async def test_enter_enter_on_a_run_to_pick_up_asks_once(
 ) -> None:
     """Guards the crash a reviewer hit: enter, enter fast on a flow whose last run can be
     picked up pushed the pick-up dialog twice (``DuplicateIds``, exit 1)."""
-    flow_writer("three", THREE)
+    flow_writer("three", THREE_ROUNDS_A_RUN)
     cli("run", "three", check=0)
     first = list_run_ids(layout)[0]
     app = RecordingApp(layout)
@@ -89,7 +55,7 @@ async def test_enter_enter_on_a_run_to_pick_up_asks_once(
 
 async def test_x_x_on_a_paused_run_asks_once(layout: Layout, cli: CLI) -> None:
     """Guards the same for closing a paused run: x x shows one question, y closes it."""
-    run_id = paused_mid_run(layout.workspace, cli, "held", HELD_BATCH)
+    run_id = paused_mid_run(layout.workspace, cli, "held", ABC_HELD_BY_GATE)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
         main = app.main_screen
@@ -111,7 +77,7 @@ async def test_n_n_never_stacks_and_an_open_question_is_not_asked_over(
     """Guards fresh-run and the palette's way in: n n shows at most one question (the
     second n may answer it: no), and asking again while it is open (the same or
     another question, with no focus involved) shows nothing more."""
-    flow_writer("three", THREE)
+    flow_writer("three", THREE_ROUNDS_A_RUN)
     cli("run", "three", check=0)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:
@@ -144,7 +110,7 @@ async def test_p_says_the_round_it_pauses_after_in_the_cli_words(
 ) -> None:
     """Guards the pause words: p says what ``flowdrop-tui pause`` says (the round in
     flight), and the run does pause after that round."""
-    flow_writer("held", HELD_BATCH)
+    flow_writer("held", ABC_HELD_BY_GATE)
     gate = layout.workspace / "hold"
     gate.write_text("")
     app = RecordingApp(layout)

@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from textual.widgets import Button, Static
 
-from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
+from flowdrop_tui.core.records.events import ENDED, Status, list_run_ids, load_run
 from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from flowdrop_tui.tui.widgets.run_detail import RunDetail
 from tests.conftest import CLI, events, paused_mid_run
-from tests.flow_bodies import ONE_LONG_ROUND, counts_rounds
+from tests.flow_bodies import ABC_HELD_BY_GATE, ONE_LONG_ROUND, THREE_ROUNDS_A_RUN, counts_rounds
 from tests.tui.tui_helpers import RecordingApp, until
 
 SIZE = (120, 36)
 
 TICKING = counts_rounds(sleep=0.2, description="a round every 0.2 s")
 
-
-THREE = """
-    from flowdrop_tui import flow
-
-    @flow(resumable=True, description="three rounds a run", budget={"rounds": 10})
-    def main(run):
-        for round in run.rounds():
-            run.state["n"] = round
-            if round % 3 == 0:
-                return round
-"""
 
 BATCH = """
     import time
@@ -50,18 +37,6 @@ BATCH = """
 """
 
 
-HELD_BATCH = """
-import time
-from flowdrop_tui import flow
-
-@flow(resumable=True)
-def main(run):
-    for item in run.rounds(["a", "b", "c"]):
-        run.state["last"] = item
-        while (run.workspace / "hold").exists():
-            time.sleep(0.02)
-"""
-
 CAPPED = """
     import time
     from flowdrop_tui import flow
@@ -72,16 +47,6 @@ CAPPED = """
             run.state["n"] = round
             time.sleep(0.5)  # seen live before it pauses, however loaded the machine
 """
-
-
-@pytest.fixture
-def layout(workspace: Path) -> Iterator[Layout]:
-    """The workspace's layout; any run a test left live is stopped now at the end."""
-    layout = Layout(workspace)
-    yield layout
-    for run_id in list_run_ids(layout):
-        if load_run(layout, run_id).status in LIVE:
-            verbs.stop(layout, run_id, now=True)
 
 
 def status(layout: Layout, run_id: str) -> Status:
@@ -164,7 +129,7 @@ async def test_enter_shows_the_pick_up_and_the_rounds_go_on(
     layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
 ) -> None:
     """Guards the pick-up preview (source, next round, state keys) and its promise."""
-    flow_writer("three", THREE)
+    flow_writer("three", THREE_ROUNDS_A_RUN)
     cli("run", "three", check=0)
     first = list_run_ids(layout)[0]
     app = RecordingApp(layout)
@@ -204,7 +169,7 @@ async def test_enter_on_an_older_run_picks_up_from_that_run(
     layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
 ) -> None:
     """Guards ``--from``: the preview and the new run name the run the cursor is on."""
-    flow_writer("three", THREE)
+    flow_writer("three", THREE_ROUNDS_A_RUN)
     cli("run", "three", check=0)
     cli("run", "three", check=0)
     older, newer = list_run_ids(layout)
@@ -257,7 +222,7 @@ async def test_r_on_a_paused_batch_whose_code_changed_shows_the_drift_first(
 ) -> None:
     """Guards SPEC §15 in the UI: the pause/edit/resume repro is shown before it resumes
     (the same answer as ``plan``), and confirming resumes the same run."""
-    run_id = paused_mid_run(layout.workspace, cli, "held", HELD_BATCH)
+    run_id = paused_mid_run(layout.workspace, cli, "held", ABC_HELD_BY_GATE)
     flow_file = layout.workspace / "flows" / "held" / "flow.py"
     flow_file.write_text(flow_file.read_text().replace('["a", "b"', '["new", "a", "b"'))
     planned = cli.json("plan", "held")
@@ -315,7 +280,7 @@ async def test_n_asks_before_dropping_a_state_that_could_be_picked_up(
     layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
 ) -> None:
     """Guards the fresh run: asked first, then round 1 with an empty state."""
-    flow_writer("three", THREE)
+    flow_writer("three", THREE_ROUNDS_A_RUN)
     cli("run", "three", check=0)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:

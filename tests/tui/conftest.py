@@ -1,0 +1,22 @@
+"""What the UI tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flowdrop_tui.core.control import verbs
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.events import LIVE, list_run_ids, load_run
+
+
+@pytest.fixture
+def layout(workspace: Path) -> Iterator[Layout]:
+    """The workspace's layout; any run a test left live is stopped now at the end."""
+    layout = Layout(workspace)
+    yield layout
+    for run_id in list_run_ids(layout):
+        if load_run(layout, run_id).status in LIVE:
+            verbs.stop(layout, run_id, now=True)
