@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import os
 import re
 import secrets
 import socket
@@ -22,6 +23,7 @@ from aiohttp import web
 from flowdrop_tui.core.errors import UsageError
 
 TOKEN_QUERY = "token"
+TOKEN_ENV = "FLOWDROP_SERVE_TOKEN"  # the token, when --token is not given
 MIN_TOKEN_LENGTH = 16
 # URL-safe as it is, so the printed URL needs no quoting and a cookie can hold it.
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9._~-]+")
@@ -76,6 +78,16 @@ def check_token(token: str) -> str:
             " (leave it out and serve makes one)"
         )
     return token
+
+
+def token_for(host: str, given: str | None) -> str | None:
+    """The token a server on ``host`` requires: ``--token`` (checked), else
+    ``$FLOWDROP_SERVE_TOKEN``, else one made up unless ``host`` is loopback —
+    whoever reaches any other address could start and stop runs."""
+    token = given if given is not None else os.environ.get(TOKEN_ENV) or None
+    if token is not None:
+        return check_token(token)
+    return None if bind_is_loopback(host) else new_token()
 
 
 def _host_of(netloc: str) -> str:

@@ -29,10 +29,9 @@ from textual_serve.server import Server, to_int
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.serve.access import Access
+from flowdrop_tui.serve.access import TOKEN_ENV, Access
 
 TEMPLATES = Path(__file__).with_name("templates")
-TOKEN_ENV = "FLOWDROP_SERVE_TOKEN"
 QUIT_GRACE = 5.0  # seconds a UI process has to quit before it is killed
 
 log = logging.getLogger("flowdrop_tui.serve")

@@ -1,8 +1,10 @@
 """The app: wiring, app-wide keys, the workspace watch, and the one error handler.
 
-In remote mode (docs/remote.md) the app also keeps the replica following PostgreSQL
-while it is open (``reading.LiveReplica``): other machines' writes land in the
-replica's files, and the workspace watch sees them as it sees local runs'."""
+The workspace's mode (``core/mode.py``) is chosen once, when the app starts, and
+every key that acts on a run asks it. Where the mode has a live feed (remote mode:
+the replica following PostgreSQL, docs/remote.md), the app runs it while it is open:
+other machines' writes land in the replica's files, and the workspace watch sees
+them as it sees local runs'."""
 
 from __future__ import annotations
 
@@ -27,8 +29,7 @@ from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.run_table import RunTable
 
 if TYPE_CHECKING:
-    from flowdrop_tui.core.remote.config import RemoteConfig
-    from flowdrop_tui.core.remote.reading import LiveReplica
+    from flowdrop_tui.core.mode import LiveFeed, Mode
 
 TOASTS_SHOWN = 2  # at most this many notifications at once: the newest replace the oldest
 
@@ -52,30 +53,28 @@ class FlowdropApp(App[int]):
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep going in the background"),
     ]
 
-    def __init__(self, layout: Layout, remote: RemoteConfig | None = None) -> None:
+    def __init__(self, layout: Layout, mode: Mode | None = None) -> None:
+        """``mode``: the one the command chose; else chosen here, once."""
         super().__init__()
+        if mode is None:
+            from flowdrop_tui.core.mode import choose
+
+            mode = choose(layout)
         self.workspace = layout
+        self.mode: Mode = mode
         self.watcher = watch.WorkspaceWatch(layout)
-        self.remote = remote
-        self.live_replica: LiveReplica | None = None
+        self.live_replica: LiveFeed | None = None
         self._replica_problem: str | None = None
 
     def get_default_screen(self) -> Screen[None]:
-        store = ""
-        if self.remote is not None:
-            from flowdrop_tui.core.remote.reading import store_label  # remote mode only
+        return MainScreen(self.mode, self.watcher)
 
-            store = store_label(self.remote)
-        return MainScreen(self.workspace, self.watcher, store)
-
-    # -- remote mode: the replica follows PostgreSQL while the app is open ------------------
+    # -- a live feed (remote mode: the replica follows PostgreSQL) while the app is open ----
 
     def on_mount(self) -> None:
-        if self.remote is None:
+        self.live_replica = self.mode.live_feed()
+        if self.live_replica is None:
             return
-        from flowdrop_tui.core.remote.reading import LiveReplica  # psycopg: remote mode only
-
-        self.live_replica = LiveReplica(self.workspace, self.remote)
         self.live_replica.start()
         self.set_interval(1.0, self._check_replica)
 
@@ -141,7 +140,7 @@ class FlowdropApp(App[int]):
     def action_prune(self) -> None:
         from flowdrop_tui.tui.screens.prune_modal import offer_prune  # loaded when asked
 
-        offer_prune(self, self.workspace, remote=self.remote)
+        offer_prune(self, self.mode)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -205,10 +204,10 @@ class FlowdropApp(App[int]):
         self.report_worker(event)
 
 
-def run_app(layout: Layout, remote: RemoteConfig | None = None) -> int:
-    """Open the terminal UI on ``layout``'s workspace (``remote``: its replica, followed
-    live while open); returns the exit status."""
-    app = FlowdropApp(layout, remote)
+def run_app(mode: Mode) -> int:
+    """Open the terminal UI on ``mode``'s workspace (its live feed, if any, followed
+    while open); returns the exit status."""
+    app = FlowdropApp(mode.layout, mode)
     try:
         app.run()
     finally:

@@ -1,4 +1,4 @@
-"""The Executor seam: local mode stays today's code; remote mode only when configured."""
+"""The mode seam: local mode stays today's code; remote mode only when configured."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote.activities import check_request
-from flowdrop_tui.core.remote.executor import REMOTE_RUN_ENV, LocalExecutor, executor_for
+from flowdrop_tui.core.mode import REMOTE_RUN_ENV, LocalMode, choose
 from flowdrop_tui.core.remote.workflow import FlowInput
 
 CONFIG = '[remote]\ntemporal = "127.0.0.1:1"\npostgres = "postgresql://x@127.0.0.1:1/p"\n'
@@ -26,17 +26,17 @@ def test_no_config_is_local_and_a_run_child_is_always_local(
     for var in [v for v in os.environ if v.startswith("FLOWDROP_")]:
         monkeypatch.delenv(var)
     layout = Layout(tmp_path)
-    assert isinstance(executor_for(layout), LocalExecutor)
+    assert isinstance(choose(layout), LocalMode)
     layout.root.mkdir()
     (layout.root / "config.toml").write_text(CONFIG)
-    remote = executor_for(layout)
-    assert remote.remote and type(remote).__name__ == "TemporalExecutor"
+    remote = choose(layout)
+    assert not remote.runs_here and type(remote).__name__ == "RemoteMode"
     monkeypatch.setenv(REMOTE_RUN_ENV, '{"space": "s"}')
-    assert isinstance(executor_for(layout), LocalExecutor)
+    assert isinstance(choose(layout), LocalMode)
 
 
 def test_local_stop_and_detached_run_never_import_the_remote_drivers(tmp_path: Path) -> None:
-    """Guards local mode's cost: the verbs that now go through the executor seam load
+    """Guards local mode's cost: the verbs that go through the mode seam load
     neither temporalio nor psycopg without a remote config."""
     code = (
         "import sys\n"

@@ -11,9 +11,9 @@ import pytest
 
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote.executor import executor_for
+from flowdrop_tui.core.mode import choose
 from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.worker import TemporalUnreachableError
+from flowdrop_tui.core.remote.temporal_client import TemporalUnreachableError
 from flowdrop_tui.core.run import forecast
 from tests.flow_bodies import counts_rounds
 from tests.remote.machines import Machine, WorkerChild, clone, make_origin
@@ -72,7 +72,7 @@ def test_temporal_unreachable_is_one_clear_line_exit_4(
 def test_the_uis_enter_meets_the_same_error(
     client: Machine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Guards the UI's enter: it starts through the same executor, which raises the
+    """Guards the UI's enter: it starts through the same mode, which raises the
     same clear error (shown as the UI's refusal line)."""
     for name, value in client.env.items():
         if name.startswith("FLOWDROP_"):
@@ -80,7 +80,7 @@ def test_the_uis_enter_meets_the_same_error(
     layout = Layout(client.ws)
     ref = resolve_flow(layout, "forever", cwd=client.ws)
     with pytest.raises(TemporalUnreachableError) as caught:
-        executor_for(layout).start(ref, forecast.StartOptions(from_run=None, fresh=False), [])
+        choose(layout).start(ref, forecast.StartOptions(from_run=None, fresh=False), [])
     assert caught.value.exit_code == 4
     temporal_words(caught.value.message)
 

@@ -11,6 +11,7 @@ import pytest
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.remote.remote_mode import RemoteMode
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.tui.app import FlowdropApp
 from flowdrop_tui.tui.screens.prune_modal import PruneModal, offer_prune
@@ -51,7 +52,7 @@ async def test_the_ui_follows_the_runs_of_two_workers(
     they end on their workers; the top line names the store."""
     client, w1, w2 = machines
     remote = RemoteConfig(temporal="127.0.0.1:9", postgres=postgres_url, space=space)
-    app = FlowdropApp(Layout(client), remote)
+    app = FlowdropApp(Layout(client), RemoteMode(Layout(client), remote))
     forever = finishes = None
     try:
         async with app.run_test(size=(120, 36)) as pilot:
@@ -113,9 +114,9 @@ async def test_the_uis_prune_deletes_in_postgres_not_only_here(
     remote = RemoteConfig(temporal="127.0.0.1:9", postgres=postgres_url, space=space)
     layout = Layout(client)
     reading.synced(layout, remote)
-    app = FlowdropApp(layout, remote)
+    app = FlowdropApp(layout, RemoteMode(layout, remote))
     async with app.run_test(size=(120, 36)) as pilot:
-        offer_prune(app, layout, keep=0, remote=remote)
+        offer_prune(app, app.mode, keep=0)
         await until(pilot, lambda: isinstance(app.screen, PruneModal), what="the dry run")
         assert [row["run"] for row in app.screen.report["delete"]] == runs[:2]
         await pilot.press("y")

@@ -300,7 +300,7 @@ def test_the_printed_url_parses(workspace: Path) -> None:
 
 
 def test_only_serve_loads_the_web_server() -> None:
-    """Guards against every command paying for aiohttp and textual-serve: cli.py
+    """Guards against every command paying for aiohttp and textual-serve: the CLI
     imports serve/ only for `serve`."""
     code = (
         "import sys, flowdrop_tui.cli\n"

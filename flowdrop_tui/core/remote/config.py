@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import tomllib
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.paths import Layout
@@ -170,3 +172,69 @@ def _check_space(space: str, where: str) -> None:
             f"invalid space {space!r} ({where}): one word without '/', spaces or "
             "control characters, e.g. the repository's name"
         )
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """A ``flowdrop-tui worker``'s settings: its flags, else ``FLOWDROP_*``, else the
+    workspace's ``[remote]`` (``worker_config``)."""
+
+    temporal: str
+    postgres: str
+    namespace: str
+    task_queue: str
+    worker_id: str
+    home: Path
+    max_runs: int
+
+
+_WORKER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def worker_config(
+    layout: Layout | None,
+    *,
+    temporal: str | None = None,
+    postgres: str | None = None,
+    namespace: str | None = None,
+    task_queue: str | None = None,
+    worker_id: str | None = None,
+    home: str | None = None,
+    max_runs: int = 4,
+) -> WorkerConfig:
+    """A worker's settings from its flags (``None``: not given), then the environment
+    and the workspace's config (``layout``: ``None`` outside one)."""
+    found = load(layout) if layout is not None else None
+    if temporal:
+        temporal = temporal_address(temporal, "--temporal")
+    elif found is not None:
+        temporal = found.temporal
+    if postgres:
+        postgres = postgres_url(postgres, "--postgres")
+    elif found is not None:
+        postgres = found.postgres
+    if not temporal or not postgres:
+        raise UsageError(
+            "a worker needs the Temporal server and the PostgreSQL URL: --temporal HOST:PORT "
+            "and --postgres URL (or FLOWDROP_TEMPORAL and FLOWDROP_POSTGRES)"
+        )
+    worker_id = worker_id if worker_id is not None else default_worker_id()
+    if not _WORKER_ID.fullmatch(worker_id):
+        raise UsageError(
+            f"invalid worker id {worker_id!r}: letters, digits, '.', '_' and '-' (it names "
+            "the worker's own task queue)"
+        )
+    return WorkerConfig(
+        temporal=temporal,
+        postgres=postgres,
+        namespace=namespace or (found.namespace if found else DEFAULT_NAMESPACE),
+        task_queue=task_queue or (found.task_queue if found else DEFAULT_TASK_QUEUE),
+        worker_id=worker_id,
+        home=Path(home or Path.home() / ".flowdrop-worker").resolve(),
+        max_runs=max_runs,
+    )
+
+
+def default_worker_id() -> str:
+    """Unique per process on a machine: the id names the worker's own queue."""
+    return f"{socket.gethostname()}-{os.getpid()}"

@@ -34,9 +34,8 @@ from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run, who
 from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
-from flowdrop_tui.core.remote.executor import TEMPORAL_USED
 from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.worker import connect
+from flowdrop_tui.core.remote.temporal_client import connect
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_TIMEOUT,
@@ -67,7 +66,6 @@ class TemporalExecutor:
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
         self.layout = layout
         self.settings = settings
-        TEMPORAL_USED.append(True)
 
     # -- the replica --------------------------------------------------------------------
 

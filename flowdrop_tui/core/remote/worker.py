@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import socket
 import time
@@ -23,7 +22,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -35,6 +33,7 @@ from flowdrop_tui.core.remote import replica, worktrees
 from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
 from flowdrop_tui.core.remote.mirror import RunTicket
 from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.temporal_client import connect
 from flowdrop_tui.core.remote.workflow import HEARTBEAT_EVERY, FlowKeyWorkflow
 
 DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round
@@ -73,46 +72,6 @@ class PostgresAccess:
 
     def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]:
         return RunTicket(self.url, space, key, epoch, worker).env()
-
-
-def default_worker_id() -> str:
-    """Unique per process on a machine: the id names the worker's own queue."""
-    return f"{socket.gethostname()}-{os.getpid()}"
-
-
-class TemporalUnreachableError(FlowdropError):
-    """The Temporal server could not be reached: as ``STORE_UNREACHABLE``, "try again
-    later" (exit 4), apart from refusals (3) and failures (1)."""
-
-    code = "TEMPORAL_UNREACHABLE"
-    exit_code = 4
-
-
-async def connect(address: str, namespace: str) -> Client:
-    try:
-        return await Client.connect(address, namespace=namespace)
-    except Exception as exc:  # the SDK raises its own RuntimeError kinds for this
-        raise TemporalUnreachableError(
-            f"cannot reach the Temporal server at {address}: {connect_failure(exc)}; start "
-            "the Temporal server, or check `temporal` in .flowdrop/config.toml [remote] "
-            "(or FLOWDROP_TEMPORAL) points at it"
-        ) from exc
-
-
-def connect_failure(exc: BaseException) -> str:
-    """The cause in a few words, not the Rust client's debug dump
-    (``tonic::transport::Error(… message: "Connection refused" …)``)."""
-    text = str(exc)
-    found = re.search(r'message: "([^"]+)"', text)
-    if found:
-        return found.group(1).lower()
-    lowered = text.lower()
-    if "dns error" in lowered or "failed to lookup" in lowered:
-        return "the host name does not resolve"
-    if "timed out" in lowered or "deadline" in lowered:
-        return "no answer (timed out)"
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first if len(first) <= 200 else first[:200] + "…"
 
 
 async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:

@@ -24,7 +24,8 @@ from textual.worker import Worker
 
 from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError
-from flowdrop_tui.core.paths import FLOWS_DIR, Layout
+from flowdrop_tui.core.mode import Mode
+from flowdrop_tui.core.paths import FLOWS_DIR
 from flowdrop_tui.core.records.catalog import RunCatalog
 from flowdrop_tui.core.records.events import LIVE, RunInfo
 from flowdrop_tui.core.records.follow import RunUpdate
@@ -75,10 +76,12 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         Binding("m", "more_runs", "More runs", show=False),  # help's words say it
     ]
 
-    def __init__(self, layout: Layout, watcher: WorkspaceWatch, store: str = "") -> None:
+    def __init__(self, mode: Mode, watcher: WorkspaceWatch) -> None:
         super().__init__(id="main")
+        layout = mode.layout
         self.workspace = layout
-        self.store = store  # remote mode: which store the records come from (the top line)
+        self.mode = mode  # chosen once, at the app's start: every run action asks it
+        self.store = mode.store_label  # where the records come from (the top line)
         self.watcher = watcher
         self.catalog = RunCatalog(layout)
         self.tracker = RunTracker(layout)

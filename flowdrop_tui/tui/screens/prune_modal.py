@@ -1,10 +1,10 @@
 """Prune from the command palette: the dry run first, in a modal; delete only on yes.
 
 Self-contained: ``offer_prune`` is all the app calls. The dry run and the prune
-are thread workers calling the core (``retention.prune``); the modal only shows
-the dry run's words (``format.prune_text``), the same as ``prune --dry-run``. In
-remote mode both are the remote prune (``core/remote/pruning.py``): the verdicts over
-the replica, the deletion in PostgreSQL — never the replica's folders alone.
+are thread workers calling the mode's prune (``Mode.prune``: ``retention.prune``
+locally; in remote mode the verdicts over the replica, the deletion in PostgreSQL —
+never the replica's folders alone); the modal only shows the dry run's words
+(``format.prune_text``), the same as ``prune --dry-run``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from textual.binding import BindingType
 from textual.containers import VerticalScroll
 
 from flowdrop_tui.core import retention
-from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.format import prune_text, size_words
 from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings, ask
 
 if TYPE_CHECKING:
-    from flowdrop_tui.core.remote.config import RemoteConfig
+    from flowdrop_tui.core.mode import Mode
 
 GROUP = "prune"
 
@@ -62,23 +61,7 @@ class PruneModal(ConfirmModal):
             yield from super().compose_question()
 
 
-def prune(
-    layout: Layout, remote: RemoteConfig | None, keep: int, *, dry_run: bool
-) -> retention.PruneResult:
-    """``prune`` as the CLI runs it: locally, or in remote mode through PostgreSQL."""
-    if remote is None:
-        return retention.prune(layout, keep, dry_run=dry_run)
-    from flowdrop_tui.core.remote import pruning  # remote mode only: psycopg
-
-    return pruning.prune(layout, remote, keep, dry_run=dry_run)
-
-
-def offer_prune(
-    app: App[Any],
-    layout: Layout,
-    keep: int = retention.DEFAULT_KEEP,
-    remote: RemoteConfig | None = None,
-) -> None:
+def offer_prune(app: App[Any], mode: Mode, keep: int = retention.DEFAULT_KEEP) -> None:
     """Dry run (in a thread), ask in a modal, then prune (in a thread) and say what went."""
 
     def done(result: retention.PruneResult) -> None:
@@ -96,7 +79,7 @@ def offer_prune(
                 refresh()
 
     def delete() -> None:
-        result = prune(layout, remote, keep, dry_run=False)
+        result = mode.prune(keep, dry_run=False)
         app.call_from_thread(done, result)
 
     def answered(yes: bool | None) -> None:
@@ -107,7 +90,7 @@ def offer_prune(
         ask(app, PruneModal(report), answered)  # not over a question already open
 
     def dry_run() -> None:
-        report = prune(layout, remote, keep, dry_run=True).as_json()
+        report = mode.prune(keep, dry_run=True).as_json()
         app.call_from_thread(show, report)
 
     app.run_worker(dry_run, thread=True, group=GROUP, exclusive=True, exit_on_error=False)

@@ -9,9 +9,9 @@ detached (``core.control``): they outlive this screen.
 Escape stops live runs only. A paused run is closed for good by ``x`` after a
 confirmation naming it; no sequence of escapes can close it (docs/decisions.md).
 
-Every action goes through the executor seam (``core/remote/executor.py``): today's
-launch and verbs locally; in remote mode runs start on workers, and stop and pause
-reach the worker holding the run.
+Every action goes through the workspace's mode (``core/mode.py``, chosen once when
+the app started): today's launch and verbs locally; in remote mode runs start on
+workers, and stop and pause reach the worker holding the run.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from textual.screen import Screen
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
+from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run
-from flowdrop_tui.core.remote.executor import executor_for
 from flowdrop_tui.core.run import forecast
 from flowdrop_tui.core.run import plan as start_plan
 from flowdrop_tui.format import asked_text
@@ -82,6 +82,7 @@ class RunActions(Screen[None]):
     ]
 
     workspace: Layout
+    mode: Mode
     tracker: RunTracker
     planning: set[str]  # the keys whose plan is being read (a press meanwhile does nothing)
 
@@ -209,7 +210,7 @@ class RunActions(Screen[None]):
         try:
             ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
             options = forecast.StartOptions(from_run=from_run, fresh=fresh)
-            answer = executor_for(self.workspace).start(ref, options, [])
+            answer = self.mode.start(ref, options, [])
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -305,8 +306,7 @@ class RunActions(Screen[None]):
     def stop(self, run_id: str, now: bool) -> None:
         """Escape: stop a live run. A run that paused meanwhile is refused, not closed."""
         try:
-            executor = executor_for(self.workspace)
-            asked = executor.stop(run_id, now=now, by=UI, keep_paused=True)
+            asked = self.mode.stop(run_id, now=now, by=UI, keep_paused=True)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -339,7 +339,7 @@ class RunActions(Screen[None]):
     @work(thread=True, group="control", exit_on_error=False)
     def close_paused(self, run_id: str) -> None:
         try:
-            asked = executor_for(self.workspace).stop(run_id, now=False, by=UI)
+            asked = self.mode.stop(run_id, now=False, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -359,7 +359,7 @@ class RunActions(Screen[None]):
     def pause(self, run_id: str) -> None:
         """The words and the round are the CLI's (``asked_text``): the round in flight."""
         try:
-            asked = executor_for(self.workspace).pause(run_id, by=UI)
+            asked = self.mode.pause(run_id, by=UI)
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -388,8 +388,7 @@ class RunActions(Screen[None]):
                 return
         try:
             info = load_run(self.workspace, run_id)
-            executor = executor_for(self.workspace)
-            answer: dict[str, Any] = executor.resume(run_id, [], by={"via": "ui"})
+            answer: dict[str, Any] = self.mode.resume(run_id, [], by={"via": "ui"})
         except FlowdropError as exc:
             self.post_message(RunActionRefused(exc.message, exc.code))
             return

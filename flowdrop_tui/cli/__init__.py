@@ -1,0 +1,105 @@
+"""The ``flowdrop-tui`` command: ``main`` parses, hands the verb to its module, and
+says a failure as one line (and, with ``--json``, ``{"error": {"code", "message"}}``).
+
+A module per group of verbs, each imported when its verb is asked (the terminal UI
+only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
+pause), ``reads`` (flows, runs, show, logs, snapshot, reindex), ``keeping`` (prune,
+pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve). The workspace's mode
+(local or remote) is chosen once per command, in ``workspace.mode``.
+
+Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the
+flow failed or could not be loaded; 2 usage error or something named does not
+exist; 3 refused; 4 a server of remote mode could not be reached; 130 stopped
+(cancelled). ``errors.exit_code`` is the one place an error becomes one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from flowdrop_tui.cli.output import Warnings, dump, err, stdout_failed
+from flowdrop_tui.cli.parser import build_parser
+from flowdrop_tui.cli.workspace import chosen_mode
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.mode import install_run_mirror
+
+# verb → (module in this package, function): imported only when that verb runs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("starting", "cmd_run"),
+    "plan": ("starting", "cmd_plan"),
+    "resume": ("steering", "cmd_resume"),
+    "stop": ("steering", "cmd_stop"),
+    "pause": ("steering", "cmd_pause"),
+    "flows": ("reads", "cmd_flows"),
+    "runs": ("reads", "cmd_runs"),
+    "show": ("reads", "cmd_show"),
+    "logs": ("reads", "cmd_logs"),
+    "snapshot": ("reads", "cmd_snapshot"),
+    "reindex": ("reads", "cmd_reindex"),
+    "prune": ("keeping", "cmd_prune"),
+    "pin": ("keeping", "cmd_pin"),
+    "unpin": ("keeping", "cmd_unpin"),
+    "worker": ("daemon", "cmd_worker"),
+    "serve": ("serving", "cmd_serve"),
+}
+UI = ("serving", "cmd_ui")  # the bare command
+
+
+def handler(command: str | None) -> Callable[[argparse.Namespace], int]:
+    module, name = COMMANDS.get(command or "", UI)
+    found: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f"{__name__}.{module}"), name
+    )
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    holder: list[argparse.Namespace] = []
+    code = _main(argv, holder)
+    args = holder[0] if holder else None
+    mode = chosen_mode(args)
+    if getattr(args, "exit_without_teardown", False) or (
+        mode is not None and mode.exit_without_teardown
+    ):
+        # Remote mode's Temporal client leaves its core runtime's threads running, and
+        # letting the interpreter tear down under them aborts the process now and then
+        # (SIGSEGV/SIGABRT after the answer was printed, turning exit 0 into -11):
+        # everything is said and flushed, so leave without the teardown.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv
+    warnings = Warnings()
+    try:
+        install_run_mirror()  # a run child on a worker (docs/remote.md): before any write
+        args = build_parser().parse_args(argv)
+        args.warnings = warnings
+        holder.append(args)
+        code = handler(args.command)(args)
+        try:
+            sys.stdout.flush()  # here, not at exit: a failure is said, and the status kept
+        except (OSError, ValueError) as exc:
+            stdout_failed(exc)
+        return code
+    except FlowdropError as exc:
+        if as_json:
+            extra = {"warnings": warnings.items} if warnings.items else {}
+            print(dump({**exc.as_json(), **extra}))
+        err(f"flowdrop-tui: {exc.message}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err("flowdrop-tui: interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,31 @@
+"""``worker``: remote mode's daemon, a process per machine taking runs from the cluster."""
+
+from __future__ import annotations
+
+import argparse
+
+from flowdrop_tui.cli import workspace
+from flowdrop_tui.cli.output import err
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.mode import serve_worker
+from flowdrop_tui.core.paths import Layout
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Flags first, then ``FLOWDROP_*``, then the workspace's config (if in one)."""
+    try:
+        layout: Layout | None = workspace.layout(args)
+    except FlowdropError:
+        layout = None
+    args.exit_without_teardown = True  # Temporal's client: leave through os._exit
+    return serve_worker(
+        layout,
+        err,
+        temporal=args.temporal,
+        postgres=args.postgres,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        worker_id=args.id,
+        home=args.home,
+        max_runs=args.max_runs,
+    )

@@ -1,0 +1,149 @@
+"""``flows``, ``runs``, ``show``, ``logs``, ``snapshot``, ``reindex``: the read side.
+
+Each reads the files under ``.flowdrop/`` — in remote mode its replica, brought up
+to date first (``workspace.read_layout``) — so every read answers as locally."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+import orjson
+
+from flowdrop_tui.cli import workspace
+from flowdrop_tui.cli.output import dump, err
+from flowdrop_tui.core import views
+from flowdrop_tui.core.errors import UsageError
+from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.records import ledger, output_log, pins
+from flowdrop_tui.core.records.events import LIVE, list_run_ids, load_run
+from flowdrop_tui.core.records.follow import RunFollower
+from flowdrop_tui.format import flows_table, runs_table, show_text, usage_words
+
+FOLLOW_EVERY = 0.2  # seconds between looks at a followed run's output and status
+
+
+def cmd_flows(args: argparse.Namespace) -> int:
+    layout = workspace.read_layout(args)
+    rows = views.flow_rows(layout)
+    if args.json:
+        print(dump(rows))
+    elif not rows:
+        print(f"no flows in {layout.flows} yet — a flow is a folder flows/<name>/ holding flow.py")
+    else:
+        print(flows_table(rows))
+        used = ledger.workspace_usage(layout)
+        print(f"\n{usage_words(used.runs, used.bytes)} (flowdrop-tui prune deletes old runs)")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    layout = workspace.read_layout(args)
+    if not args.all and args.limit < 1:
+        raise UsageError("--limit takes a number of runs, 1 or more")
+    limit = None if args.all else args.limit
+    if args.flow:
+        key, infos, total = views.runs_named(layout, args.flow, limit=limit)
+    else:
+        key = None
+        infos, total = views.run_page(layout, None, limit=limit)
+    pinned = pins.pinned(layout)
+    rows = [{**info.summary(), "pinned": info.run in pinned} for info in infos]
+    if args.json:
+        print(dump(rows))
+    elif not rows:
+        print("no runs yet" + (f" of {key}" if key else ""))
+    else:
+        print(runs_table(rows))
+        if total > len(rows) and not args.all:
+            print(f"the newest {len(rows)} of {total} runs; --limit N or --all for more")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    layout = workspace.read_layout(args, run_refs=True)
+    detail = views.run_detail(layout, args.run)
+    print(dump(detail) if args.json else show_text(detail))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """SPEC §15: the run's output.log; ``-f`` follows it until the run stops (ends or
+    pauses). With ``--json``: one object; with ``-f --json``, JSON lines, then the status."""
+    layout = workspace.read_layout(args)
+    info = load_run(layout, args.run)
+    if args.lines is not None and args.lines < 1:
+        raise UsageError(f"--lines takes a number of lines, 1 or more (not {args.lines})")
+    path = info.path / OUTPUT
+    tail = output_log.OutputTail(path, last=args.lines, max_bytes=None)
+    if args.follow:
+        with workspace.mode(args).following_output(info.run) as held:
+            return _follow_lines(layout, info.run, tail, args.json, held)
+    if args.json:
+        lines = tail.read_all(final=True).lines
+        answer = {"run": info.run, "status": str(info.status), "path": str(path)}
+        print(dump({**answer, "lines": lines, "truncated": tail.skipped > 0}))
+        return 0
+    while True:  # chunk by chunk: a week-long run's log is never held whole
+        read = tail.read(final=True)
+        _print_lines(read.lines, False)
+        if not read.more:
+            return 0
+
+
+def _follow_lines(
+    layout: Layout,
+    run_id: str,
+    tail: output_log.OutputTail,
+    as_json: bool,
+    held: Callable[[], bool],
+) -> int:
+    """Print until the run has stopped and nothing holds it any more (``held``: remote
+    mode's worker, still shipping its output; it raises when the replica stopped
+    following, so a run is never shown as running for ever)."""
+    follower = RunFollower(layout, run_id, output=False)
+    while True:
+        status = follower.poll().info.status  # first: once it is seen stopped, all is written
+        live = held() or status in LIVE
+        while True:
+            read = tail.read(final=not live)
+            if read.restarted:
+                err(f"flowdrop-tui: {tail.path} was replaced or cut short; read from its start")
+            _print_lines(read.lines, as_json)
+            if not read.more:
+                break
+        if not live:
+            break
+        time.sleep(FOLLOW_EVERY)
+    if as_json:
+        print(orjson.dumps({"run": run_id, "status": str(status)}).decode(), flush=True)
+    else:
+        err(f"run {run_id}: {status}")
+    return 0
+
+
+def _print_lines(lines: list[str], as_json: bool) -> None:
+    out = [orjson.dumps({"line": line}).decode() for line in lines] if as_json else lines
+    if out:
+        sys.stdout.write("\n".join(out) + "\n")
+        sys.stdout.flush()
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    print(dump(views.run_snapshot(workspace.read_layout(args), args.run)))
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    layout = workspace.read_layout(args)
+    from flowdrop_tui.core.records import index
+
+    data = index.rebuild(layout, strict=True)
+    count = len(list_run_ids(layout))
+    if args.json:
+        print(dump({"runs": count, "keys": len(data["keys"])}))
+    else:
+        print(f"rebuilt {layout.index} from {count} runs ({len(data['keys'])} keys)")
+    return 0

@@ -1,0 +1,30 @@
+"""The UI's two doors: the bare command opens it here; ``serve`` serves it to a browser.
+
+Textual, textual-serve and aiohttp are imported here, when asked: no other command
+loads them."""
+
+from __future__ import annotations
+
+import argparse
+
+from flowdrop_tui.cli import workspace
+from flowdrop_tui.core.errors import UsageError
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    # Remote mode: synced before the UI opens, so an unreachable server is one line here.
+    workspace.read_layout(args)
+    from flowdrop_tui.tui.app import run_app  # here, not at the top: commands never load Textual
+
+    return run_app(workspace.mode(args))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    layout = workspace.layout(args)
+    from flowdrop_tui.serve.access import Access, token_for
+    from flowdrop_tui.serve.server import serve
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a port (0-65535)")
+    token = token_for(args.host, args.token)
+    return serve(layout, args.host, args.port, Access(token=token, port=args.port))

@@ -1,0 +1,48 @@
+"""``run`` and ``plan``: start a flow (picking up when it can), or say what that would do."""
+
+from __future__ import annotations
+
+import argparse
+
+from flowdrop_tui.cli import workspace
+from flowdrop_tui.cli.launching import (
+    checked_flow,
+    detached_child,
+    finish_foreground,
+    option_args,
+    options,
+    print_launched,
+)
+from flowdrop_tui.cli.output import Warnings, dump
+from flowdrop_tui.core.run.execution import Execution
+from flowdrop_tui.core.run.forecast import forecast_flow
+from flowdrop_tui.core.run.opening import open_run
+from flowdrop_tui.format import plan_text
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    layout = workspace.layout(args)
+    ref = checked_flow(layout, args.flow)
+    asked = options(args)
+    if args.handshake_fd is None:
+        mode = workspace.mode(args)
+        if args.detach or not mode.runs_here:
+            answer = mode.start(ref, asked, option_args(asked))
+            return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
+
+    def make(warnings: Warnings) -> Execution:
+        return open_run(layout, ref, options=asked, notify=warnings)
+
+    if args.handshake_fd is not None:
+        return detached_child(args, make)
+    return finish_foreground(make(args.warnings), args.json, args.warnings)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """What ``run`` would do, doing nothing; exits as ``run`` would refuse (0: it would
+    start), so ``plan FLOW && run FLOW`` reads as it should."""
+    layout = workspace.read_layout(args)
+    found = forecast_flow(layout, args.flow, options(args))
+    answer = found.to_json()
+    print(dump(answer) if args.json else plan_text(answer))
+    return found.refusal.exit_code if found.refusal is not None else 0

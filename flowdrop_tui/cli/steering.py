@@ -1,0 +1,96 @@
+"""``resume``, ``stop`` and ``pause``: what a person asks of a run, in either mode."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from flowdrop_tui.cli import workspace
+from flowdrop_tui.cli.launching import (
+    asker,
+    checked_flow,
+    detached_child,
+    finish_foreground,
+    option_args,
+    options,
+    print_launched,
+)
+from flowdrop_tui.cli.output import Warnings, dump
+from flowdrop_tui.core.control import verbs
+from flowdrop_tui.core.mode import Mode
+from flowdrop_tui.core.records.events import ENDED, LIVE, Status, load_run
+from flowdrop_tui.core.run.execution import Execution
+from flowdrop_tui.core.run.opening import flow_of_key, reopen_paused
+from flowdrop_tui.format import asked_text
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    layout = workspace.layout(args)
+    asked = options(args)
+    if args.handshake_fd is None:
+        mode = workspace.mode(args)
+        if args.detach or not mode.runs_here:
+            answer = mode.resume(args.run, option_args(asked))
+            return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
+
+    def make(warnings: Warnings) -> Execution:
+        # The flow is loaded in this process to continue the run: first in a child,
+        # with its 5 s limit, so one that now fails or hangs at import is refused as
+        # `run` refuses it, instead of hanging this process with the run held.
+        info = verbs.check_resumable(layout, args.run)
+        if info.key is not None:
+            checked_flow(layout, info.key, flow_of_key(layout, info.key))
+        return reopen_paused(layout, args.run, options=asked, by=asker(args.by), notify=warnings)
+
+    if args.handshake_fd is not None:
+        return detached_child(args, make)
+    return finish_foreground(make(args.warnings), args.json, args.warnings)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    mode = workspace.mode(args)
+    asked = mode.stop(args.run, now=args.now)
+    return _asked(args, mode, asked, lambda s: s in ENDED, 30.0)
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    mode = workspace.mode(args)
+    asked = mode.pause(args.run)
+    return _asked(args, mode, asked, lambda s: s not in LIVE, 3600.0)
+
+
+def _asked(
+    args: argparse.Namespace,
+    mode: Mode,
+    asked: verbs.Asked,
+    done: Callable[[Status], bool],
+    timeout: float,
+) -> int:
+    """Report a stop or pause request; with ``--wait``, once the run has acted on it.
+    ``status`` is the run's status as the command returns: a paused run that ``stop``
+    closed is ``cancelled`` at once; a live one without ``--wait`` is still ``running``.
+    The run is read as every read is: through the mode, brought up to date first."""
+    message = asked_text(asked)
+    if args.wait:
+        status = _wait(mode, args.run, done, timeout)
+        message += f"; it is now {status}"
+    else:
+        mode.sync()
+        status = load_run(mode.layout, args.run).status
+    if args.json:
+        shown = {"run": args.run, "action": str(asked.action), "round": asked.round}
+        print(dump({**shown, "message": message, "status": str(status)}))
+    else:
+        print(message)
+    return 0
+
+
+def _wait(mode: Mode, run_id: str, done: Callable[[Status], bool], timeout: float) -> Status:
+    deadline = time.monotonic() + timeout
+    while True:
+        mode.sync()
+        status = load_run(mode.layout, run_id).status
+        if done(status) or time.monotonic() > deadline:
+            return status
+        time.sleep(mode.poll_every)

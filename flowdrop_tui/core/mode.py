@@ -1,0 +1,230 @@
+"""The one seam between local and remote mode, chosen once per process.
+
+A face (the CLI's ``main``, the UI's start, ``serve``'s child — which is the CLI's
+``main`` again) calls ``choose(layout)`` once and from then on asks the ``Mode`` it got:
+start and resume a run, carry stop and pause to it, bring the records up to date
+before a read, follow a run's output, pin, prune, name the store, follow the records
+live while a view is open, and close. The faces never import ``core.remote`` and never
+ask "am I remote?" (an import-linter contract holds the first).
+
+``LocalMode`` is today's code: a detached child on this machine (``control.launch``)
+and requests through the run's folder (``control.verbs``); reads need nothing first.
+``RemoteMode`` (``core/remote/remote_mode.py``, imported only when the workspace is
+configured for it) puts runs on Temporal workers and keeps a replica of the
+PostgreSQL records in the ordinary file layout, so every read stays the local one.
+This is celery's ``app.backend`` chosen once, with a null backend for "none".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from flowdrop_tui.core import retention
+from flowdrop_tui.core.control import launch, verbs
+from flowdrop_tui.core.flows.discovery import FlowRef
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import pins
+from flowdrop_tui.core.remote import config
+from flowdrop_tui.core.run.forecast import StartOptions
+
+# Set in a run child's environment by the worker that launched it: that process IS
+# the run (or closes one) and runs it as local code does, whatever the config says;
+# its record writes go through to PostgreSQL (the mirror, installed by ``choose``).
+REMOTE_RUN_ENV = "FLOWDROP_REMOTE_RUN"
+
+
+class LiveFeed(Protocol):
+    """The records kept current from elsewhere while a view is open (remote mode's
+    replica following PostgreSQL); ``problem()`` says in one line why it is not."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def problem(self) -> str | None: ...
+
+
+class Mode(Protocol):
+    """What the faces ask of the mode. Answers are the core's data; refusals are
+    ``FlowdropError``s with the same codes in both modes."""
+
+    layout: Layout
+
+    @property
+    def runs_here(self) -> bool:
+        """Whether a foreground ``run``/``resume`` runs in this process (local) or is
+        started elsewhere and followed (remote: on a worker)."""
+        ...
+
+    @property
+    def store_label(self) -> str:
+        """Where the records come from, for the UI's top line ("" on this machine)."""
+        ...
+
+    @property
+    def poll_every(self) -> float:
+        """Seconds between looks at a run a command waits on (``stop --wait``)."""
+        ...
+
+    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+        """Start ``ref`` in the background: ``{"run", "flow", "warnings"}`` once it exists,
+        or the refusal it met (``LaunchRefused``, with its code and exit status)."""
+        ...
+
+    def resume(
+        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]: ...
+
+    def stop(
+        self,
+        run_id: str,
+        *,
+        now: bool,
+        by: dict[str, Any] | None = None,
+        keep_paused: bool = False,
+    ) -> verbs.Asked: ...
+
+    def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked: ...
+
+    def sync(self, *, run_refs: bool = False) -> list[str]:
+        """Bring the records read here up to date; the problems met, as warnings
+        (``run_refs``: also the commits runs made elsewhere). Unreachable: exit 4."""
+        ...
+
+    def following_output(self, run_id: str) -> contextlib.AbstractContextManager[Any]:
+        """While following ``run_id``'s output: yields ``held()``, true while something
+        elsewhere still holds the run (and may still ship lines)."""
+        ...
+
+    def pin(self, run_id: str) -> bool: ...
+
+    def unpin(self, run_id: str) -> bool: ...
+
+    def prune(
+        self, keep: int, older_than: float | None = None, *, dry_run: bool = False
+    ) -> retention.PruneResult: ...
+
+    def live_feed(self) -> LiveFeed | None:
+        """A feed to run while a view is open, or None when the files here are the
+        records themselves (the workspace watch sees every change)."""
+        ...
+
+    @property
+    def exit_without_teardown(self) -> bool:
+        """Whether the process must leave through ``os._exit`` once its answer is out
+        (Temporal's client leaves threads running that an interpreter teardown can
+        crash under: exit 0 turned into -11; docs/decisions.md)."""
+        ...
+
+
+class LocalMode:
+    """Runs on this machine; the files under ``.flowdrop/`` are the records."""
+
+    runs_here = True
+    store_label = ""
+    poll_every = 0.1
+    exit_without_teardown = False
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+        return launch.launch_run(
+            self.layout,
+            ref.folder,
+            ref.key,
+            from_run=options.from_run,
+            resume=options.resume,
+            snapshot=options.snapshot,
+            fresh=options.fresh,
+            extra=extra,
+        )
+
+    def resume(
+        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        return launch.launch_resume(self.layout, run_id, by=by, extra=extra)
+
+    def stop(
+        self,
+        run_id: str,
+        *,
+        now: bool,
+        by: dict[str, Any] | None = None,
+        keep_paused: bool = False,
+    ) -> verbs.Asked:
+        return verbs.stop(self.layout, run_id, now=now, by=by, keep_paused=keep_paused)
+
+    def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked:
+        return verbs.pause(self.layout, run_id, by=by)
+
+    def sync(self, *, run_refs: bool = False) -> list[str]:
+        return []
+
+    @contextlib.contextmanager
+    def following_output(self, run_id: str) -> Iterator[Any]:
+        yield lambda: False
+
+    def pin(self, run_id: str) -> bool:
+        return pins.pin(self.layout, run_id)
+
+    def unpin(self, run_id: str) -> bool:
+        return pins.unpin(self.layout, run_id)
+
+    def prune(
+        self, keep: int, older_than: float | None = None, *, dry_run: bool = False
+    ) -> retention.PruneResult:
+        return retention.prune(self.layout, keep, older_than, dry_run=dry_run)
+
+    def live_feed(self) -> LiveFeed | None:
+        return None
+
+
+def choose(layout: Layout) -> Mode:
+    """The mode of this process, decided once: local unless the workspace is configured
+    for remote mode (``.flowdrop/config.toml`` ``[remote]`` or ``FLOWDROP_*``). A run
+    child a worker started is local (its writes go through the mirror that
+    ``install_run_mirror`` put in place), whatever the config it inherited says."""
+    if os.environ.get(REMOTE_RUN_ENV):
+        return LocalMode(layout)
+    settings = config.load(layout)
+    if settings is None:
+        return LocalMode(layout)
+    from flowdrop_tui.core.remote.remote_mode import RemoteMode  # temporalio, psycopg
+
+    return RemoteMode(layout, settings)
+
+
+def install_run_mirror() -> None:
+    """In a run child a worker started (``REMOTE_RUN_ENV``), write every record through
+    to PostgreSQL from the first write on — before anything else, even a usage error's
+    answer, so nothing the run writes stays on this machine alone."""
+    if os.environ.get(REMOTE_RUN_ENV):
+        from flowdrop_tui.core.remote.mirror import install_from_env  # psycopg
+
+        install_from_env()
+
+
+def serve_worker(layout: Layout | None, say: Callable[[str], None], **flags: Any) -> int:
+    """``flowdrop-tui worker``: poll the cluster for runs until SIGTERM/SIGINT (remote
+    mode's daemon, whatever this workspace's mode; ``flags`` as
+    ``config.worker_config`` takes them). Leave through ``os._exit`` after it, as
+    after any use of Temporal's client (``exit_without_teardown``)."""
+    import asyncio
+
+    from flowdrop_tui.core.remote import worker  # temporalio, psycopg
+
+    found = config.worker_config(layout, **flags)
+    settings = worker.WorkerSettings(
+        temporal=found.temporal,
+        namespace=found.namespace,
+        task_queue=found.task_queue,
+        worker_id=found.worker_id,
+        home=found.home,
+        max_runs=found.max_runs,
+        access=worker.PostgresAccess(found.postgres),
+    )
+    return asyncio.run(worker.serve(settings, say))

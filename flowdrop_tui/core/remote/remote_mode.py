@@ -1,0 +1,133 @@
+"""Remote mode behind the one seam (``core/mode.py``): runs on Temporal workers,
+records in PostgreSQL, read here from a replica in the ordinary file layout.
+
+Every verb keeps the local refusal codes (``TemporalExecutor`` answers a run that is
+not live from the replica with today's verbs); every read is the local one over the
+replica, brought up to date first (``reading.synced``: bounded; unreachable is exit 4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from flowdrop_tui.core import retention
+from flowdrop_tui.core.control import verbs
+from flowdrop_tui.core.flows.discovery import FlowRef
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.liveness import remote_holder
+from flowdrop_tui.core.remote import reading
+from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.run.forecast import StartOptions
+
+
+class RemoteMode:
+    """One workspace configured for remote mode, for the life of one process."""
+
+    runs_here = False
+    poll_every = 0.5
+
+    def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
+        self.layout = layout
+        self.settings = settings
+        self._executor: Any = None  # made on first use: reads never load temporalio
+
+    @property
+    def store_label(self) -> str:
+        return reading.store_label(self.settings)
+
+    @property
+    def exit_without_teardown(self) -> bool:
+        return self._executor is not None
+
+    def _runs(self) -> Any:
+        if self._executor is None:
+            from flowdrop_tui.core.remote.temporal_executor import TemporalExecutor
+
+            self._executor = TemporalExecutor(self.layout, self.settings)
+        return self._executor
+
+    # -- the executor verbs -------------------------------------------------------------
+
+    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+        answer: dict[str, Any] = self._runs().start(ref, options, extra)
+        return answer
+
+    def resume(
+        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        answer: dict[str, Any] = self._runs().resume(run_id, extra, by=by)
+        return answer
+
+    def stop(
+        self,
+        run_id: str,
+        *,
+        now: bool,
+        by: dict[str, Any] | None = None,
+        keep_paused: bool = False,
+    ) -> verbs.Asked:
+        asked: verbs.Asked = self._runs().stop(run_id, now=now, by=by, keep_paused=keep_paused)
+        return asked
+
+    def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked:
+        asked: verbs.Asked = self._runs().pause(run_id, by=by)
+        return asked
+
+    # -- reads --------------------------------------------------------------------------
+
+    def sync(self, *, run_refs: bool = False) -> list[str]:
+        return reading.synced(self.layout, self.settings, run_refs=run_refs)
+
+    @contextlib.contextmanager
+    def following_output(self, run_id: str) -> Iterator[Callable[[], bool]]:
+        """The replica follows PostgreSQL (LISTEN/NOTIFY) while the lines are read from
+        it: what a worker's run prints on another machine appears here as it is shipped."""
+        run_dir = self.layout.run_dir(run_id)
+        let_go: list[bool] = []
+        with reading.following(self.layout, self.settings) as check:
+
+            def held() -> bool:
+                # The worker ships the run's last output after the run's end event, and
+                # only then lets go of it (the replica's marker goes). Seen let go: one
+                # more sync, so every line committed before that is here for the last read.
+                check()
+                if remote_holder(run_dir) is not None:
+                    return True
+                if not let_go:
+                    let_go.append(True)
+                    reading.synced(self.layout, self.settings)
+                    return True
+                return False
+
+            yield held
+
+    def pin(self, run_id: str) -> bool:
+        return self._pin(run_id, pinned=True)
+
+    def unpin(self, run_id: str) -> bool:
+        return self._pin(run_id, pinned=False)
+
+    def _pin(self, run_id: str, *, pinned: bool) -> bool:
+        """The pin reaches every machine: a row in PostgreSQL (the caller syncs first:
+        the run must be known here, as locally)."""
+        from flowdrop_tui.core.remote import pins
+
+        change = pins.pin if pinned else pins.unpin
+        return reading.bounded(
+            self.settings,
+            "the pin",
+            lambda: change(self.layout, self.settings, run_id),
+            reading.SYNC_TIMEOUT,
+        )
+
+    def prune(
+        self, keep: int, older_than: float | None = None, *, dry_run: bool = False
+    ) -> retention.PruneResult:
+        from flowdrop_tui.core.remote import pruning
+
+        return pruning.prune(self.layout, self.settings, keep, older_than, dry_run=dry_run)
+
+    def live_feed(self) -> reading.LiveReplica:
+        return reading.LiveReplica(self.layout, self.settings)
