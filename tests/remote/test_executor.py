@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from flowdrop_tui.core.errors import UsageError
+from flowdrop_tui.core.mode import REMOTE_RUN_ENV, LocalMode, choose
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote.activities import check_request
-from flowdrop_tui.core.mode import REMOTE_RUN_ENV, LocalMode, choose
 from flowdrop_tui.core.remote.workflow import FlowInput
 
 CONFIG = '[remote]\ntemporal = "127.0.0.1:1"\npostgres = "postgresql://x@127.0.0.1:1/p"\n'
