@@ -1,5 +1,15 @@
-"""One error family. Each class's ``code`` is the CLI's JSON error code and its
-``exit_code`` the process exit status (SPEC §11)."""
+"""The one error family: ``FlowdropError`` and a class per code.
+
+Each class that declares a ``code`` owns it — the CLI's JSON error code — and no
+two classes declare the same one (checked as each class is made, and by a test
+that also finds each code documented in docs/spec.md). A subclass that declares
+none refines its parent's (``LinkRefusedError`` is also an ``OSError``). Remote
+mode's errors are in ``core/remote/remote_errors.py``, on the same bases.
+
+``exit_code`` is the one place an error becomes a process exit status (SPEC §11):
+2 usage or not found, 3 refused, 4 a server remote mode needs was not reached
+("try again later"), 1 any other failure.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +20,38 @@ class FlowdropError(Exception):
     """An expected failure: shown to the user as a message, never as a traceback."""
 
     code: ClassVar[str] = "ERROR"
-    exit_code: ClassVar[int] = 1
+    by_code: ClassVar[dict[str, type[FlowdropError]]] = {}
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            owner = FlowdropError.by_code.setdefault(cls.code, cls)
+            if owner is not cls:
+                raise TypeError(f"code {cls.code} is {owner.__name__}'s, not {cls.__name__}'s")
+
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        if code is not None:
-            self.code = code  # type: ignore[misc]
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self)
 
     def as_json(self) -> dict[str, dict[str, str]]:
         return {"error": {"code": self.code, "message": self.message}}
 
 
+def error_for(code: str, message: str) -> FlowdropError:
+    """The error another process reported by its code (a detached run's handshake, a
+    worker's answer): the class that owns the code, so its exit status follows."""
+    cls = FlowdropError.by_code.get(code, FlowdropError)
+    error = cls.__new__(cls)
+    FlowdropError.__init__(error, message)
+    return error
+
+
 class UsageError(FlowdropError):
     code = "USAGE"
-    exit_code = 2
 
 
 class InvalidNameError(UsageError):
@@ -35,7 +62,6 @@ class InvalidNameError(UsageError):
 
 class NotFoundError(FlowdropError):
     code = "NOT_FOUND"
-    exit_code = 2
 
 
 class NoStateForKeyError(NotFoundError):
@@ -44,13 +70,44 @@ class NoStateForKeyError(NotFoundError):
 
 class RefusedError(FlowdropError):
     code = "REFUSED"
-    exit_code = 3
 
 
-class TerminalSnapshotError(RefusedError):
-    """INT-14: a snapshot or checkpoint of a finished run is not resumable."""
+class UnreachableError(FlowdropError):
+    """A server remote mode needs could not be reached: "try again later" (exit 4),
+    apart from refusals (3) and failures (1)."""
+
+    code = "UNREACHABLE"
+
+
+class SignalRefusedError(RefusedError):
+    """INT-16: a stop, pause or resume the run cannot take (a class per reason below)."""
+
+    code = "SIGNAL_REFUSED"
+
+
+class TerminalSnapshotError(SignalRefusedError):
+    """INT-14: a snapshot or checkpoint of a finished run is not resumable; nor is a
+    finished run stopped, paused or resumed."""
 
     code = "PIPELINE_TERMINAL"
+
+
+class NoActivePauseError(SignalRefusedError):
+    """A resume of a run that is not paused."""
+
+    code = "NO_ACTIVE_PAUSE"
+
+
+class SignalPendingError(SignalRefusedError):
+    """A pause asked of a run that already has a stop or a pause pending."""
+
+    code = "INWARD_SIGNAL_ALREADY_PENDING"
+
+
+class AlreadyPausedError(SignalRefusedError):
+    """A pause of a paused run; escape's stop of a run that paused meanwhile."""
+
+    code = "ALREADY_PAUSED"
 
 
 class AlreadyRunningError(RefusedError):
@@ -86,29 +143,16 @@ class LockTimeoutError(RefusedError, OSError):
     code = "LOCK_HELD"
 
 
-class SignalRefusedError(RefusedError):
-    """INT-16: a stop, pause or resume the run cannot take (codes below)."""
-
-    code = "SIGNAL_REFUSED"
-
-
 class OutputUnreadableError(RefusedError):
     """A run's ``output.log`` that is a link or not a regular file: it is not read."""
 
     code = "OUTPUT_UNREADABLE"
 
 
-PIPELINE_TERMINAL = "PIPELINE_TERMINAL"
-NO_ACTIVE_PAUSE = "NO_ACTIVE_PAUSE"
-INWARD_SIGNAL_ALREADY_PENDING = "INWARD_SIGNAL_ALREADY_PENDING"
-ALREADY_PAUSED = "ALREADY_PAUSED"
-
-
 class FlowLoadError(FlowdropError):
     """A flow that cannot be loaded: refused before any run exists (exit 1)."""
 
     code = "FLOW_LOAD_ERROR"
-    exit_code = 1
 
 
 class BudgetExhaustedError(RefusedError):
@@ -121,3 +165,26 @@ class DriftedError(RefusedError):
     """SPEC §15: ``--strict`` and the flow or the repository changed since the source run."""
 
     code = "DRIFTED"
+
+
+class BackendUnavailableError(FlowdropError):
+    """A backend that cannot run here: its CLI is not installed, or it failed to load."""
+
+    code = "BACKEND_UNAVAILABLE"
+
+
+# The exit status of each kind of error, most specific first; anything else is 1.
+EXIT_CODES: tuple[tuple[type[FlowdropError], int], ...] = (
+    (UsageError, 2),
+    (NotFoundError, 2),
+    (RefusedError, 3),
+    (UnreachableError, 4),
+)
+
+
+def exit_code(error: BaseException) -> int:
+    """The process exit status for ``error`` (SPEC §11): the one place it is decided."""
+    for kind, status in EXIT_CODES:
+        if isinstance(error, kind):
+            return status
+    return 1

@@ -257,7 +257,7 @@ def test_a_stop_that_keeps_paused_runs_refuses_a_paused_run_and_leaves_it_paused
 ) -> None:
     """Guards the UI's escape (issue 11): ``keep_paused`` never closes a paused run."""
     from flowdrop_tui.core.control import verbs
-    from flowdrop_tui.core.errors import ALREADY_PAUSED, SignalRefusedError
+    from flowdrop_tui.core.errors import AlreadyPausedError
     from flowdrop_tui.core.paths import Layout
 
     write_flow(workspace, "batch", BATCH)
@@ -268,9 +268,9 @@ def test_a_stop_that_keeps_paused_runs_refuses_a_paused_run_and_leaves_it_paused
     gate.unlink()
     wait_for(lambda: status(cli, run_id) == "paused")
     for now in (False, True):
-        with pytest.raises(SignalRefusedError) as refused:
+        with pytest.raises(AlreadyPausedError) as refused:
             verbs.stop(Layout(workspace), run_id, now=now, keep_paused=True)
-        assert refused.value.code == ALREADY_PAUSED and run_id in refused.value.message
+        assert refused.value.code == "ALREADY_PAUSED" and run_id in refused.value.message
     assert status(cli, run_id) == "paused"
     assert not any(e["event"] == "stop_requested" for e in events(workspace, run_id))
 

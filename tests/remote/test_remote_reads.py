@@ -16,7 +16,6 @@ import pytest
 
 from flowdrop_tui import cli
 from flowdrop_tui.core.remote import reading
-from flowdrop_tui.core.remote.reading import UNREACHABLE_EXIT
 from flowdrop_tui.core.remote.store import PostgresStore
 from tests.flow_bodies import adds_one_a_round, counts_rounds
 from tests.remote.machines import (
@@ -29,6 +28,8 @@ from tests.remote.machines import (
     plain_env,
 )
 from tests.remote.servers import PostgresServer, TcpProxy
+
+UNREACHABLE_EXIT = 4  # SPEC §11: a server remote mode needs was not reached
 
 PRINTS_SLOWLY = """
 import time

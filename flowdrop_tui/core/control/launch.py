@@ -21,18 +21,9 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.control.verbs import check_resumable
-from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.errors import FlowdropError, error_for
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.records.events import who
-
-
-class LaunchRefused(FlowdropError):
-    """A refusal the detached run's process met before any run existed."""
-
-    def __init__(self, message: str, code: str, exit_code: int) -> None:
-        super().__init__(message, code)
-        self.exit_code = exit_code  # type: ignore[misc]
-
 
 # -- the parent's end ------------------------------------------------------------------
 
@@ -80,9 +71,9 @@ def launch_resume(
 def _answer(message: dict[str, Any]) -> dict[str, Any]:
     error = message.get("error")
     if isinstance(error, dict):
-        raise LaunchRefused(
-            str(error.get("message")), str(error.get("code")), int(message.get("exit", 1))
-        )
+        # The refusal the detached run's process met before any run existed: the class
+        # that owns its code, so the code and the exit status are the child's.
+        raise error_for(str(error.get("code")), str(error.get("message")))
     return message
 
 

@@ -16,11 +16,10 @@ from typing import Any
 from flowdrop_tui.core import git
 from flowdrop_tui.core.control import process, requests
 from flowdrop_tui.core.errors import (
-    ALREADY_PAUSED,
-    INWARD_SIGNAL_ALREADY_PENDING,
-    NO_ACTIVE_PAUSE,
-    PIPELINE_TERMINAL,
-    SignalRefusedError,
+    AlreadyPausedError,
+    NoActivePauseError,
+    SignalPendingError,
+    TerminalSnapshotError,
 )
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
@@ -72,9 +71,8 @@ def pick_up_hint(info: RunInfo) -> str:
 
 def _refuse_ended(info: RunInfo, verb: str) -> None:
     if info.status in ENDED:
-        raise SignalRefusedError(
-            f"cannot {verb} run {info.run}: it has ended ({info.status}); {pick_up_hint(info)}",
-            PIPELINE_TERMINAL,
+        raise TerminalSnapshotError(
+            f"cannot {verb} run {info.run}: it has ended ({info.status}); {pick_up_hint(info)}"
         )
 
 
@@ -82,10 +80,9 @@ def refuse_paused(info: RunInfo) -> None:
     """Escape's rule: a key meant to stop a live run refuses a run that paused meanwhile
     (``ALREADY_PAUSED``) instead of closing it (also the UI's, in remote mode)."""
     if info.status == Status.PAUSED:
-        raise SignalRefusedError(
+        raise AlreadyPausedError(
             f"run {info.run} is paused, so it was left as it is; resume it, or close it "
-            f"for good with: flowdrop-tui stop {info.run}",
-            ALREADY_PAUSED,
+            f"for good with: flowdrop-tui stop {info.run}"
         )
 
 
@@ -126,15 +123,13 @@ def pause(layout: Layout, run_id: str, *, by: dict[str, Any] | None = None) -> A
     info = load_run(layout, run_id)
     _refuse_ended(info, "pause")
     if info.status == Status.PAUSED:
-        raise SignalRefusedError(
-            f"run {run_id} is already paused; resume it with: flowdrop-tui resume {run_id}",
-            ALREADY_PAUSED,
+        raise AlreadyPausedError(
+            f"run {run_id} is already paused; resume it with: flowdrop-tui resume {run_id}"
         )
     if info.pause_pending or info.stop_pending or not requests.post(info.path, requests.PAUSE, by):
         what = "a stop" if info.stop_pending else "a pause"
-        raise SignalRefusedError(
-            f"run {run_id} already has {what} pending; it acts on it after round {info.round}",
-            INWARD_SIGNAL_ALREADY_PENDING,
+        raise SignalPendingError(
+            f"run {run_id} already has {what} pending; it acts on it after round {info.round}"
         )
     return Asked(run_id, info.key, Action.PAUSE_AFTER_ROUND, info.round)
 
@@ -143,15 +138,13 @@ def check_resumable(layout: Layout, run_id: str) -> RunInfo:
     """Refuse (INT-16) resuming a run that is not paused."""
     info = load_run(layout, run_id)
     if info.status in ENDED:
-        raise SignalRefusedError(
+        raise TerminalSnapshotError(
             f"cannot resume run {run_id}: it has ended ({info.status}) and a finished run is "
-            f"never resumed; {pick_up_hint(info)}",
-            PIPELINE_TERMINAL,
+            f"never resumed; {pick_up_hint(info)}"
         )
     if info.status in LIVE:
-        raise SignalRefusedError(
-            f"run {run_id} is not paused (it is {info.status}); only a paused run is resumed",
-            NO_ACTIVE_PAUSE,
+        raise NoActivePauseError(
+            f"run {run_id} is not paused (it is {info.status}); only a paused run is resumed"
         )
     return info
 

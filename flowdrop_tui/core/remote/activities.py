@@ -31,11 +31,12 @@ from temporalio import activity
 
 from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.control.launch import launch_process
-from flowdrop_tui.core.errors import ALREADY_PAUSED, FlowdropError, UsageError
+from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.remote.mirror import RunTicket, ship_output
-from flowdrop_tui.core.remote.store import PostgresStore, StoreUnreachableError
+from flowdrop_tui.core.remote.remote_errors import LostContactError, StoreUnreachableError
+from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_EVERY,
@@ -262,10 +263,6 @@ class WorkerActivities:
             await asyncio.to_thread(store.close)
 
 
-class LostContactError(FlowdropError):
-    code = "WORKER_LOST"
-
-
 async def _server_answers() -> bool:
     try:
         return await activity.client().service_client.check_health(
@@ -288,7 +285,7 @@ def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
                 layout, holding.run, now=request.verb == "stop_now", by=by, keep_paused=True
             )
     except FlowdropError as exc:
-        if exc.code == ALREADY_PAUSED and request.verb != "pause":
+        if isinstance(exc, AlreadyPausedError) and request.verb != "pause":
             return {"ended": True}
         return _refusal(exc)
     answer = {"run": asked.run, "key": asked.key, "action": str(asked.action)}

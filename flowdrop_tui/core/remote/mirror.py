@@ -48,7 +48,8 @@ from flowdrop_tui.core.paths import (
     SESSIONS,
 )
 from flowdrop_tui.core.records import mirror as records_mirror
-from flowdrop_tui.core.remote.store import Fenced, PostgresStore, StoreUnreachableError
+from flowdrop_tui.core.remote.remote_errors import Fenced, StoreUnreachableError
+from flowdrop_tui.core.remote.store import PostgresStore
 
 ENV_VAR = "FLOWDROP_REMOTE_RUN"
 # Not in PostgreSQL: the lock is this machine's liveness (the marker, a replica's),

@@ -27,22 +27,12 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.git import RUN_REFS
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote.config import RemoteConfig
-from flowdrop_tui.core.remote.store import StoreUnreachableError
+from flowdrop_tui.core.remote.remote_errors import RemoteUnreachableError, StoreUnreachableError
 
 SYNC_TIMEOUT = 30.0  # seconds: a sync (connect included) not done by then is reported
 FETCH_TIMEOUT = 60.0  # seconds: `git fetch` of the runs' refs
-UNREACHABLE_EXIT = 4  # the CLI's exit status for it (README, "Beyond one machine")
 
 T = TypeVar("T")
-
-
-class RemoteUnreachableError(StoreUnreachableError):
-    """PostgreSQL could not be reached, or stopped answering, while a command read or
-    deleted: the store's error (its JSON code and exit status 4, so a script can tell
-    "try again later" from a refusal, 3, or a failed flow, 1), raised here also for a
-    server that accepted the connection and then went silent."""
-
-    exit_code = UNREACHABLE_EXIT
 
 
 def postgres_address(url: str) -> str:

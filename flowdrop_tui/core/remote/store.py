@@ -34,8 +34,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from flowdrop_tui.core.errors import (
     AlreadyRunningError,
     FlowdropError,
-    RefusedError,
     UsageError,
+)
+from flowdrop_tui.core.remote.remote_errors import (
+    Fenced,
+    StoreConflictError,
+    StoreError,
+    StoreUnreachableError,
 )
 from flowdrop_tui.core.remote.schema import SCHEMA, SCHEMA_VERSION
 
@@ -55,34 +60,6 @@ _CONNECT_DEFAULTS = {
 _FENCED = "FD001"
 _OUT_OF_ORDER = "FD002"
 _ALREADY_RUNNING = "FD003"
-
-
-class Fenced(RefusedError):
-    """This writer's epoch is no longer its key's: another claim or the reaper moved
-    it on. The writer must never write again."""
-
-    code = "FENCED"
-
-
-class StoreUnreachableError(FlowdropError):
-    """PostgreSQL could not be reached or the connection broke mid-call. The call may
-    or may not have committed; every write here is safe to send again."""
-
-    code = "STORE_UNREACHABLE"
-    exit_code = 4  # every command: "try again later", apart from refusals (3) and failures (1)
-
-
-class StoreError(FlowdropError):
-    """PostgreSQL refused a request (a missing table, a permission): not worth a retry."""
-
-    code = "STORE_ERROR"
-
-
-class StoreConflictError(FlowdropError):
-    """Other bytes were already appended at that offset: the writer's file and the
-    store's disagree."""
-
-    code = "STORE_CONFLICT"
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,7 @@ import re
 
 from temporalio.client import Client
 
-from flowdrop_tui.core.errors import FlowdropError
-
-
-class TemporalUnreachableError(FlowdropError):
-    """The Temporal server could not be reached: as ``STORE_UNREACHABLE``, "try again
-    later" (exit 4), apart from refusals (3) and failures (1)."""
-
-    code = "TEMPORAL_UNREACHABLE"
-    exit_code = 4
+from flowdrop_tui.core.remote.remote_errors import TemporalUnreachableError
 
 
 async def connect(address: str, namespace: str) -> Client:

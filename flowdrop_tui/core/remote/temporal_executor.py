@@ -27,8 +27,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from flowdrop_tui.core.control import verbs
-from flowdrop_tui.core.control.launch import LaunchRefused
-from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, UsageError
+from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, UsageError, error_for
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run, who
@@ -146,9 +145,7 @@ class TemporalExecutor:
             answer = asyncio.run(self._start_async(request, after_end=True))
         error = answer.get("error")
         if isinstance(error, dict):
-            raise LaunchRefused(
-                str(error.get("message")), str(error.get("code")), int(answer.get("exit", 1))
-            )
+            raise error_for(str(error.get("code")), str(error.get("message")))
         warnings = [*self._warnings, *(answer.get("warnings") or [])]
         return {**answer, "warnings": warnings}
 
@@ -249,9 +246,7 @@ class TemporalExecutor:
                 return _asked(asked)
             error = answer.get("error")
             if isinstance(error, dict):
-                raise LaunchRefused(
-                    str(error.get("message")), str(error.get("code")), int(answer.get("exit", 3))
-                )
+                raise error_for(str(error.get("code")), str(error.get("message")))
         # Not live, or it ended meanwhile: answer from what it left. A run that just
         # ended is cleared live by its worker a moment later (after its last output).
         deadline = time.monotonic() + SETTLE_LIMIT

@@ -24,23 +24,14 @@ from pathlib import Path
 from typing import Protocol
 
 from flowdrop_tui.core.control import process
-from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, RefusedError
+from flowdrop_tui.core.errors import InvalidNameError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.git import run_ref
 from flowdrop_tui.core.paths import Layout, check_run_ref
+from flowdrop_tui.core.remote.remote_errors import GitError, NotOnOriginError
 
 _SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
 GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
-
-
-class NotOnOriginError(RefusedError):
-    """The asked commit is not on the origin: a worker cannot check it out."""
-
-    code = "NOT_ON_ORIGIN"
-
-
-class GitError(FlowdropError):
-    code = "GIT_FAILED"
 
 
 class WorkspaceSource(Protocol):

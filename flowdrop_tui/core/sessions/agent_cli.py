@@ -7,8 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from flowdrop_tui.core.errors import FlowdropError
-from flowdrop_tui.core.sessions.base import BackendUnavailableError
+from flowdrop_tui.core.errors import BackendUnavailableError, FlowdropError
 
 AGENT_OPTIONS = ("model", "args", "env", "cwd", "executable")
 TAIL = 2000  # characters of stderr kept as a failed session's error

@@ -5,17 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.records.usage import Usage
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.sessions.session import Session
-
-
-class BackendUnavailableError(FlowdropError):
-    """A backend that cannot run here: its CLI is not installed, or it failed to load."""
-
-    code = "BACKEND_UNAVAILABLE"
 
 
 @dataclass

@@ -6,8 +6,8 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
-from flowdrop_tui.core.errors import FlowdropError
-from flowdrop_tui.core.sessions.base import Backend, BackendUnavailableError
+from flowdrop_tui.core.errors import BackendUnavailableError, FlowdropError
+from flowdrop_tui.core.sessions.base import Backend
 
 ENTRY_POINT_GROUP = "flowdrop_tui.backends"
 
