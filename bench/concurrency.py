@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Concurrency harness: many runs starting and ending at once leave the index exact (issue 6).
+"""Concurrency harness: many runs starting and ending at once leave the index exact
+(docs/decisions.md, "Crash safety and bad input").
 
 Each trial, in a fresh workspace:
 

@@ -1,4 +1,5 @@
-"""Listing 50 flows from a cold cache against listing one (SPEC §13, issue 15): goal ≤ 2.
+"""Listing 50 flows from a cold cache against listing one (SPEC §13;
+docs/decisions.md, "Speed"): goal ≤ 2.
 
 Each sample is ``flowdrop-tui flows --json`` as a user runs it, in a workspace whose
 describe cache (``.flowdrop/cache``) was just removed, so every flow is loaded in a

@@ -1,5 +1,5 @@
-"""I/O faults: the real ``flowdrop-tui run`` with a system call failing (issue 10;
-docs/reliability.md).
+"""I/O faults: the real ``flowdrop-tui run`` with a system call failing (docs/reliability.md;
+docs/decisions.md, "Durability").
 
 Each trial runs a flow that saves ``n`` and ``half`` a round under ``strace``, which makes one
 kind of call — ``write``, ``pwrite64``, ``fsync``, ``fdatasync``, ``rename``,

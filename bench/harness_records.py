@@ -1,6 +1,6 @@
 """What the power-cut and I/O-fault harnesses share: how a saved state is judged, and
-the engine's record readers (found in the layout before issue 9 too, so an older
-checkout can be measured the same way)."""
+the engine's record readers (found in an older checkout's layout too, so it can be
+measured the same way; docs/decisions.md, "One home per fact")."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def engine() -> tuple[Any, Any, Any]:
     try:
         events = importlib.import_module("flowdrop_tui.core.records.events")
         state = importlib.import_module("flowdrop_tui.core.records.state")
-    except ImportError:  # the layout before issue 9, to measure an older checkout
+    except ImportError:  # an older checkout's layout (docs/decisions.md, "One home per fact")
         events = importlib.import_module("flowdrop_tui.core.records")
         state = importlib.import_module("flowdrop_tui.core.state")
     return events.fold, events.read_events, state.read_states

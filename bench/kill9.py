@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""kill -9 harness: prove that a run killed at any instant loses nothing (SPEC §13, issue 6).
+"""kill -9 harness: prove that a run killed at any instant loses nothing (SPEC §13;
+docs/decisions.md, "Crash safety and bad input").
 
 A flow sets three related keys per round in a tight loop — once through one
 ``update()`` and once through three separate sets — so every state it ever

@@ -1,4 +1,5 @@
-"""The ``prune`` scenario of the kill -9 harness (``kill9.py --scenario prune``; issue 14).
+"""The ``prune`` scenario of the kill -9 harness (``kill9.py --scenario prune``;
+docs/decisions.md, "Retention (prune, pin)").
 
 Each cycle adds runs to a workspace (written as the engine writes them, by
 ``bench/prune.py``'s generator, which knows what the keep rules must leave),

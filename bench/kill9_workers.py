@@ -1,4 +1,5 @@
-"""kill -9 harness for workers (issue 17): a worker killed at any instant loses nothing.
+"""kill -9 harness for workers (docs/decisions.md, "Testing remote mode's failures"): a
+worker killed at any instant loses nothing.
 
 Remote mode on one machine: a real PostgreSQL, the Temporal dev server, one
 ``flowdrop-tui worker`` at a time (ids ``w1``/``w2``, each with its own HOME and

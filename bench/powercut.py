@@ -1,5 +1,5 @@
 """Power cuts: a run frozen at a chosen system call, its disk copied as it stands, the copy
-checked after the journal is replayed (issue 10; docs/reliability.md).
+checked after the journal is replayed (docs/reliability.md; docs/decisions.md, "Durability").
 
 A workspace lives on a loop-mounted filesystem image (ext4, ext4 without a journal,
 ext2). Each trial runs the real ``flowdrop-tui run`` under ``strace``, which stops it

@@ -1,4 +1,5 @@
-"""Benchmark and acceptance check for ``prune`` (SPEC §16, issue 14).
+"""Benchmark and acceptance check for ``prune`` (SPEC §16; docs/decisions.md,
+"Retention (prune, pin)").
 
 Makes a workspace of N runs over 50 flows, written as the engine writes them
 (``cycle.jsonl`` lines, ``state.json``, ``output.log``, a ``sessions/`` link to a

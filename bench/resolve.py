@@ -2,8 +2,8 @@
 
 What is timed: ``flowdrop_tui.core.run.plan.plan(layout, key, resumable=True)`` for a
 key whose thread has a latest run — the index lookup, reading that run's record
-and its ``state.json``, and seeding the new run's state from it. Goal (SPEC §13,
-issue 2): the cost does not grow with the number of runs, ratio ≤ 1.2.
+and its ``state.json``, and seeding the new run's state from it. Goal (SPEC §13;
+docs/decisions.md, "Speed"): the cost does not grow with the number of runs, ratio ≤ 1.2.
 
 The workspaces are made realistically and fast: a few real runs of two bench
 flows (one calls the other) through the real CLI give template records; each

@@ -1,5 +1,5 @@
 """`runs` answers with its newest page in the same time whatever the number of runs
-(SPEC §13, issue 15), measured as ratios in one run:
+(SPEC §13; docs/decisions.md, "Speed"), measured as ratios in one run:
 
 (a) ``runs FLOW`` for a flow with 10,000 runs against one with 50, both in one
     workspace of 10,050 runs;                                        goal ≤ 1.2

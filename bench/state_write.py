@@ -15,7 +15,7 @@ What is timed, per operation, at the same durability:
 Both write to the same directory, after a warm-up that takes SQLite's WAL past
 its first checkpoint (its steady state). Operations run in batches, alternating
 ours and theirs; the ratio (ours / theirs) is the median of the per-pair ratios.
-Goal (SPEC §13, issue 2): ≤ 1.0.
+Goal (SPEC §13; docs/decisions.md, "Speed"): ≤ 1.0.
 
     python bench/state_write.py           # the full run
     python bench/state_write.py --quick   # a smaller, faster run (smoke test)

@@ -1,4 +1,4 @@
-"""The UI's speed goals, as ratios measured in one run (SPEC §13, issues 5 and 15):
+"""The UI's speed goals, as ratios measured in one run (SPEC §13; docs/decisions.md, "Speed"):
 
 (a) start to the first painted flow list, 50 flows and 100,000 runs, against a bare
     Textual app painting a 50-row DataTable;                       goal ≤ 1.5

@@ -167,8 +167,8 @@ def test_kill_9_mid_save_leaves_a_whole_file_and_the_next_writer_carries_on(
 
 
 def test_a_save_is_synced_then_renamed_then_its_folder_synced(tmp_path: Path) -> None:
-    """Guards SPEC §5.1 against a power cut (issue 10, item 1): the bytes reach the disk
-    before the rename publishes them, and the rename before the save returns."""
+    """Guards SPEC §5.1 against a power cut (docs/decisions.md, "Durability"): the bytes
+    reach the disk before the rename publishes them, and the rename before the save returns."""
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("strace is not installed (.ci/run installs it)")
@@ -208,8 +208,8 @@ def test_a_save_is_synced_then_renamed_then_its_folder_synced(tmp_path: Path) ->
 
 
 def test_record_files_never_take_the_standard_descriptors(tmp_path: Path) -> None:
-    """Guards issue 10 item 3: with stdout closed, a new file would be fd 1, where a flow's
-    own os.write(1, …) lands."""
+    """Guards docs/decisions.md, "Durability" (fd 0–2): with stdout closed, a new file would
+    be fd 1, where a flow's own os.write(1, …) lands."""
     code = (
         "import os\n"
         "from flowdrop_tui.core.files.atomic import open_fd, write_atomic\n"
@@ -231,8 +231,9 @@ def test_record_files_never_take_the_standard_descriptors(tmp_path: Path) -> Non
 def test_a_full_disk_leaves_no_temporary_file_and_frees_old_spares(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Guards issue 10 item 7: a failed save held its space (the in-place writer's two
-    spares: three copies of the state) while saves failed; the final save was lost."""
+    """Guards docs/decisions.md, "Durability" (full disk): a failed save held its space (the
+    in-place writer's two spares: three copies of the state) while saves failed; the final
+    save was lost."""
     target = tmp_path / "state.json"
     write_atomic(target, version(1))
     for i in (0, 1):  # what the in-place writer of earlier versions left

@@ -37,7 +37,7 @@ def test_importing_every_core_module_loads_no_ui_library() -> None:
 
 def test_local_mode_never_imports_the_remote_drivers(tmp_path: Path) -> None:
     """Guards local mode's cost: `flows` and a whole `run` with no remote config load
-    neither psycopg nor temporalio (issue 17: local mode does not change at all)."""
+    neither psycopg nor temporalio (SPEC §18: local mode does not change at all)."""
     ws = tmp_path / "ws"
     (ws / "flows" / "one").mkdir(parents=True)
     (ws / "flows" / "one" / "flow.py").write_text(

@@ -1,4 +1,5 @@
-"""The command line's gaps found by trying it as a new user would (issue 11, item 8):
+"""The command line's gaps found by trying it as a new user would (docs/decisions.md,
+"Listing"):
 every command takes ``--json``, a name that exists nowhere is exit 2 everywhere, a
 stop reports the status it left, and a warning reaches ``--json`` output too."""
 

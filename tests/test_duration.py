@@ -1,4 +1,5 @@
-"""A run's duration is its running time, fixed once it stopped (issue 11, item 5).
+"""A run's duration is its running time, fixed once it stopped (docs/decisions.md,
+"Listing").
 
 An interrupted run recorded no end: its duration grew with the clock forever
 (``runs`` showed ``6m01s`` minutes after a ``kill -9`` of a run that lived 25 s).

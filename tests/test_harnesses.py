@@ -1,4 +1,5 @@
-"""The small versions of the reliability harnesses in bench/ (issue 6; docs/reliability.md).
+"""The small versions of the reliability harnesses in bench/ (docs/reliability.md;
+docs/decisions.md, "Crash safety and bad input").
 
 They run the scripts exactly as a user would, as child processes, and check the
 figures they report. The full versions (1,000 kills, ten concurrency trials)

@@ -1,4 +1,5 @@
-"""The small version of the I/O-fault harness (bench/faults.py; issue 10 items 5 and 7).
+"""The small version of the I/O-fault harness (bench/faults.py; docs/decisions.md,
+"Durability").
 
 The real ``flowdrop-tui run`` under ``strace -e inject=``: every write failing with
 ENOSPC (the record's creation refused, never a run without its ``created``; a

@@ -1,4 +1,5 @@
-"""What a flow printed (issue 11 item 4, SPEC §15): ``logs RUN [-f]``, ``show``'s last
+"""What a flow printed (SPEC §15; docs/decisions.md,
+"What a run printed"): ``logs RUN [-f]``, ``show``'s last
 lines, and the reader under both, against real runs and real files."""
 
 from __future__ import annotations

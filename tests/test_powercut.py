@@ -1,4 +1,5 @@
-"""The small version of the power-cut harness (bench/powercut.py; issue 10 items 1 and 2).
+"""The small version of the power-cut harness (bench/powercut.py; docs/decisions.md,
+"Durability").
 
 Real loop-mounted ext4, ext4 without a journal and ext2 images; the real
 ``flowdrop-tui run`` stopped right after a chosen system call, the image copied as

@@ -1,6 +1,6 @@
 """Bad input through the real command: a clear message, the right exit code, nothing
-overwritten (issue 6). The cases already covered elsewhere are listed, with their
-tests, in docs/reliability.md; this file holds the rest."""
+overwritten (docs/decisions.md, "Crash safety and bad input"). The cases already covered
+elsewhere are listed, with their tests, in docs/reliability.md; this file holds the rest."""
 
 from __future__ import annotations
 

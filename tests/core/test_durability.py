@@ -1,7 +1,8 @@
-"""Issue 10, data loss: hostile flows, full disks, re-entrant saves, clock steps.
+"""Data loss: hostile flows, full disks, re-entrant saves, clock steps
+(docs/decisions.md, "Durability").
 
-Each test names the numbered item of issue 10 it guards; every one failed on the
-main the issue started from (ea35e71). Power cuts (items 1 and 2) are in
+Each test names the numbered item of the durability work it guards; every one failed
+on the main that work started from (ea35e71). Power cuts (items 1 and 2) are in
 tests/test_powercut.py, on loop-mounted filesystem images.
 """
 

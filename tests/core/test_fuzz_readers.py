@@ -1,4 +1,5 @@
-"""Fuzzing the readers of every file a user or a crash can leave behind (issue 6).
+"""Fuzzing the readers of every file a user or a crash can leave behind (docs/decisions.md,
+"Crash safety and bad input").
 
 Any bytes in ``cycle.jsonl``, ``state.json``, ``index.json`` or a snapshot file
 give a value or a clean ``FlowdropError`` — never another exception, which the

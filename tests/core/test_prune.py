@@ -1,4 +1,5 @@
-"""``prune``, ``pin`` and ``unpin`` on real records (SPEC §16, issue 14).
+"""``prune``, ``pin`` and ``unpin`` on real records (SPEC §16;
+docs/decisions.md, "Retention (prune, pin)").
 
 Every "never deletes" rule has a test of its own. The records are made by the real
 engine once (a template workspace: four runs of ``a``, the first of which called

@@ -1,5 +1,6 @@
-"""The record folder (issue 6): what comes from a file is checked before it becomes a path,
-no link is written through, a torn line swallows nothing, and viewers never import flows."""
+"""The record folder (docs/decisions.md, "Crash safety and bad input"): what comes from a
+file is checked before it becomes a path, no link is written through, a torn line swallows
+nothing, and viewers never import flows."""
 
 from __future__ import annotations
 

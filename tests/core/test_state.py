@@ -98,7 +98,7 @@ def test_values_json_cannot_hold_are_written_as_their_text(tmp_path: Path) -> No
     assert on_disk["big"] == str(2**80)
     assert on_disk["path"] == "/x"
     assert isinstance(on_disk["cycle"], list | str)
-    # JSON could hold 2**80 but most readers would not read it back: said once (issue 10).
+    # JSON could hold 2**80 but most readers would not read it back: said once ("Durability").
     assert len(warnings) == 1 and "k['big']" in warnings[0] and "beyond 2^53" in warnings[0]
 
 
@@ -115,7 +115,7 @@ def test_value_that_cannot_be_written_leaves_last_save_and_warns(tmp_path: Path)
     s["bad"] = Hostile()  # must not raise
     assert _on_disk(tmp_path) == {"k": {"good": 1}}
     assert len(warnings) == 1 and "no text for you" in warnings[0]
-    s["good"] = 2  # the other keys keep saving; the bad one warns again (issue 10, item 16)
+    s["good"] = 2  # the other keys keep saving; the bad one warns again ("Durability")
     assert _on_disk(tmp_path) == {"k": {"good": 2}}
     assert len(warnings) == 2 and "no text for you" in warnings[1]
     del s["bad"]

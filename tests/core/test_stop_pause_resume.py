@@ -1,4 +1,5 @@
-"""SPEC §10 with real detached processes and real signals (issue 3)."""
+"""SPEC §10 with real detached processes and real signals (docs/decisions.md, "Stopping
+and pausing")."""
 
 from __future__ import annotations
 
@@ -255,7 +256,8 @@ def test_stop_of_a_paused_run_closes_it_cancelled_without_running_it(
 def test_a_stop_that_keeps_paused_runs_refuses_a_paused_run_and_leaves_it_paused(
     workspace: Path, cli: CLI
 ) -> None:
-    """Guards the UI's escape (issue 11): ``keep_paused`` never closes a paused run."""
+    """Guards the UI's escape (docs/decisions.md, "The terminal UI's keys"): ``keep_paused``
+    never closes a paused run."""
     from flowdrop_tui.core.control import verbs
     from flowdrop_tui.core.errors import AlreadyPausedError
     from flowdrop_tui.core.paths import Layout

@@ -1,5 +1,6 @@
-"""Hostile flows and records that used to wedge or crash the engine (issue 10, items
-10–15, 17, 18): each case through the real command, with real files and processes."""
+"""Hostile flows and records that used to wedge or crash the engine (docs/decisions.md,
+"Hostile folders, records and processes"; items 10–15, 17 and 18 of that work's list):
+each case through the real command, with real files and processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Network namespaces for the partition tests (issue 17).
+"""Network namespaces for the partition tests (docs/decisions.md, "Testing remote mode's
+failures").
 
 A :class:`Netns` is a Linux network namespace joined to the host by a veth pair:
 the host side is ``10.213.A.B+1/30``, the namespace side ``+2``, a /30 of its own

@@ -1,4 +1,5 @@
-"""The network-namespace helper itself (tests/remote/netns.py; issue 17).
+"""The network-namespace helper itself (tests/remote/netns.py; docs/decisions.md,
+"Testing remote mode's failures").
 
 A TCP server on the host's end of the veth pair is reachable from inside the
 namespace, unreachable once the link is cut (a connection attempt times out, as

@@ -1,5 +1,5 @@
-"""A worker cut off from the network is fenced out (issue 17: "a partition must not
-produce two writers").
+"""A worker cut off from the network is fenced out (docs/decisions.md,
+"Remote records": a partition must not produce two writers).
 
 Worker A runs in its own network namespace (tests/remote/netns.py) and reaches
 Temporal and PostgreSQL through the host's veth address; worker B runs on the

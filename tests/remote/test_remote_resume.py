@@ -1,4 +1,5 @@
-"""A paused remote run resumed on a worker (issue 17): it goes on from its own commits
+"""A paused remote run resumed on a worker (docs/decisions.md, "Remote mode: reading"):
+it goes on from its own commits
 (pushed to ``refs/flowdrop/runs/<run>`` on the origin), and it records the branch the
 client asked from, so ``plan`` and ``resume`` warn of a branch change only when there
 is one. Real Temporal dev server, real PostgreSQL, real workers."""

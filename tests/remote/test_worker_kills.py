@@ -1,4 +1,5 @@
-"""The small version of the worker kill harness (bench/kill9_workers.py; issue 17).
+"""The small version of the worker kill harness (bench/kill9_workers.py;
+docs/decisions.md, "Testing remote mode's failures").
 
 Real PostgreSQL, the Temporal dev server and real ``flowdrop-tui worker`` processes:
 a counting flow's worker SIGKILLed (its process group, or the whole "machine" with
@@ -27,7 +28,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 def test_five_worker_kills_lose_nothing(
     tmp_path: Path, postgres_server: PostgresServer, temporal_server: TemporalServer
 ) -> None:
-    """Guards issue 17's 'a worker machine that dies shows its run interrupted and the
+    """Guards SPEC §18's 'a worker machine that dies shows its run interrupted and the
     next run picks up on any worker from the last saved state', with fencing making the
     surviving run child of a killed worker harmless."""
     done = subprocess.run(

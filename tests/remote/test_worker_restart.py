@@ -1,5 +1,5 @@
 """A worker restarted in its home while the run child of its dead self still runs
-(issue 17; found by the worker kill harness).
+(docs/decisions.md, "Runs on Temporal workers"; found by the worker kill harness).
 
 A run child leads its own session, so SIGKILL of the worker's process group leaves
 it running, still the key's holder until the reaper fences it. A worker restarted

@@ -1,6 +1,7 @@
-"""Runs on Temporal workers (issue 17): the real dev server, real PostgreSQL, real
-``flowdrop-tui worker`` processes with their own homes, a bare git origin, and the
-client's real CLI. Every answer is the local one: same codes, same JSON shapes."""
+"""Runs on Temporal workers (docs/decisions.md, "Runs on Temporal workers"): the real dev
+server, real PostgreSQL, real ``flowdrop-tui worker`` processes with their own homes, a
+bare git origin, and the client's real CLI. Every answer is the local one: same codes,
+same JSON shapes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A worker's checkouts: a worktree per run from a mirror of the origin (issue 17)."""
+"""A worker's checkouts: a worktree per run from a mirror of the origin (docs/decisions.md,
+"Runs on Temporal workers")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The one yes-or-no dialog every confirmation is made of (issue 9, item 6)."""
+"""The one yes-or-no dialog every confirmation is made of (docs/decisions.md,
+"One home per fact")."""
 
 from __future__ import annotations
 

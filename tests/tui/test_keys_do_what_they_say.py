@@ -1,4 +1,5 @@
-"""Issue 11: escape, the filter and enter do what the key says, however fast they come.
+"""Escape, the filter and enter do what the key says, however fast they come
+(docs/decisions.md, "The terminal UI's keys").
 
 Each test here reproduces a misfire seen by hand on ea35e71 and fails there.
 """

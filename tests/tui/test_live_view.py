@@ -160,7 +160,8 @@ async def test_the_command_palette_offers_the_run_keys(
 async def test_one_end_goes_to_the_bottom_and_follows_again(
     workspace: Path, flow_writer: Callable[[str, str], Path]
 ) -> None:
-    """Guards issue 11 item 7: "end to follow" took two presses of End (the first, an
+    """Guards docs/decisions.md, "The terminal UI's keys" ("List keys"): "end to
+    follow" took two presses of End (the first, an
     animated scroll, stopped short of a bottom that moved on)."""
     flow_writer("alpha", FLOW)
     seed_run(workspace, RUN, "alpha", outcome=None, last_round=40)

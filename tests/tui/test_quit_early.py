@@ -1,4 +1,5 @@
-"""Quitting the UI the moment it opens (issue 10, item 18)."""
+"""Quitting the UI the moment it opens (docs/decisions.md,
+"The UI: hurried keys")."""
 
 from __future__ import annotations
 

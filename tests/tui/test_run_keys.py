@@ -367,8 +367,9 @@ async def test_a_run_killed_while_watched_shows_as_interrupted(
 async def test_escape_on_a_paused_run_leaves_it_paused_and_x_asks_before_closing_it(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
-    """Guards issue 11 item 1: escape never closes a paused run; x does, once confirmed,
-    and the run is closed cancelled with its state kept for a pick-up."""
+    """Guards docs/decisions.md, "The terminal UI's keys": escape never closes a paused
+    run; x does, once confirmed, and the run is closed cancelled with its state kept for
+    a pick-up."""
     flow_writer("batch", BATCH)
     app = RecordingApp(layout)
     async with app.run_test(size=SIZE) as pilot:

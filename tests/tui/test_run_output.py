@@ -1,4 +1,5 @@
-"""The Run pane: how long a run ran, and what it printed (issue 11, items 4 and 5)."""
+"""The Run pane: how long a run ran, and what it printed (docs/decisions.md, "Listing"
+and "What a run printed")."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ async def test_an_interrupted_runs_duration_is_fixed_at_its_last_event(
 async def test_a_failed_run_launched_from_the_ui_shows_its_traceback(
     workspace: Path, flow_writer: Callable[[str, str], Path]
 ) -> None:
-    """Guards issue 11's repro: a failed run showed a one-line error, its traceback only in
+    """Guards against a failed run showing a one-line error, its traceback only in
     output.log. The Run pane now shows what it printed, the traceback to its last line."""
     flow_writer("boom", FAILING)
     app = RecordingApp(Layout(workspace))

@@ -96,7 +96,8 @@ def test_enter_then_escape_twice_ends_the_run_cancelled(
 def test_at_80x24_escapes_never_close_a_paused_run_and_x_asks_first(
     workspace: Path, cli: CLI, tmux: Tmux
 ) -> None:
-    """Guards issue 11 item 1 in the real terminal, at 80×24: ``/held`` then escape after
+    """Guards "Escape never closes a paused run" (docs/decisions.md,
+    "The terminal UI's keys") in the real terminal, at 80×24: ``/held`` then escape after
     escape leaves the paused run paused; ``x`` opens a question naming it, and escape
     there keeps it. The footer fits."""
     run_id = paused_mid_run(workspace, cli, "held", ITEMS_HELD_BY_GATE)

@@ -1,5 +1,6 @@
 """The real ``flowdrop-tui`` in a real terminal (tmux): a run launched with enter fails,
-and its traceback's last lines are on screen, in the Run pane (issue 11, item 4)."""
+and its traceback's last lines are on screen, in the Run pane (docs/decisions.md,
+"What a run printed")."""
 
 from __future__ import annotations
 

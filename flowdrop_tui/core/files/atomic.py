@@ -5,8 +5,9 @@ renames it over the target and syncs the folder. When it returns, the new file
 is what the name says on disk: a reader, a kill or a power cut sees the old file
 or the new one, never a torn one, and a power cut after it returns keeps it.
 
-Why one writer everywhere (issue 10): an in-place writer that rewrote two spare
-inodes and swapped them in with ``renameat2(RENAME_EXCHANGE)`` was cheaper, but
+Why one writer everywhere (docs/decisions.md, "Durability"): an in-place writer
+that rewrote two spare inodes and swapped them in with ``renameat2(RENAME_EXCHANGE)``
+was cheaper, but
 its safety rested on a journal committing in order — ext2, ext3 and an ext4
 without a journal report the same ``statfs`` magic and got it anyway, and a
 power cut there published half of one save over half of another — and it held a

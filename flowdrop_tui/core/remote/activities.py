@@ -1,4 +1,4 @@
-"""What a worker does for the workflow (issue 17): run a flow, deliver a request, reap.
+"""What a worker does for the workflow: run a flow, deliver a request, reap.
 
 ``run_flow`` is one long activity per run: claim the key (a new epoch) → a worktree
 of the asked commit (a resume: of the run's own pushed commits) with a replica of
@@ -9,6 +9,7 @@ its ``output.log`` and pushing its commits → clear its liveness, keep its comm
 remove the worktree. ``deliver`` runs on the holding worker's own queue and calls
 today's verbs there, so every refusal is the local one. ``reap`` runs after a
 worker was lost: it fences the key and clears the run's liveness.
+Why: docs/decisions.md, "Runs on Temporal workers".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``flowdrop-tui worker``: the daemon a machine runs to take flow runs (issue 17).
+"""``flowdrop-tui worker``: the daemon a machine runs to take flow runs.
 
 It polls two task queues: the shared one (workflows, with the reaping of a lost
 run as their local activity, and ``run_flow`` up to ``max_runs`` at once; a local
@@ -7,6 +7,7 @@ busy with runs), and its own (``flowdrop-worker-<id>``: stop and
 pause for the runs it holds). SIGTERM or Ctrl-C stops taking runs, asks the runs
 it holds to stop after their round, waits for them (up to ``DRAIN_LIMIT``), then
 exits; a run still going then is killed, and its key reaped as a lost worker's.
+Why: docs/decisions.md, "Runs on Temporal workers".
 """
 
 from __future__ import annotations

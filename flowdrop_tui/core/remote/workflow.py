@@ -1,4 +1,4 @@
-"""Who runs what: one Temporal workflow per flow key (issue 17, SPEC §18).
+"""Who runs what: one Temporal workflow per flow key (SPEC §18).
 
 ``FlowKeyWorkflow`` has the Workflow ID ``<space>/<key>`` and is started with the
 conflict policy FAIL, so the cluster holds at most one open run per key (a second
@@ -6,7 +6,8 @@ start is ``ALREADY_RUNNING``). It runs one long, heartbeating activity
 (``run_flow``) on the shared task queue; a worker that dies stops heartbeating,
 and after ``HEARTBEAT_TIMEOUT`` the workflow runs ``reap`` (the run then shows
 ``interrupted``). Stop and pause are the ``control`` Update, delivered by a short
-activity on the holding worker's own queue.
+activity on the holding worker's own queue. Why the timeouts and the fenced reap
+are what they are: docs/decisions.md, "Runs on Temporal workers".
 
 This module runs inside Temporal's workflow sandbox: it imports only the standard
 library and ``temporalio``, names activities by string and never reads the clock,

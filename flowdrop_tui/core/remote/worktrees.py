@@ -1,11 +1,13 @@
-"""Where a run's code comes from: the ``WorkspaceSource`` seam (issue 17).
+"""Where a run's code comes from: the ``WorkspaceSource`` seam.
 
 Locally the workspace itself is the run's checkout (``LocalWorkspace``). On a
 worker each run gets its own ``git worktree add --detach`` of the commit the
 client asked for (a resumed run: of its own commits, ``checkout_run``), from a
 mirror clone of the origin kept in the worker's home (``MirrorWorktrees``); its
 commits are pushed to ``refs/flowdrop/runs/<run>`` (``git.run_ref``) on the origin
-(so ``show`` lists them from anywhere) before the worktree goes.
+(so ``show`` lists them from anywhere) before the worktree goes. Why a worker runs
+the client's HEAD commit, and a resumed run its own commits: docs/decisions.md,
+"Runs on Temporal workers" and "Remote mode: reading".
 
 Every git call is a short ``git`` child process: a worker is long-running, and
 gitpython leaks there (core/git.py).
