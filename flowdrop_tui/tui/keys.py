@@ -8,7 +8,8 @@ therefore all sent to the widget that had focus before the first of them was
 handled: the filter's letters reached the flow table (where ``n``, ``p``,
 ``r``, ``q`` are actions) and the second enter ran the flow under the old
 cursor. Here every key remembers where it was sent; when it is handled and focus
-has moved meanwhile, it is sent on to where focus is now (issue 11, item 3).
+has moved meanwhile, it is sent on to where focus is now (docs/decisions.md,
+"The terminal UI's keys").
 """
 
 from __future__ import annotations

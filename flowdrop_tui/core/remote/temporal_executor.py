@@ -1,4 +1,5 @@
-"""Remote mode's executor: runs go to Temporal workers (issue 17, SPEC §18).
+"""Remote mode's executor: runs go to Temporal workers (SPEC §18; docs/decisions.md,
+"Runs on Temporal workers").
 
 ``start`` and ``resume`` start the key's workflow (``<space>/<key>``, conflict
 policy FAIL: a key with an open workflow is ``ALREADY_RUNNING``) and wait on its

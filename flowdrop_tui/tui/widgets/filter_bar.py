@@ -16,7 +16,8 @@ class FilterBar(Input):
     """Typing filters at once; enter keeps the filter, escape clears it.
 
     Closing calls ``on_close`` at once rather than posting a message: the key after
-    enter must find the filter applied and the table focused (issue 11, item 3)."""
+    enter must find the filter applied and the table focused (docs/decisions.md,
+    "The terminal UI's keys")."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "clear_filter", "Clear filter", id="clear-filter"),
