@@ -48,7 +48,7 @@ def test_a_second_class_cannot_take_a_code() -> None:
     """Guards the rule where it is made: declaring a taken code fails at once."""
     with pytest.raises(TypeError, match="ALREADY_RUNNING"):
 
-        class Again(errors.RefusedError):  # noqa: F841
+        class Again(errors.RefusedError):
             code = "ALREADY_RUNNING"
 
 
