@@ -71,7 +71,7 @@ class Mode(Protocol):
 
     def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
         """Start ``ref`` in the background: ``{"run", "flow", "warnings"}`` once it exists,
-        or the refusal it met (``LaunchRefused``, with its code and exit status)."""
+        or the refusal it met (the class that owns its code: ``errors.error_for``)."""
         ...
 
     def resume(

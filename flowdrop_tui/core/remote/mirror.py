@@ -3,8 +3,8 @@
 A worker starts a run as the same child process a local ``run --detach`` starts,
 with ``FLOWDROP_REMOTE_RUN`` in its environment (``RunTicket``): the store, the
 space, the flow key the run was launched for and the epoch its claim got.
-``cli.main`` installs the mirror before anything else; from then on every record
-write of the process (``core/records/mirror.py``) is sent to PostgreSQL before the
+``cli.main`` installs the mirror before anything else (``mode.install_run_mirror``);
+from then on every record write of the process (``core/records/mirror.py``) is sent to PostgreSQL before the
 writer returns, fenced by that key and epoch (keys the run calls are fenced by it
 too: the claim is the launched key's).
 
