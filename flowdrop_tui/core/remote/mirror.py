@@ -4,9 +4,9 @@ A worker starts a run as the same child process a local ``run --detach`` starts,
 with ``FLOWDROP_REMOTE_RUN`` in its environment (``RunTicket``): the store, the
 space, the flow key the run was launched for and the epoch its claim got.
 ``cli.main`` installs the mirror before anything else (``mode.install_run_mirror``);
-from then on every record write of the process (``core/records/mirror.py``) is sent to PostgreSQL before the
-writer returns, fenced by that key and epoch (keys the run calls are fenced by it
-too: the claim is the launched key's).
+from then on every record write of the process (``core/records/mirror.py``) is sent
+to PostgreSQL before the writer returns, fenced by that key and epoch (keys the run
+calls are fenced by it too: the claim is the launched key's).
 
 - **Fenced**: one line on stderr (the run's ``output.log``), then SIGKILL to the
   process group. Nothing is written again, locally or remotely.
