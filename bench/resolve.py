@@ -39,7 +39,7 @@ import orjson
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, OUTPUT, SESSIONS, STATE, Layout, new_run_id
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import list_run_ids
+from flowdrop_tui.core.records.run_fold import list_run_ids
 from flowdrop_tui.core.records.state import encode, read_states
 from flowdrop_tui.core.run.plan import plan
 

@@ -36,18 +36,12 @@ from flowdrop_tui.core.paths import (
 )
 from flowdrop_tui.core.records import folded, index, key_runs, pins
 from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
-from flowdrop_tui.core.records.events import (
-    LIVE,
-    TERMINAL,
-    RunInfo,
-    Status,
-    list_run_ids,
-    load_run,
-    read_events,
-    side_value,
-)
+from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.output_log import tail_lines
+from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
 from flowdrop_tui.core.records.spending import thread_usage
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.records.usage import Usage, read_usage

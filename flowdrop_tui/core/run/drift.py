@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core import git
-from flowdrop_tui.core.records.events import RunInfo, Status
+from flowdrop_tui.core.records.run_info import RunInfo, Status
 
 GitFacts = Callable[[], dict[str, Any] | None]
 Commits = Callable[[str, str], int | None]

@@ -35,7 +35,8 @@ from flowdrop_tui.core.flows.discovery import (
 )
 from flowdrop_tui.core.paths import STATE, Layout
 from flowdrop_tui.core.records.budget import ChainBudget, Limits, Reached, Used, effective
-from flowdrop_tui.core.records.events import RunInfo, load_run
+from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.run.creation import key_is_taken, key_taken
 from flowdrop_tui.core.run.drift import Drift, GitReader, drift_from

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from flowdrop_tui.core.records.events import RunInfo
+from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.format import round_label, usage_short
 from flowdrop_tui.tui.labels import short_error
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
