@@ -65,7 +65,7 @@ from flowdrop_tui.core.records.event_lines import parse_lines, read_events
 from flowdrop_tui.core.records.run_fold import fold, list_run_ids
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.state import read_states
-from flowdrop_tui.core.run import plan as start_plan
+from flowdrop_tui.core.run import start_plan
 
 KEY = "kill9"
 FLOW = """

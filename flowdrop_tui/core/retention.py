@@ -47,7 +47,7 @@ from flowdrop_tui.core.records.ledger import Ledger, RunFacts, last_event
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
-from flowdrop_tui.core.run.plan import pick_up_source
+from flowdrop_tui.core.run.start_plan import pick_up_source
 from flowdrop_tui.core.times import parse_time
 
 DEFAULT_KEEP = 20

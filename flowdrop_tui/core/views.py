@@ -46,7 +46,7 @@ from flowdrop_tui.core.records.spending import thread_usage
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.records.usage import total as usage_total
-from flowdrop_tui.core.run.plan import snapshot_of
+from flowdrop_tui.core.run.start_plan import snapshot_of
 
 
 def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from flowdrop_tui.core.records.state import StateFile
 from flowdrop_tui.core.run.context import RunContext, RunHost
 from flowdrop_tui.core.run.creation import take_key
 from flowdrop_tui.core.run.frame import Frame
-from flowdrop_tui.core.run.plan import plan_call
+from flowdrop_tui.core.run.start_plan import plan_call
 
 
 class CallHost(RunHost, Protocol):

@@ -11,7 +11,7 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.event_log import EventLog
 from flowdrop_tui.core.records.state import State
 from flowdrop_tui.core.run.frame import Frame, Loop
-from flowdrop_tui.core.sessions.opening import SessionResult, open_session
+from flowdrop_tui.core.sessions.session_opening import SessionResult, open_session
 
 
 class RunHost(Protocol):
