@@ -38,7 +38,6 @@ from flowdrop_tui.core.remote.workflow import HEARTBEAT_EVERY, FlowKeyWorkflow
 from flowdrop_tui.core.remote.write_through import RunTicket
 
 DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round
-DEFAULT_QUEUE = "flowdrop"
 
 
 @dataclass(frozen=True)
