@@ -24,6 +24,13 @@ def valid_state(state: Any) -> bool:
 def engine() -> tuple[Any, Any, Any]:
     """The engine's record readers: ``fold``, ``read_events``, ``read_states``."""
     try:
+        folding = importlib.import_module("flowdrop_tui.core.records.run_fold")
+        lines = importlib.import_module("flowdrop_tui.core.records.event_lines")
+        state = importlib.import_module("flowdrop_tui.core.records.state")
+        return folding.fold, lines.read_events, state.read_states
+    except ImportError:  # the layout before issue 21, to measure an older checkout
+        pass
+    try:
         events = importlib.import_module("flowdrop_tui.core.records.events")
         state = importlib.import_module("flowdrop_tui.core.records.state")
     except ImportError:  # an older checkout's layout (docs/decisions.md, "One home per fact")

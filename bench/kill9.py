@@ -62,9 +62,11 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import Status, fold, list_run_ids, parse_lines, read_events
+from flowdrop_tui.core.records.event_lines import parse_lines, read_events
+from flowdrop_tui.core.records.run_fold import fold, list_run_ids
+from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.state import read_states
-from flowdrop_tui.core.run import plan as start_plan
+from flowdrop_tui.core.run import start_plan
 
 KEY = "kill9"
 FLOW = """

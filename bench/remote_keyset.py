@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flowdrop_tui.core.records import mirror as records_mirror  # noqa: E402
+from flowdrop_tui.core.records import mirror  # noqa: E402
 from flowdrop_tui.core.records.state import StateFile  # noqa: E402
-from flowdrop_tui.core.remote.mirror import RemoteMirror, RunTicket  # noqa: E402
 from flowdrop_tui.core.remote.store import PostgresStore  # noqa: E402
+from flowdrop_tui.core.remote.write_through import RemoteMirror, RunTicket  # noqa: E402
 from tests.remote.servers import PostgresServer, new_space  # noqa: E402
 
 RUN = "20261130T120000.000Z-aaaaaa"
@@ -70,7 +70,7 @@ def main() -> int:
             run_dir.mkdir(parents=True)
             states = StateFile(run_dir / "state.json")
             state = states.state("k", {"since": RUN, "count": 0, "done": ["a", "b", "c"]})
-            mirror = RemoteMirror(RunTicket(server.url(), store.space, "k", epoch, "bench"))
+            remote_mirror = RemoteMirror(RunTicket(server.url(), store.space, "k", epoch, "bench"))
 
             def key_set(i: int) -> None:
                 state["count"] = i
@@ -78,11 +78,11 @@ def main() -> int:
             local: list[float] = []
             remote: list[float] = []
             for _ in range(n // 10):  # alternating batches: drift hits both alike
-                records_mirror.install(None)
+                mirror.install(None)
                 local += timed(key_set, 10)
-                records_mirror.install(mirror)
+                mirror.install(remote_mirror)
                 remote += timed(key_set, 10)
-            records_mirror.install(None)
+            mirror.install(None)
             offset = [0]
 
             def append(_: int) -> None:
@@ -91,7 +91,7 @@ def main() -> int:
 
             fenced = timed(lambda i: store.write_file("k", epoch, RUN, "state.json", b"{}"), n)
             appends = timed(append, n)
-            mirror.close()
+            remote_mirror.close()
         store.close()
     finally:
         server.stop()
@@ -99,7 +99,7 @@ def main() -> int:
     calls = 200_000
     start = time.perf_counter()
     for _ in range(calls):
-        records_mirror.current()
+        mirror.current()
     seam_ns = (time.perf_counter() - start) / calls * 1e9
     ms = lambda xs: statistics.median(xs) * 1000  # noqa: E731
     durability = "fsync off" if args.no_fsync else "fsync on, synchronous_commit on"

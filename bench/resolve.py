@@ -1,6 +1,6 @@
 """Benchmark (b): resolving what ``run FLOW`` picks up, with 10 runs and with 10,000.
 
-What is timed: ``flowdrop_tui.core.run.plan.plan(layout, key, resumable=True)`` for a
+What is timed: ``flowdrop_tui.core.run.start_plan.plan(layout, key, resumable=True)`` for a
 key whose thread has a latest run — the index lookup, reading that run's record
 and its ``state.json``, and seeding the new run's state from it. Goal (SPEC §13;
 docs/decisions.md, "Speed"): the cost does not grow with the number of runs, ratio ≤ 1.2.
@@ -39,9 +39,9 @@ import orjson
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, OUTPUT, SESSIONS, STATE, Layout, new_run_id
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import list_run_ids
+from flowdrop_tui.core.records.run_fold import list_run_ids
 from flowdrop_tui.core.records.state import encode, read_states
-from flowdrop_tui.core.run.plan import plan
+from flowdrop_tui.core.run.start_plan import plan
 
 GOAL = 1.2
 TARGET = "flow-00"  # the timed key

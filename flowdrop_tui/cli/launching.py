@@ -17,7 +17,9 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.budget import KINDS
-from flowdrop_tui.core.records.events import Status, load_run, side_value
+from flowdrop_tui.core.records.event_log import side_value
+from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import StartOptions, runnable
 from flowdrop_tui.format import budget_reached_words, error_words, rounds_range, start_words

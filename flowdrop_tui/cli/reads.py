@@ -18,8 +18,9 @@ from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.records import ledger, output_log, pins
-from flowdrop_tui.core.records.events import LIVE, list_run_ids, load_run
 from flowdrop_tui.core.records.follow import RunFollower
+from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_info import LIVE
 from flowdrop_tui.format import flows_table, runs_table, show_text, usage_words
 
 FOLLOW_EVERY = 0.2  # seconds between looks at a followed run's output and status

@@ -19,7 +19,8 @@ from flowdrop_tui.cli.launching import (
 from flowdrop_tui.cli.output import Warnings, dump
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.mode import Mode
-from flowdrop_tui.core.records.events import ENDED, LIVE, Status, load_run
+from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.opening import flow_of_key, reopen_paused
 from flowdrop_tui.format import asked_text

@@ -22,6 +22,8 @@ from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.times import parse_time
+
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
 # A run on a remote worker has its commits pushed to RUN_REFS/<run> on the origin, and
 # every reading machine fetches them there (docs/remote.md): only the run's own commits.
@@ -77,7 +79,7 @@ def commits_between(
     """
     if not _is_sha(end) or (start is not None and not _is_sha(start)):
         return []
-    limit = _parse_time(until)
+    limit = _until(until)
     try:
         import git
 
@@ -99,12 +101,9 @@ def commits_between(
     return found
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+def _until(text: str | None) -> datetime | None:
+    parsed = parse_time(text)
+    if parsed is None:
         return None
     # Commit times have whole seconds: count the second the last event fell in.
     return parsed.replace(microsecond=0) + timedelta(seconds=1)

@@ -203,7 +203,7 @@ def install_run_mirror() -> None:
     to PostgreSQL from the first write on — before anything else, even a usage error's
     answer, so nothing the run writes stays on this machine alone."""
     if os.environ.get(REMOTE_RUN_ENV):
-        from flowdrop_tui.core.remote.mirror import install_from_env  # psycopg
+        from flowdrop_tui.core.remote.write_through import install_from_env  # psycopg
 
         install_from_env()
 

@@ -42,11 +42,13 @@ from flowdrop_tui.core.errors import FlowdropError, RecordsUnwritableError, Usag
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import RUN_ID_RE, Layout
 from flowdrop_tui.core.records import index, key_runs, pins, trash
-from flowdrop_tui.core.records.events import ENDED, LIVE, Status, list_run_ids, load_run
 from flowdrop_tui.core.records.folder import NEW_PREFIX
 from flowdrop_tui.core.records.ledger import Ledger, RunFacts, last_event
 from flowdrop_tui.core.records.liveness import live_pid
-from flowdrop_tui.core.run.plan import pick_up_source
+from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
+from flowdrop_tui.core.run.start_plan import pick_up_source
+from flowdrop_tui.core.times import parse_time
 
 DEFAULT_KEEP = 20
 BATCH = 50  # runs moved to the trash per hold of the index lock (what a starting run may wait)
@@ -156,11 +158,9 @@ def parse_duration(text: str) -> float:
 
 def _epoch(stamp: str | None, run_id: str) -> float:
     """When a run ended (its ISO time), else when it started (its id)."""
-    if stamp:
-        try:
-            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            pass
+    ended = parse_time(stamp)
+    if ended is not None:
+        return ended.timestamp()
     return datetime.strptime(run_id[:19] + "+0000", "%Y%m%dT%H%M%S.%f%z").timestamp()
 
 

@@ -36,23 +36,17 @@ from flowdrop_tui.core.paths import (
 )
 from flowdrop_tui.core.records import folded, index, key_runs, pins
 from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
-from flowdrop_tui.core.records.events import (
-    LIVE,
-    TERMINAL,
-    RunInfo,
-    Status,
-    list_run_ids,
-    load_run,
-    read_events,
-    side_value,
-)
+from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.output_log import tail_lines
+from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
 from flowdrop_tui.core.records.spending import thread_usage
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.records.usage import total as usage_total
-from flowdrop_tui.core.run.plan import snapshot_of
+from flowdrop_tui.core.run.start_plan import snapshot_of
 
 
 def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[str, Any]]:

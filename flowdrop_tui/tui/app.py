@@ -22,7 +22,7 @@ from textual.worker import Worker, WorkerState
 
 from flowdrop_tui.core import watch
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.tui.errors import report
+from flowdrop_tui.tui.error_reports import report
 from flowdrop_tui.tui.keys import AimedKey, aim, send_on
 from flowdrop_tui.tui.screens.main_screen import MainScreen
 from flowdrop_tui.tui.widgets.flow_table import FlowTable

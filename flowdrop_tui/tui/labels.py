@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flowdrop_tui.core.records.events import RunInfo, Status
+from flowdrop_tui.core.records.run_info import RunInfo, Status
 from flowdrop_tui.format import budget_reached_words, error_words, rounds_range, start_words
 
 _WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)

@@ -16,10 +16,10 @@ from typing import Any
 
 from textual.message import Message
 
-from flowdrop_tui.core.records.events import RunInfo
 from flowdrop_tui.core.records.follow import RunUpdate
+from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.core.run.forecast import Forecast
-from flowdrop_tui.core.run.plan import StartPlan
+from flowdrop_tui.core.run.start_plan import StartPlan
 
 
 @dataclass(eq=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from flowdrop_tui.core.records.events import read_events
+from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.tail import EventTail
 
 

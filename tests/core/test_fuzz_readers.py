@@ -26,17 +26,12 @@ from flowdrop_tui.core.errors import FlowdropError, UnusableStateError
 from flowdrop_tui.core.flows.discovery import FlowInfo
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import (
-    RunInfo,
-    derive_status,
-    fold,
-    parse_lines,
-    read_events,
-    read_first_event,
-)
+from flowdrop_tui.core.records.event_lines import parse_lines, read_events, read_first_event
+from flowdrop_tui.core.records.run_fold import derive_status, fold
+from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.core.records.snapshot import check_shape, read_snapshot_file
 from flowdrop_tui.core.records.state import read_states
-from flowdrop_tui.core.run import plan as start_plan
+from flowdrop_tui.core.run import start_plan
 
 # FLOWDROP_FUZZ_EXAMPLES=5000 for a deep search; CI keeps the default small.
 EXAMPLES = int(os.environ.get("FLOWDROP_FUZZ_EXAMPLES", "150"))

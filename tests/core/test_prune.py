@@ -21,7 +21,7 @@ import pytest
 
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index, key_runs, trash
-from flowdrop_tui.core.run import plan as start_plan
+from flowdrop_tui.core.run import start_plan
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 
 A = """

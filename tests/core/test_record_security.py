@@ -18,8 +18,9 @@ from flowdrop_tui.core import git
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import events as record_events
-from flowdrop_tui.core.records.events import EventLog, parse_lines
+from flowdrop_tui.core.records import event_log
+from flowdrop_tui.core.records.event_lines import parse_lines
+from flowdrop_tui.core.records.event_log import EventLog
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 
 SESSIONS_FLOW = """
@@ -85,9 +86,9 @@ def test_a_short_write_leaves_the_next_event_on_its_own_line(
     def half(fd: int, data: bytes) -> int:
         return real_write(fd, data[: len(data) // 2])
 
-    monkeypatch.setattr(record_events.os, "write", half)
+    monkeypatch.setattr(event_log.os, "write", half)
     log.append("torn")
-    monkeypatch.setattr(record_events.os, "write", real_write)
+    monkeypatch.setattr(event_log.os, "write", real_write)
     log.append("third")
     log.close()
     assert [e["event"] for e in parse_lines((tmp_path / "cycle.jsonl").read_bytes())] == [

@@ -56,9 +56,9 @@ def test_local_stop_and_detached_run_never_import_the_remote_drivers(tmp_path: P
 
 def test_the_run_child_variable_is_the_mirrors() -> None:
     """Guards against the executor's local check and the mirror naming two variables."""
-    from flowdrop_tui.core.remote import mirror
+    from flowdrop_tui.core.remote import write_through
 
-    assert REMOTE_RUN_ENV == mirror.ENV_VAR
+    assert REMOTE_RUN_ENV == write_through.ENV_VAR
 
 
 def request(mode: str, args: list[str]) -> FlowInput:

@@ -15,7 +15,8 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.paths import OUTPUT
-from flowdrop_tui.core.remote.mirror import (
+from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.write_through import (
     ENV_VAR,
     RemoteMirror,
     RunTicket,
@@ -23,7 +24,6 @@ from flowdrop_tui.core.remote.mirror import (
     record_files,
     ship_output,
 )
-from flowdrop_tui.core.remote.store import PostgresStore
 from tests.conftest import wait_for, write_flow
 from tests.remote.servers import TcpProxy
 

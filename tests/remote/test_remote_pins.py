@@ -11,7 +11,7 @@ import pytest
 
 from flowdrop_tui.core.errors import InvalidNameError, NotFoundError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote import pins
+from flowdrop_tui.core.remote import shared_pins
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.store import PostgresStore
 
@@ -48,24 +48,24 @@ def pin_files(layout: Layout) -> list[str]:
 
 
 def pinned_rows(config: RemoteConfig) -> set[str]:
-    with pins.connection(config) as conn:
-        return pins.pinned_in(conn, config.space)
+    with shared_pins.connection(config) as conn:
+        return shared_pins.pinned_in(conn, config.space)
 
 
 def test_a_pin_reaches_every_replica(tmp_path: Path, config: RemoteConfig) -> None:
     """Guards pins across machines: pinned on one, the other's replica has it after its
     sync (so its prune keeps the run), and an unpin is carried over the same way."""
     here, there = machine(tmp_path, "here"), machine(tmp_path, "there")
-    assert pins.pin(here, config, RUN_A) is True
-    assert pins.pin(here, config, RUN_A) is False  # already pinned: said, not an error
+    assert shared_pins.pin(here, config, RUN_A) is True
+    assert shared_pins.pin(here, config, RUN_A) is False  # already pinned: said, not an error
     assert pinned_rows(config) == {RUN_A}
     assert (here.pins / RUN_A).exists()
     assert not (there.pins / RUN_A).exists()
-    pins.sync_pins(there, config)
+    shared_pins.sync_pins(there, config)
     assert pin_files(there) == [RUN_A]
-    assert pins.unpin(there, config, RUN_A) is True
-    assert pins.unpin(there, config, RUN_A) is False
-    pins.sync_pins(here, config)
+    assert shared_pins.unpin(there, config, RUN_A) is True
+    assert shared_pins.unpin(there, config, RUN_A) is False
+    shared_pins.sync_pins(here, config)
     assert pin_files(here) == []
     assert pinned_rows(config) == set()
 
@@ -76,9 +76,9 @@ def test_pins_of_other_spaces_stay_apart(
     """Guards several repositories sharing one database: a space sees only its pins."""
     other = RemoteConfig(temporal="127.0.0.1:1", postgres=postgres_url, space=config.space + "x")
     here = machine(tmp_path, "here")
-    pins.pin(here, config, RUN_A)
+    shared_pins.pin(here, config, RUN_A)
     elsewhere = machine(tmp_path, "elsewhere")
-    pins.sync_pins(elsewhere, other)
+    shared_pins.sync_pins(elsewhere, other)
     assert pin_files(elsewhere) == []
 
 
@@ -90,12 +90,12 @@ def test_pinning_an_unknown_run_is_refused(tmp_path: Path, config: RemoteConfig)
     (here.runs / leftover).mkdir()
     for bad in ("20261130T110000.000Z-dddddd", leftover):
         with pytest.raises(NotFoundError):
-            pins.pin(here, config, bad)
-    for change in (pins.pin, pins.unpin):
+            shared_pins.pin(here, config, bad)
+    for change in (shared_pins.pin, shared_pins.unpin):
         with pytest.raises(InvalidNameError):  # as locally: never a path
             change(here, config, "../../etc")
     with pytest.raises(NotFoundError):
-        pins.unpin(here, config, "20261130T110000.000Z-dddddd")
+        shared_pins.unpin(here, config, "20261130T110000.000Z-dddddd")
     assert pinned_rows(config) == set()
     assert pin_files(here) == []
 
@@ -106,11 +106,11 @@ def test_a_pin_taken_while_prune_deletes_keeps_its_run(
     """Guards the race of pin and a remote prune: a prune that decided to delete a run
     waits for a pin in flight (the space's pin lock) and then keeps the run."""
     results: list[tuple[list[str], list[str]]] = []
-    with pins.connection(config) as conn:
-        pins.pin_lock(conn, config.space)  # a pin in flight: the lock held, its row not yet
+    with shared_pins.connection(config) as conn:
+        shared_pins.pin_lock(conn, config.space)  # a pin in flight: the lock held, its row not yet
         conn.execute("INSERT INTO fd_pins (space, run_id) VALUES (%s, %s)", (config.space, RUN_A))
         thread = threading.Thread(
-            target=lambda: results.append(pins.delete_unpinned(config, [RUN_A, RUN_B]))
+            target=lambda: results.append(shared_pins.delete_unpinned(config, [RUN_A, RUN_B]))
         )
         thread.start()
         time.sleep(1.0)
@@ -126,5 +126,5 @@ def test_deleting_never_takes_a_live_run(config: RemoteConfig, pg_store: Postgre
     live = "20261130T120000.000Z-eeeeee"
     epoch = pg_store.claim("other", worker="w2")
     pg_store.publish("other", epoch, live, {"cycle.jsonl": b'{"event":"created"}\n'})
-    assert pins.delete_unpinned(config, [live, RUN_B]) == ([RUN_B], [])
+    assert shared_pins.delete_unpinned(config, [live, RUN_B]) == ([RUN_B], [])
     assert pg_store.run_ids() == [RUN_A, live]

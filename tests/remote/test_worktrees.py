@@ -11,7 +11,6 @@ from flowdrop_tui.core import git as core_git
 from flowdrop_tui.core.errors import InvalidNameError
 from flowdrop_tui.core.git import run_ref
 from flowdrop_tui.core.remote.worktrees import (
-    LocalWorkspace,
     MirrorWorktrees,
     NotOnOriginError,
     sweep,
@@ -115,7 +114,6 @@ def test_a_resumed_run_is_checked_out_at_its_own_ref_else_the_asked_commit(
     assert kept is False and git(fresh, "rev-parse", "HEAD") == head
     with pytest.raises(InvalidNameError):
         source.checkout_run("../../heads/main", head, "bad")
-    assert LocalWorkspace(tmp_path).checkout_run(RUN, head, "x") == (tmp_path, True)
 
 
 def test_a_detached_head_records_the_branch_a_worker_was_given(
@@ -143,14 +141,6 @@ def test_a_worktree_left_by_a_dead_worker_is_replaced(tmp_path: Path) -> None:
     (tree / "junk").write_text("left behind")
     again = MirrorWorktrees(str(origin), tmp_path / "home").checkout(head, "run")
     assert again == tree and not (tree / "junk").exists()
-
-
-def test_local_mode_runs_in_the_workspace_itself(tmp_path: Path) -> None:
-    source = LocalWorkspace(tmp_path)
-    assert source.checkout("anything", "run") == tmp_path
-    assert source.keep(tmp_path, RUN) is False
-    source.release(tmp_path)
-    assert tmp_path.exists()
 
 
 def test_a_restarted_worker_sweeps_what_a_dead_one_left(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.events import Status, list_run_ids, load_run
+from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
 from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal
 from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal

@@ -23,7 +23,7 @@ import orjson
 from flowdrop_tui.core.control.verbs import check_resumable
 from flowdrop_tui.core.errors import FlowdropError, error_for
 from flowdrop_tui.core.paths import OUTPUT, Layout
-from flowdrop_tui.core.records.events import who
+from flowdrop_tui.core.records.event_log import who
 
 # -- the parent's end ------------------------------------------------------------------
 

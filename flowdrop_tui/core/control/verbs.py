@@ -24,19 +24,12 @@ from flowdrop_tui.core.errors import (
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import (
-    ENDED,
-    LIVE,
-    EventLog,
-    RunInfo,
-    Status,
-    fold,
-    load_run,
-    read_events,
-    who,
-)
+from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.records.event_log import EventLog, who
 from flowdrop_tui.core.records.folder import refuse_links, unwritable
 from flowdrop_tui.core.records.liveness import local_pid
+from flowdrop_tui.core.records.run_fold import fold, load_run
+from flowdrop_tui.core.records.run_info import ENDED, LIVE, RunInfo, Status
 
 
 class Action(StrEnum):

@@ -20,7 +20,7 @@ from typing import Any, TypeVar, overload
 
 from flowdrop_tui.core.errors import FlowLoadError
 from flowdrop_tui.core.records.budget import Limits, check_budget
-from flowdrop_tui.core.records.events import now_iso
+from flowdrop_tui.core.times import now_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
 MARK = "__flowdrop_flow__"

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
+
+from flowdrop_tui.core.times import parse_time
 
 KINDS = ("rounds", "minutes", "tokens")
 COUNTED = ("input", "output")  # of session_closed.usage: {input, output, cache_read, cache_write}
@@ -165,16 +166,6 @@ class ChainBudget:
             left = None if limit is None else max(0, round(limit - used, 2))
             shown[kind] = {"limit": limit, "used": used, "left": left}
         return shown
-
-
-def parse_time(stamp: Any) -> datetime | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def between(start: Any, end: Any) -> float:

@@ -12,8 +12,8 @@ import threading
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import key_runs
-from flowdrop_tui.core.records.events import ENDED, RunInfo
 from flowdrop_tui.core.records.folded import load_run  # a big record: only what it appended
+from flowdrop_tui.core.records.run_info import ENDED, RunInfo
 
 
 class RunCatalog:

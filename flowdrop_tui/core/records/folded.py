@@ -22,14 +22,9 @@ import orjson
 from flowdrop_tui.core.errors import FlowdropError, NotFoundError
 from flowdrop_tui.core.paths import CYCLE, Layout
 from flowdrop_tui.core.records.budget import Used, clean_limits
-from flowdrop_tui.core.records.events import (
-    RunFold,
-    RunInfo,
-    Status,
-    derive_status,
-    line_batches,
-    parse_lines,
-)
+from flowdrop_tui.core.records.event_lines import line_batches, parse_lines
+from flowdrop_tui.core.records.run_fold import RunFold, derive_status
+from flowdrop_tui.core.records.run_info import RunInfo, Status
 from flowdrop_tui.core.records.usage import Usage
 
 CACHE_MIN = 1 << 20  # smaller records are folded whole: faster than a cache file
@@ -54,7 +49,7 @@ def _cache_file(layout: Layout, run_id: str) -> Path:
 
 
 def load_run(layout: Layout, run_id: str) -> RunInfo:
-    """``events.load_run``, folding only what a big record appended since it was last read."""
+    """``run_fold.load_run``, folding only what a big record appended since it was last read."""
     path = layout.run_dir(run_id)
     if not path.is_dir():
         raise NotFoundError(f"no run {run_id} in {layout.runs}")
@@ -62,7 +57,7 @@ def load_run(layout: Layout, run_id: str) -> RunInfo:
 
 
 def fold_run(layout: Layout, run_id: str, path: Path) -> RunInfo:
-    """The run's *recorded* fold (``events.fold`` of its whole record), from the cache
+    """The run's *recorded* fold (``run_fold.fold`` of its whole record), from the cache
     and the lines after it when the record is big."""
     run = RunFold(run_id, path)
     try:

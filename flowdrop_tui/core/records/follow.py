@@ -19,8 +19,9 @@ from typing import Any
 
 from flowdrop_tui.core.errors import NotFoundError, OutputUnreadableError
 from flowdrop_tui.core.paths import CYCLE, OUTPUT, Layout
-from flowdrop_tui.core.records.events import LIVE, RunFold, RunInfo, Status, derive_status
 from flowdrop_tui.core.records.output_log import OutputTail
+from flowdrop_tui.core.records.run_fold import RunFold, derive_status
+from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
 from flowdrop_tui.core.records.tail import EventTail
 
 OUTPUT_KEEP = 200  # lines of output kept for a ``history`` poll

@@ -26,17 +26,11 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
 from flowdrop_tui.core.records import folded, key_runs, trash
-from flowdrop_tui.core.records.events import (
-    LIVE,
-    TERMINAL,
-    RunInfo,
-    Status,
-    fold,
-    list_run_ids,
-    read_events,
-)
+from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.folder import is_abandoned
 from flowdrop_tui.core.records.liveness import live_pid
+from flowdrop_tui.core.records.run_fold import fold, list_run_ids
+from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
 
 INDEX_VERSION = 1
 # How long a writer waits for the index lock before it carries on without the index

@@ -23,7 +23,8 @@ from pathlib import Path
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, key_filename
-from flowdrop_tui.core.records.events import list_run_ids, read_first_event
+from flowdrop_tui.core.records.event_lines import read_first_event
+from flowdrop_tui.core.records.run_fold import list_run_ids
 
 SUFFIX = ".runs"
 _LINE = 28  # a run id (27 characters) and its newline

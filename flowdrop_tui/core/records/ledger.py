@@ -27,15 +27,9 @@ import orjson
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
-from flowdrop_tui.core.records.events import (
-    ENDED,
-    TERMINAL,
-    Status,
-    list_run_ids,
-    load_run,
-    parse_lines,
-    read_first_event,
-)
+from flowdrop_tui.core.records.event_lines import parse_lines, read_first_event
+from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_info import ENDED, TERMINAL, Status
 from flowdrop_tui.core.records.trash import keeps_transcripts, linked_transcripts
 
 LEDGER_VERSION = 1

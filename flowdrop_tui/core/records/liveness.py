@@ -57,7 +57,3 @@ def remote_holder(run_dir: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict) or type(data.get("pid")) is not int or data["pid"] <= 0:
         return None
     return data
-
-
-def is_live(run_dir: Path) -> bool:
-    return live_pid(run_dir) is not None

@@ -1,5 +1,5 @@
 """The records layer's one seam for remote mode: every write to a run's record,
-offered to a mirror that writes it through (``core/remote/mirror.py``).
+offered to a mirror that writes it through (``core/remote/write_through.py``).
 
 Local mode installs nothing, so each write pays one ``None`` check. With a mirror
 installed the writers call it synchronously, after their own write and before they

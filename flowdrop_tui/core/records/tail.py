@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flowdrop_tui.core.records.events import line_batches, parse_lines
+from flowdrop_tui.core.records.event_lines import line_batches, parse_lines
 
 CHUNK = 1 << 20  # read about this much per call: a huge record streams, it never balloons
 

@@ -35,7 +35,6 @@ from flowdrop_tui.core.control.launch import launch_process
 from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
-from flowdrop_tui.core.remote.mirror import RunTicket, ship_output
 from flowdrop_tui.core.remote.remote_errors import LostContactError, StoreUnreachableError
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.workflow import (
@@ -50,6 +49,7 @@ from flowdrop_tui.core.remote.workflow import (
     ReapInput,
 )
 from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
+from flowdrop_tui.core.remote.write_through import RunTicket, ship_output
 
 CONTACT_EVERY = 2.0  # seconds between checks that the Temporal server still answers
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)

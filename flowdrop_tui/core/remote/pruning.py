@@ -3,7 +3,7 @@
 The verdicts are ``core/retention.plan_prune``'s, over the replica just synced (live,
 paused, pinned, pick-up, last-run, newest, recent: nothing is worked out again here).
 The runs it says go are deleted through ``PostgresStore.delete_runs``, which never
-deletes a live run, under the space's pin lock (``pins.pin_lock``) with the pins read
+deletes a live run, under the space's pin lock (``shared_pins.pin_lock``) with the pins read
 again under it — so a run pinned or started on another machine meanwhile stays. The
 replica then applies the deletion as any other change (a sync here now; every other
 machine at its next sync). Transcripts are not touched: a remote run's are on its worker.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from flowdrop_tui.core import retention
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote import pins, reading
+from flowdrop_tui.core.remote import reading, shared_pins
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.retention import PruneResult, Verdict, Why
 
@@ -48,7 +48,7 @@ def prune(
 def _delete(
     config: RemoteConfig, verdicts: list[Verdict]
 ) -> tuple[list[Verdict], list[tuple[Verdict, str]]]:
-    deleted, pinned = pins.delete_unpinned(config, [v.run for v in verdicts])
+    deleted, pinned = shared_pins.delete_unpinned(config, [v.run for v in verdicts])
     gone, held = set(deleted), set(pinned)
     skipped = [(v, str(Why.PINNED)) for v in verdicts if v.run in held]
     # delete_runs keeps a run that went live meanwhile (resumed on another machine).

@@ -94,7 +94,7 @@ def sync_once(layout: Layout, config: RemoteConfig) -> None:
     """Open the store, bring the replica (records and pins) up to date, close."""
     import psycopg
 
-    from flowdrop_tui.core.remote import pins, replica
+    from flowdrop_tui.core.remote import replica, shared_pins
     from flowdrop_tui.core.remote.store import PostgresStore
 
     store = PostgresStore(config.postgres, config.space)
@@ -104,7 +104,7 @@ def sync_once(layout: Layout, config: RemoteConfig) -> None:
         except psycopg.errors.UndefinedTable:
             store.ensure_schema()  # a database nothing has written to yet: no records
             replica.sync(layout, store)
-        pins.sync_pins(layout, config)
+        shared_pins.sync_pins(layout, config)
     finally:
         store.close()
 

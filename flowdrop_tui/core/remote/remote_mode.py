@@ -112,9 +112,9 @@ class RemoteMode:
     def _pin(self, run_id: str, *, pinned: bool) -> bool:
         """The pin reaches every machine: a row in PostgreSQL (the caller syncs first:
         the run must be known here, as locally)."""
-        from flowdrop_tui.core.remote import pins
+        from flowdrop_tui.core.remote import shared_pins
 
-        change = pins.pin if pinned else pins.unpin
+        change = shared_pins.pin if pinned else shared_pins.unpin
         return reading.bounded(
             self.settings,
             "the pin",

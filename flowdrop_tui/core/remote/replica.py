@@ -46,7 +46,7 @@ from flowdrop_tui.core.paths import (
     Layout,
 )
 from flowdrop_tui.core.records import folded, index, key_runs, trash
-from flowdrop_tui.core.records.events import read_events, read_first_event
+from flowdrop_tui.core.records.event_lines import read_events, read_first_event
 from flowdrop_tui.core.records.folder import hidden_folder
 from flowdrop_tui.core.remote.store import CHANNEL, Change, PostgresStore
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -464,14 +464,6 @@ class PostgresStore:
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._drop()
                 raise _unreachable(self.url, exc) from exc
-
-
-def iter_notifies(conn: psycopg.Connection[Any], space: str, timeout: float) -> Iterator[None]:
-    """Yield once per ``NOTIFY fd_changes`` for ``space`` arriving within ``timeout``
-    seconds on ``conn`` (which must ``LISTEN fd_changes``)."""
-    for note in conn.notifies(timeout=timeout):
-        if note.payload == space:
-            yield None
 
 
 def _redacted(url: str) -> str:

@@ -31,7 +31,9 @@ from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, UsageError, error_for
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import Layout, check_run_ref
-from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run, who
+from flowdrop_tui.core.records.event_log import who
+from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
 from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.store import PostgresStore

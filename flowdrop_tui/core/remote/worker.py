@@ -32,13 +32,12 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import replica, worktrees
 from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
-from flowdrop_tui.core.remote.mirror import RunTicket
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.temporal_client import connect
 from flowdrop_tui.core.remote.workflow import HEARTBEAT_EVERY, FlowKeyWorkflow
+from flowdrop_tui.core.remote.write_through import RunTicket
 
 DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round
-DEFAULT_QUEUE = "flowdrop"
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,12 @@
-"""Where a run's code comes from: the ``WorkspaceSource`` seam.
+"""Where a run's code comes from on a worker (docs/decisions.md,
+"Runs on Temporal workers" and "Remote mode: reading").
 
-Locally the workspace itself is the run's checkout (``LocalWorkspace``). On a
-worker each run gets its own ``git worktree add --detach`` of the commit the
-client asked for (a resumed run: of its own commits, ``checkout_run``), from a
-mirror clone of the origin kept in the worker's home (``MirrorWorktrees``); its
-commits are pushed to ``refs/flowdrop/runs/<run>`` (``git.run_ref``) on the origin
-(so ``show`` lists them from anywhere) before the worktree goes. Why a worker runs
-the client's HEAD commit, and a resumed run its own commits: docs/decisions.md,
-"Runs on Temporal workers" and "Remote mode: reading".
+Locally the workspace itself is the run's checkout. On a worker each run gets its
+own ``git worktree add --detach`` of the commit the client asked for (a resumed run:
+of its own commits, ``checkout_run``), from a mirror clone of the origin kept in the
+worker's home (``MirrorWorktrees``); its commits are pushed to
+``refs/flowdrop/runs/<run>`` (``git.run_ref``) on the origin (so ``show`` lists them
+from anywhere) before the worktree goes.
 
 Every git call is a short ``git`` child process: a worker is long-running, and
 gitpython leaks there (core/git.py).
@@ -23,7 +22,6 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Protocol
 
 from flowdrop_tui.core.control import process
 from flowdrop_tui.core.errors import InvalidNameError
@@ -36,35 +34,6 @@ _SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
 GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
 
 
-class WorkspaceSource(Protocol):
-    """Gives a run a checkout of the asked commit, keeps its commits, lets it go."""
-
-    def checkout(self, commit: str, name: str) -> Path: ...
-
-    def checkout_run(self, run_id: str, commit: str, name: str) -> tuple[Path, bool]: ...
-
-    def keep(self, checkout: Path, run_id: str) -> bool: ...
-
-    def release(self, checkout: Path) -> None: ...
-
-
-class LocalWorkspace:
-    """Local mode: the run works in the workspace itself; nothing to keep or remove."""
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = workspace
-
-    def checkout(self, commit: str, name: str) -> Path:
-        return self.workspace
-
-    def checkout_run(self, run_id: str, commit: str, name: str) -> tuple[Path, bool]:
-        return self.workspace, True  # a local run's commits are the workspace's own
-
-    def keep(self, checkout: Path, run_id: str) -> bool:
-        return False
-
-    def release(self, checkout: Path) -> None:
-        return None
 
 
 def git(args: list[str], *, cwd: Path | None = None, what: str) -> str:

@@ -1,7 +1,7 @@
 """The budget check a run makes before each round (SPEC §14), from its own record.
 
 What the chain has used is read the way every other reader reads it — the
-run's ``cycle.jsonl`` folded (``records.events``), new lines only
+run's ``cycle.jsonl`` folded (``records.run_fold``), new lines only
 (``records.tail``) — so the figure that pauses a run is the figure ``show``,
 ``plan`` and the next start see, and a ``kill -9`` loses none of it.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flowdrop_tui.core.paths import CYCLE
 from flowdrop_tui.core.records.budget import ChainBudget, Reached
-from flowdrop_tui.core.records.events import RunFold
+from flowdrop_tui.core.records.run_fold import RunFold
 from flowdrop_tui.core.records.tail import EventTail
 
 

@@ -15,13 +15,13 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.declaration import error_info, load_flow
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import Status
+from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.spending import chain_usage_field
 from flowdrop_tui.core.records.state import StateFile
 from flowdrop_tui.core.run.context import RunContext, RunHost
 from flowdrop_tui.core.run.creation import take_key
 from flowdrop_tui.core.run.frame import Frame
-from flowdrop_tui.core.run.plan import plan_call
+from flowdrop_tui.core.run.start_plan import plan_call
 
 
 class CallHost(RunHost, Protocol):

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.events import EventLog
+from flowdrop_tui.core.records.event_log import EventLog
 from flowdrop_tui.core.records.state import State
 from flowdrop_tui.core.run.frame import Frame, Loop
-from flowdrop_tui.core.sessions.opening import SessionResult, open_session
+from flowdrop_tui.core.sessions.session_opening import SessionResult, open_session
 
 
 class RunHost(Protocol):

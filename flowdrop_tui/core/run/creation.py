@@ -35,11 +35,12 @@ from flowdrop_tui.core.paths import (
     Layout,
 )
 from flowdrop_tui.core.records import index, key_runs, mirror
-from flowdrop_tui.core.records.events import RECORD_VERSION, EventLog, Status
+from flowdrop_tui.core.records.event_log import RECORD_VERSION, EventLog
 from flowdrop_tui.core.records.folder import hidden_folder, unwritable
+from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.spending import chain_usage_field
 from flowdrop_tui.core.records.state import encode
-from flowdrop_tui.core.run.plan import StartPlan
+from flowdrop_tui.core.run.start_plan import StartPlan
 
 
 def take_key(layout: Layout, key: str, run_id: str) -> Path:

@@ -9,16 +9,12 @@ recorded them, else of its start (a killed run recorded nothing later).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core import git
-from flowdrop_tui.core.records.events import RunInfo, Status
-
-GitFacts = Callable[[], dict[str, Any] | None]
-Commits = Callable[[str, str], int | None]
+from flowdrop_tui.core.records.run_info import RunInfo, Status
 
 
 @dataclass

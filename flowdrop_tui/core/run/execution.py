@@ -23,7 +23,10 @@ from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import EventLog, Status, fold, read_events
+from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.records.event_log import EventLog
+from flowdrop_tui.core.records.run_fold import fold
+from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.state import StateFile
 from flowdrop_tui.core.run.budget_meter import BudgetMeter
 from flowdrop_tui.core.run.calls import call_flow

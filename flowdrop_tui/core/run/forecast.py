@@ -1,7 +1,7 @@
 """What ``run`` (or ``resume``) would do, decided once: the answer ``plan`` prints, the UI's
 pick-up preview shows, and ``open_run`` then acts on (SPEC §15).
 
-Beside start resolution (``plan.py``, SPEC §7) it works out what a start carries
+Beside start resolution (``start_plan.py``, SPEC §7) it works out what a start carries
 and what it would meet: the budget the chain runs under and what it has used
 (§14), what drifted since the run being picked up or resumed (§15), and the
 refusal, if any, with its code and exit status. It never writes anything. A
@@ -35,11 +35,12 @@ from flowdrop_tui.core.flows.discovery import (
 )
 from flowdrop_tui.core.paths import STATE, Layout
 from flowdrop_tui.core.records.budget import ChainBudget, Limits, Reached, Used, effective
-from flowdrop_tui.core.records.events import RunInfo, load_run
+from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.run.creation import key_is_taken, key_taken
 from flowdrop_tui.core.run.drift import Drift, GitReader, drift_from
-from flowdrop_tui.core.run.plan import StartPlan, plan
+from flowdrop_tui.core.run.start_plan import StartPlan, plan
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.declaration import LoadedFlow, load_flow
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id
-from flowdrop_tui.core.records.events import EventLog, who
+from flowdrop_tui.core.records.event_log import EventLog, who
 from flowdrop_tui.core.records.folder import refuse_links, unwritable
 from flowdrop_tui.core.records.state import StateFile, read_states
 from flowdrop_tui.core.run.creation import create_record, created_event, take_key

@@ -22,9 +22,9 @@ from __future__ import annotations
 from flowdrop_tui.core.errors import BackendUnavailableError
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.base import Backend, Reply
-from flowdrop_tui.core.sessions.opening import SessionResult, open_session
 from flowdrop_tui.core.sessions.registry import ENTRY_POINT_GROUP, available, get_backend, register
 from flowdrop_tui.core.sessions.session import Session, open_file_exclusive
+from flowdrop_tui.core.sessions.session_opening import SessionResult, open_session
 
 __all__ = [
     "ENTRY_POINT_GROUP",

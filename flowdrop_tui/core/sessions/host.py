@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Protocol
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.events import EventLog
+from flowdrop_tui.core.records.event_log import EventLog
 
 
 class SessionHost(Protocol):

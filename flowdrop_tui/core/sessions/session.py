@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, SESSIONS
-from flowdrop_tui.core.records.events import read_events
+from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 

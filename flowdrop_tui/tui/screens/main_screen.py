@@ -27,10 +27,10 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import FLOWS_DIR
 from flowdrop_tui.core.records.catalog import RunCatalog
-from flowdrop_tui.core.records.events import LIVE, RunInfo
 from flowdrop_tui.core.records.follow import RunUpdate
+from flowdrop_tui.core.records.run_info import LIVE, RunInfo
 from flowdrop_tui.core.watch import WorkspaceWatch
-from flowdrop_tui.tui.errors import shielded
+from flowdrop_tui.tui.error_reports import shielded
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,
     FlowsChanged,

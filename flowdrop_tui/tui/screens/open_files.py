@@ -21,7 +21,7 @@ from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.paths import FLOW_FILE, STATE, Layout
-from flowdrop_tui.core.records.events import RunInfo
+from flowdrop_tui.core.records.run_info import RunInfo
 
 EDITOR_DEFAULT = "vi"
 PAGER_DEFAULT = "less"

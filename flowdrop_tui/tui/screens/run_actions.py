@@ -28,9 +28,9 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.events import LIVE, RunInfo, Status, load_run
-from flowdrop_tui.core.run import forecast
-from flowdrop_tui.core.run import plan as start_plan
+from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
+from flowdrop_tui.core.run import forecast, start_plan
 from flowdrop_tui.format import asked_text
 from flowdrop_tui.tui.messages import (
     FreshRunPlanned,

@@ -17,8 +17,8 @@ from flowdrop_tui.core.git import isolated
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import pins
 from flowdrop_tui.core.records.catalog import RunCatalog
-from flowdrop_tui.core.records.events import RunInfo
 from flowdrop_tui.core.records.ledger import isolated_usage
+from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.core.watch import WorkspaceWatch
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from flowdrop_tui.core.records.events import RunInfo
+from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.format import round_label, usage_short
 from flowdrop_tui.tui.labels import short_error
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
@@ -66,6 +66,7 @@ class FlowTable(DataTable[Text]):
 
     @property
     def shown_columns(self) -> list[tuple[str, str]]:
+        """The columns; USAGE (tokens in/out since the thread began) when any flow has it."""
         columns: tuple[tuple[str, str], ...] = COLUMNS
         if any(row.get("usage") for row in self.rows_by_name.values()):
             columns = (*COLUMNS[:-1], USAGE_COLUMN, COLUMNS[-1])
@@ -85,12 +86,6 @@ class FlowTable(DataTable[Text]):
         if not self.row_count:
             return None
         return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-
-    def _columns(self) -> tuple[tuple[str, str], ...]:
-        """The columns; USAGE (tokens in/out since the thread began) when any flow has it."""
-        if not any(row.get("usage") for row in self.rows_by_name.values()):
-            return COLUMNS
-        return (*COLUMNS[:-1], USAGE_COLUMN, COLUMNS[-1])
 
     def _cells(self, row: dict[str, Any]) -> list[Text]:
         muted = self.get_component_rich_style("flow--muted", partial=True)

@@ -47,7 +47,7 @@ from flowdrop_tui.core.paths import (
     RUN_ID_RE,
     SESSIONS,
 )
-from flowdrop_tui.core.records import mirror as records_mirror
+from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.remote.remote_errors import Fenced, StoreUnreachableError
 from flowdrop_tui.core.remote.store import PostgresStore
 
@@ -276,9 +276,9 @@ def install_from_env(value: str | None = None) -> RemoteMirror | None:
     text = os.environ.get(ENV_VAR, "") if value is None else value
     if not text:
         return None
-    mirror = RemoteMirror(RunTicket.parse(text))
-    records_mirror.install(mirror)
-    return mirror
+    remote = RemoteMirror(RunTicket.parse(text))
+    mirror.install(remote)
+    return remote
 
 
 def ship_output(store: PostgresStore, ticket: RunTicket, run_dir: Path, offset: int) -> int:

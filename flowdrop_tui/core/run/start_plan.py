@@ -23,15 +23,9 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout, check_run_ref
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.events import (
-    ENDED,
-    LIVE,
-    TERMINAL,
-    RunInfo,
-    Status,
-    load_run,
-    side_value,
-)
+from flowdrop_tui.core.records.event_log import side_value
+from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_info import ENDED, LIVE, TERMINAL, RunInfo, Status
 from flowdrop_tui.core.records.snapshot import ensure_resumable, read_snapshot_file, seed_next_turn
 from flowdrop_tui.core.records.state import read_states
 

@@ -1,0 +1,104 @@
+"""``cycle.jsonl``'s read side: read tolerantly, a chunk at a time.
+
+A record is read in whole lines only: a torn last line (a kill mid-write, or a line
+still being written) and any line that does not parse are skipped, never an error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+def parse_lines(raw: bytes) -> list[dict[str, Any]]:
+    """Every whole, parseable event in ``raw``; torn lines and junk are skipped."""
+    events: list[dict[str, Any]] = []
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("event"), str):
+            events.append(item)
+    return events
+
+
+READ_CHUNK = 1 << 20  # a record is read this much at a time: a huge one streams
+MAX_LINE = 64 << 20  # a longer line is skipped as junk (the engine writes none this long)
+
+
+def line_batches(
+    fd: int, offset: int = 0, end: int | None = None, chunk: int = READ_CHUNK
+) -> Iterator[tuple[bytes, int]]:
+    """Whole lines of ``fd`` from ``offset``, in batches of about ``chunk`` bytes:
+    ``(lines, offset just past them)``. A line longer than a chunk is read whole (up to
+    ``MAX_LINE``: then it is passed over, yielded as ``b""``); a last line without its
+    newline (being written, or torn) is not yielded."""
+    end = os.fstat(fd).st_size if end is None else end
+    carry = bytearray()
+    skipping = False
+    position = offset
+    while position < end:
+        data = os.pread(fd, min(chunk, end - position), position)
+        if not data:
+            return
+        start = position
+        position += len(data)
+        if skipping:
+            first = data.find(b"\n")
+            if first < 0:
+                continue
+            skipping = False
+            data, start = data[first + 1 :], start + first + 1
+            if data.rfind(b"\n") < 0:
+                yield b"", start  # past the over-long line
+        last = data.rfind(b"\n")
+        if last < 0:
+            carry += data
+            if len(carry) > MAX_LINE:
+                carry.clear()
+                skipping = True
+            continue
+        lines = bytes(carry) + data[: last + 1]
+        carry[:] = data[last + 1 :]
+        yield lines, start + last + 1
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every event in the record at ``path``, read a chunk at a time."""
+    return [event for batch in event_batches(path) for event in batch]
+
+
+def event_batches(path: Path) -> Iterator[list[dict[str, Any]]]:
+    """The record's events a chunk at a time (a huge record never sits in memory whole),
+    its last line too when it parses without its newline."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        done = 0
+        for lines, after in line_batches(fd, 0, size):
+            done = after
+            yield parse_lines(lines)
+        if done < size:
+            yield parse_lines(os.pread(fd, min(size - done, MAX_LINE), done))
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def read_first_event(path: Path) -> dict[str, Any] | None:
+    """The first event (``created``) without reading the whole file."""
+    for batch in event_batches(path):
+        if batch:
+            return batch[0]
+    return None

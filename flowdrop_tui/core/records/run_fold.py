@@ -1,0 +1,205 @@
+"""Folding a run's events into its ``RunInfo``, and loading runs from the workspace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from flowdrop_tui.core.errors import NotFoundError
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
+from flowdrop_tui.core.records.budget import Used, between, clean_limits, session_tokens
+from flowdrop_tui.core.records.event_lines import event_batches
+from flowdrop_tui.core.records.event_log import side_value
+from flowdrop_tui.core.records.liveness import live_pid
+from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status, clean_position
+from flowdrop_tui.core.records.usage import Usage
+
+
+class RunFold:
+    """``fold`` that can be fed more events later: a live run's new lines are folded
+    onto what was read before, so following a week-long run never re-reads its record."""
+
+    def __init__(self, run_id: str, path: Path) -> None:
+        self.info = RunInfo(run=run_id, path=path)
+        self.in_round_main = False
+
+    def feed(self, events: list[dict[str, Any]]) -> RunInfo:
+        """Fold ``events`` (the next lines of the record, in order); returns the run so far."""
+        info = self.info
+        info.events += len(events)
+        for ev in events:
+            self._apply(info, ev)
+            if isinstance(ev.get("t"), str):
+                info.last_event = ev["t"]
+        if info.key is not None and info.key not in info.key_rounds:
+            info.key_rounds[info.key] = info.first_round - 1
+        info.status = info.recorded
+        return info
+
+    def _apply(self, info: RunInfo, ev: dict[str, Any]) -> None:
+        name = ev["event"]
+        if name == "created":
+            info.has_created = True
+            info.key = ev.get("key") if isinstance(ev.get("key"), str) else None
+            info.flow = ev.get("flow") if isinstance(ev.get("flow"), str) else None
+            info.start = ev.get("start")
+            info.source = ev.get("source")
+            info.snapshot = ev.get("snapshot")
+            first = ev.get("first_round")
+            info.first_round = first if isinstance(first, int) and first >= 1 else 1
+            info.started = ev.get("t")
+            info.pid = ev.get("pid")
+            info.resumable = ev.get("resumable")
+            info.git_start = ev.get("git")
+            info.position = clean_position(ev.get("position"))
+            carried = ev.get("carried")
+            info.carried = carried if isinstance(carried, dict) else {}
+            if isinstance(info.key, str):
+                info.chain_before[info.key] = Usage.from_json(ev.get("chain_usage"))
+            info.recorded = Status.PENDING
+            self._budget(info, ev)
+            info.budget_carried = Used.from_record((ev.get("budget") or {}).get("carried"))
+            info.git_last = info.git_start
+        elif name in ("started", "resumed"):
+            info.recorded = Status.RUNNING
+            info.pid = ev.get("pid", info.pid)
+            if info.running_since is not None:  # a stretch a kill cut short
+                info.run_seconds += between(info.running_since, info.last_event)
+            info.running_since = ev.get("t") if isinstance(ev.get("t"), str) else None
+            if name == "resumed":
+                self._budget(info, ev)
+                info.budget_reached = None
+                if isinstance(ev.get("git"), dict):
+                    info.git_last = ev["git"]
+            # A process taking the run starts with no request pending: one recorded
+            # before (a `stop` of the paused run killed before it could close it) was
+            # never acted on, and this later resume is what was asked last.
+            info.pause_pending = info.stop_pending = info.stop_now = False
+        elif name == "round_started":
+            key, number = ev.get("key"), ev.get("round")
+            if isinstance(number, int) and isinstance(key, str):
+                info.key_rounds[key] = max(number, info.key_rounds.get(key, 0))
+                if key == info.key:
+                    info.rounds += 1
+                    info.last_round = max(number, info.last_round or 0)
+                    self.in_round_main = True
+                    info.position["currentNodeId"] = key
+                    if isinstance(ev.get("index"), int):
+                        info.position["iterator"] = ev["index"]
+                else:
+                    info.position["currentNodeId"] = key
+        elif name == "round_ended":
+            key = ev.get("key")
+            if key == info.key:
+                self.in_round_main = False
+                if ev.get("outcome") == "ok":
+                    info.position["iterationCount"] += 1
+                    if isinstance(ev.get("index"), int):
+                        info.position["iterator"] = ev["index"] + 1
+                info.position["currentNodeId"] = ""
+            else:
+                info.position["currentNodeId"] = info.key if self.in_round_main else ""
+        elif name == "call_started":
+            key = ev.get("key")
+            if isinstance(key, str):
+                if key not in info.called:
+                    info.called.append(key)
+                if key not in info.chain_before:
+                    info.chain_before[key] = Usage.from_json(ev.get("chain_usage"))
+                info.position["currentNodeId"] = key
+                first = ev.get("first_round")
+                if isinstance(first, int) and key not in info.key_rounds:
+                    info.key_rounds[key] = first - 1
+        elif name == "call_ended":
+            info.position["currentNodeId"] = (info.key or "") if self.in_round_main else ""
+        elif name == "warning":
+            info.warnings.append(str(ev.get("message", "")))
+        elif name == "stop_requested":
+            info.stop_pending = True
+            info.stop_now = info.stop_now or bool(ev.get("now"))
+        elif name == "pause_requested":
+            info.pause_pending = True
+        elif name == "paused":
+            info.recorded = Status.PAUSED
+            info.pause_pending = False
+            info.position = clean_position(ev.get("position"))
+            self._stretch_ended(info, ev)
+        elif name == "budget_reached":
+            info.budget_reached = {k: ev.get(k) for k in ("budget", "limit", "used")}
+        elif name == "ended":
+            outcome = ev.get("outcome")
+            info.recorded = (
+                Status(outcome)
+                if outcome in ("completed", "failed", "cancelled")
+                else Status.FAILED
+            )
+            info.ended = ev.get("t")
+            info.result = ev.get("result")
+            info.error = side_value(info.path, ev.get("error"))  # small, and shown as is
+            info.git_end = ev.get("git")
+            if "position" in ev:
+                info.position = clean_position(ev.get("position"))
+            info.pause_pending = info.stop_pending = False
+            self._stretch_ended(info, ev)
+        elif name == "session_opened":
+            info.sessions.append(dict(ev))
+        elif name == "session_closed":
+            info.tokens += session_tokens(ev.get("usage"))
+            for session in reversed(info.sessions):
+                if session.get("session") == ev.get("session"):
+                    session["closed"] = dict(ev)
+                    break
+
+    @staticmethod
+    def _budget(info: RunInfo, ev: dict[str, Any]) -> None:
+        budget = ev.get("budget")
+        if isinstance(budget, dict):
+            info.budget_limits = clean_limits(budget.get("limits"))
+            info.budget_overrides = clean_limits(budget.get("overrides"))
+        digest = ev.get("flow_digest")
+        if isinstance(digest, str):
+            info.flow_digest = digest
+
+    @staticmethod
+    def _stretch_ended(info: RunInfo, ev: dict[str, Any]) -> None:
+        if info.running_since is not None:
+            info.run_seconds += between(info.running_since, ev.get("t"))
+            info.running_since = None
+        if isinstance(ev.get("git"), dict):
+            info.git_last = ev["git"]
+
+
+def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:
+    """The run as its events describe it (its *recorded* status; see ``load_run``)."""
+    return RunFold(run_id, path).feed(events)
+
+
+def derive_status(info: RunInfo) -> RunInfo:
+    """Turn a recorded live status into ``interrupted`` when no process holds the run."""
+    if info.recorded in LIVE:
+        info.live_pid = live_pid(info.path)
+        info.status = info.recorded if info.live_pid is not None else Status.INTERRUPTED
+    else:
+        info.status = info.recorded
+    return info
+
+
+def load_run(layout: Layout, run_id: str) -> RunInfo:
+    """A run's record, folded, with its status checked against liveness."""
+    path = layout.run_dir(run_id)
+    if not path.is_dir():
+        raise NotFoundError(f"no run {run_id} in {layout.runs}")
+    run = RunFold(run_id, path)
+    for batch in event_batches(path / CYCLE):
+        run.feed(batch)
+    return derive_status(run.info)
+
+
+def list_run_ids(layout: Layout) -> list[str]:
+    """Every run id in the workspace, oldest first (ids sort by start)."""
+    try:
+        names = os.listdir(layout.runs)
+    except OSError:
+        return []
+    return sorted(name for name in names if RUN_ID_RE.match(name))

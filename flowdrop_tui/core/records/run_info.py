@@ -1,0 +1,175 @@
+"""A run as its record describes it (``RunInfo``), and the statuses it can be in.
+
+``run_fold`` builds one from a record's events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from flowdrop_tui.core.records.budget import ChainBudget, Limits, Used, between
+from flowdrop_tui.core.records.usage import Usage
+from flowdrop_tui.core.records.usage import total as usage_total
+from flowdrop_tui.core.times import now_iso, parse_time
+
+
+class Status(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+ENDED = TERMINAL | {Status.INTERRUPTED}
+LIVE = frozenset({Status.PENDING, Status.RUNNING})
+
+
+def clean_position(value: Any) -> dict[str, Any]:
+    """A recorded ``position``, each field kept only when it has the right type."""
+    position = {"currentNodeId": "", "iterationCount": 0, "iterator": None}
+    if isinstance(value, dict):
+        node = value.get("currentNodeId")
+        count = value.get("iterationCount")
+        iterator = value.get("iterator")
+        if isinstance(node, str):
+            position["currentNodeId"] = node
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            position["iterationCount"] = count
+        if isinstance(iterator, int) and not isinstance(iterator, bool) and iterator >= 0:
+            position["iterator"] = iterator
+    return position
+
+
+@dataclass
+class RunInfo:
+    """What a run's record says, folded from its events."""
+
+    run: str
+    path: Path
+    key: str | None = None
+    flow: str | None = None
+    recorded: Status = Status.PENDING
+    status: Status = Status.PENDING
+    start: str | None = None
+    source: str | None = None
+    snapshot: str | None = None
+    first_round: int = 1
+    last_round: int | None = None
+    rounds: int = 0
+    started: str | None = None
+    ended: str | None = None
+    last_event: str | None = None  # the ``t`` of the last whole event read
+    result: Any = None
+    error: Any = None
+    pid: int | None = None
+    resumable: bool | None = None
+    git_start: dict[str, Any] | None = None
+    git_end: dict[str, Any] | None = None
+    position: dict[str, Any] = field(default_factory=lambda: clean_position(None))
+    carried: dict[str, Any] = field(default_factory=dict)
+    key_rounds: dict[str, int] = field(default_factory=dict)
+    called: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    pause_pending: bool = False
+    stop_pending: bool = False
+    stop_now: bool = False
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    # What each key's chain had spent before this run took it up (``chain_usage`` of
+    # ``created`` and of a key's first ``call_started``); a key with none: nothing.
+    chain_before: dict[str, Usage | None] = field(default_factory=dict)
+    events: int = 0
+    has_created: bool = False
+    live_pid: int | None = None
+    # SPEC §14/§15: budgets and drift, folded from created/resumed/paused/ended
+    budget_limits: Limits = field(default_factory=dict)  # in effect (latest start)
+    budget_overrides: Limits = field(default_factory=dict)  # --max-… given along the chain
+    budget_carried: Used = field(default_factory=Used)  # the chain's totals before this run
+    budget_reached: dict[str, Any] | None = None  # why it paused, until it is resumed
+    tokens: int = 0  # what its closed sessions reported
+    run_seconds: float = 0.0  # running time of its finished stretches
+    running_since: str | None = None  # the ``t`` its current stretch began
+    flow_digest: str | None = None  # of the flow folder it last started with
+    git_last: dict[str, Any] | None = None  # the latest git facts its record holds
+
+    @property
+    def round(self) -> int:
+        """The last round started in this run's chain for its key (0 before any)."""
+        return self.last_round if self.last_round is not None else self.first_round - 1
+
+    @property
+    def stopped_at(self) -> str | None:
+        """When the run stopped running: its recorded end; for a paused or interrupted run,
+        which recorded none, its last event; ``None`` while it is live."""
+        if self.ended is not None:
+            return self.ended
+        return None if self.status in LIVE else self.last_event
+
+    def seconds(self, now: datetime | None = None) -> float | None:
+        """How long it ran: from its start to ``stopped_at`` — fixed once it has stopped —
+        or, while it is live, to ``now``. None when its start is unknown."""
+        begin = parse_time(self.started)
+        if begin is None:
+            return None
+        stopped = self.stopped_at
+        finish = parse_time(stopped) if stopped is not None else now or datetime.now(UTC)
+        if finish is None:
+            return None
+        return round(max(0.0, (finish - begin).total_seconds()), 3)
+
+    @property
+    def usage(self) -> Usage | None:
+        """What the run's closed sessions spent, as recorded when each closed (SPEC §14);
+        ``None`` when none reported usage."""
+        return usage_total(
+            Usage.from_json((s.get("closed") or {}).get("usage")) for s in self.sessions
+        )
+
+    def usage_of(self, key: str) -> Usage | None:
+        """What the closed sessions opened under ``key`` in this run spent."""
+        return usage_total(
+            Usage.from_json((s.get("closed") or {}).get("usage"))
+            for s in self.sessions
+            if s.get("key") == key
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of ``runs --json`` (SPEC §11), ``duration`` (seconds, see ``seconds``)
+        and ``usage``."""
+        usage = self.usage
+        return {
+            "run": self.run,
+            "flow": self.key,
+            "status": str(self.status),
+            "rounds": self.rounds,
+            "first_round": self.first_round,
+            "last_round": self.last_round,
+            "started": self.started,
+            "ended": self.ended,
+            "picked_up_from": self.source,
+            "start": self.start,
+            "duration": self.seconds(),
+            "budget": self.chain_budget().to_json(),
+            "usage": usage.to_json() if usage is not None else None,
+        }
+
+    def own_used(self, now: str | None = None) -> Used:
+        """What this run used itself: rounds it started, its running time (a stretch still
+        open counts to ``now`` while it is live, else to its last event, as after a
+        kill), the tokens its closed sessions reported."""
+        seconds = self.run_seconds
+        if self.running_since is not None:
+            end = (now or now_iso()) if self.status in LIVE else self.last_event
+            seconds += between(self.running_since, end)
+        return Used(self.rounds, seconds, self.tokens)
+
+    def chain_budget(self, now: str | None = None) -> ChainBudget:
+        """The limits this run ran under and what its chain had used by its end (or now)."""
+        return ChainBudget(dict(self.budget_limits), self.budget_carried + self.own_used(now))
