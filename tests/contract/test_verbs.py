@@ -103,8 +103,7 @@ def test_stop_closes_a_paused_run_and_an_ended_run_is_never_resumed(
     assert done.returncode == 0, done.stderr
     snapshot.write_text(done.stdout)
     assert (
-        mode.refused("run", "gated", "--snapshot", str(snapshot), "--detach")
-        == "PIPELINE_TERMINAL"
+        mode.refused("run", "gated", "--snapshot", str(snapshot), "--detach") == "PIPELINE_TERMINAL"
     )
     # one round used along the chain: a budget of one round leaves none
     assert mode.refused("run", "gated", "--max-rounds", "1", "--detach") == "BUDGET_EXHAUSTED"
