@@ -161,11 +161,9 @@ class Mode:
                 self.cli("stop", row["run"], "--now", "--json")
 
 
-@pytest.fixture(scope="module")
-def remote_cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
-    """The session's servers, a task queue of this module's own and one worker on it."""
+def remote_servers(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The session's Temporal address and PostgreSQL URL; the test is skipped (or
+    failed, where they are required) when they cannot be started here."""
     try:
         postgres = request.getfixturevalue("postgres_server")
         temporal = request.getfixturevalue("temporal_server")
@@ -173,7 +171,16 @@ def remote_cluster(
         if remote_required():
             pytest.fail(f"remote mode's servers must run here ({REQUIRE_ENVS}): {exc}")
         pytest.skip(f"remote mode's servers cannot be started here: {exc}")
-    cluster = Cluster(temporal.address, postgres.url(), tmp_path_factory.mktemp("cluster"))
+    return str(temporal.address), str(postgres.url())
+
+
+@pytest.fixture(scope="module")
+def remote_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """The session's servers, a task queue of this module's own and one worker on it."""
+    temporal, postgres = remote_servers(request)
+    cluster = Cluster(temporal, postgres, tmp_path_factory.mktemp("cluster"))
     try:
         worker = cluster.start_worker("contract", max_runs=4)
         worker.wait_polling(timeout=DEADLINE)
