@@ -91,9 +91,33 @@ class Mode:
         )
         return orjson.loads(done.stdout)
 
-    def refused(self, *args: str, exit_code: int = 3) -> str:
-        """The error code of a refused ``ARGS --json`` (exit ``exit_code``)."""
-        answer = self.json(*args, code=exit_code)
+    def after_end(self, *args: str, code: int = 0) -> Any:
+        """``json(ARGS)`` for a start of a key whose last run has just been seen ended.
+
+        In remote mode the key's workflow stays open a moment after its run's end is
+        in the records (the worker sees its child exit on its next beat, up to a
+        second later, and only then lets a new start wait for the close; a CLOSE's
+        workflow completes a moment after answering): a start in that moment is
+        refused ALREADY_RUNNING, which local mode never says of an ended run. Retried
+        here until the deadline, so the answer checked is the one that follows."""
+
+        def settled() -> subprocess.CompletedProcess[str] | None:
+            done = self.cli(*args, "--json")
+            if done.returncode == 3 and '"ALREADY_RUNNING"' in done.stdout:
+                return None
+            return done
+
+        done: subprocess.CompletedProcess[str] = self.wait(f"{args} not refused", settled)
+        assert done.returncode == code, (
+            f"[{self.name}] {args} exited {done.returncode}, not {code}:\n"
+            f"{done.stdout}{done.stderr}"
+        )
+        return orjson.loads(done.stdout)
+
+    def refused(self, *args: str, exit_code: int = 3, after_end: bool = False) -> str:
+        """The error code of a refused ``ARGS --json`` (exit ``exit_code``);
+        ``after_end``: a start just after the key's run ended (see ``after_end``)."""
+        answer = (self.after_end if after_end else self.json)(*args, code=exit_code)
         assert set(answer) == {"error"} and set(answer["error"]) == {"code", "message"}
         assert answer["error"]["message"], answer
         return str(answer["error"]["code"])
@@ -140,9 +164,9 @@ class Mode:
         found: dict[str, Any] = self.wait(f"run {run} in round {round}", reached)
         return found
 
-    def start(self, flow: str, *args: str) -> str:
-        """``run FLOW --detach``: the new run's id."""
-        started = self.json("run", flow, "--detach", *args)
+    def start(self, flow: str, *args: str, after_end: bool = False) -> str:
+        """``run FLOW --detach``: the new run's id (``after_end``: see ``after_end``)."""
+        started = (self.after_end if after_end else self.json)("run", flow, "--detach", *args)
         assert set(started) == {"run", "flow", "warnings"}, started
         assert started["flow"] == flow and started["warnings"] == [], started
         return str(started["run"])

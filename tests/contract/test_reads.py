@@ -84,7 +84,7 @@ def test_flows_runs_show_and_logs_of_two_runs_of_a_thread(mode: Mode) -> None:
     first = mode.start("two")
     lines = [{"line": "item a"}, {"line": "item b"}]
     assert followed(mode, first) == [*lines, {"run": first, "status": "completed"}]
-    second = mode.start("two")
+    second = mode.start("two", after_end=True)
     assert followed(mode, second) == [*lines, {"run": second, "status": "completed"}]
     shown = mode.show(second)
 

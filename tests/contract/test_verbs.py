@@ -43,7 +43,7 @@ def test_stop_now_interrupts_the_round_in_flight(mode: Mode) -> None:
     shown = mode.wait_status(run, "cancelled")
     assert shown["last_round"] == 1 and shown["state"]["gated"]["round"] == 1
     # a plain stop, then a second stop: it becomes a stop now (the round is not waited on)
-    again = mode.start("gated")
+    again = mode.start("gated", after_end=True)
     mode.wait_round(again, "gated", 2)  # picked up from the cancelled run: round 2
     assert mode.json("stop", again)["action"] == "stop"
     assert mode.json("stop", again)["action"] == "stop_now"
@@ -97,16 +97,17 @@ def test_stop_closes_a_paused_run_and_an_ended_run_is_never_resumed(
     shown = mode.show(run)
     assert shown["status"] == "cancelled" and shown["last_round"] == 1
     assert mode.refused("resume", run, "--detach") == "PIPELINE_TERMINAL"
-    assert mode.refused("run", "gated", "--resume", run, "--detach") == "PIPELINE_TERMINAL"
+    resume = ("run", "gated", "--resume", run, "--detach")
+    assert mode.refused(*resume, after_end=True) == "PIPELINE_TERMINAL"
     snapshot = tmp_path / "ended.json"
     done = mode.cli("snapshot", run)
     assert done.returncode == 0, done.stderr
     snapshot.write_text(done.stdout)
-    assert (
-        mode.refused("run", "gated", "--snapshot", str(snapshot), "--detach") == "PIPELINE_TERMINAL"
-    )
+    from_snapshot = ("run", "gated", "--snapshot", str(snapshot), "--detach")
+    assert mode.refused(*from_snapshot, after_end=True) == "PIPELINE_TERMINAL"
     # one round used along the chain: a budget of one round leaves none
-    assert mode.refused("run", "gated", "--max-rounds", "1", "--detach") == "BUDGET_EXHAUSTED"
+    over = ("run", "gated", "--max-rounds", "1", "--detach")
+    assert mode.refused(*over, after_end=True) == "BUDGET_EXHAUSTED"
     assert [r["run"] for r in mode.json("runs", "gated")] == [run]  # nothing was started
 
 

@@ -144,7 +144,8 @@ def test_the_histories_of_every_way_a_run_goes_replay(remote: tuple[Mode, str]) 
     for run, status in ((done, "completed"), (stopped, "cancelled"), (now, "cancelled")):
         mode.wait_status(run, status)
     mode.wait_status(paused, "cancelled")
-    assert mode.refused("run", "stopped", "--max-rounds", "1", "--detach") == "BUDGET_EXHAUSTED"
+    over = ("run", "stopped", "--max-rounds", "1", "--detach")
+    assert mode.refused(*over, after_end=True) == "BUDGET_EXHAUSTED"
 
     histories = closed_histories(temporal, space_of(mode))
     assert sorted(histories) == [
