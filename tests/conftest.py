@@ -152,3 +152,19 @@ def paused_mid_run(ws: Path, cli: CLI, name: str, body: str) -> str:
     gate.unlink()
     wait_for(lambda: cli.json("show", run_id)["status"] == "paused")
     return run_id
+
+
+# -- the servers of remote mode (tests/remote, tests/contract) ----------------------------
+# One PostgreSQL and one Temporal dev server per test session (per xdist worker), here so
+# both folders share them. Only their tests ask for them: nothing starts otherwise.
+from tests.remote.servers import PostgresServer  # noqa: E402
+from tests.remote.temporal_server import temporal_server  # noqa: E402, F401
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,7 +1,8 @@
 """Fixtures of the remote tests (marked ``remote``; run them as ``pytest tests/remote``).
 
-- ``postgres_server``: one real PostgreSQL per test session (per xdist worker);
-  ``postgres_server.url()`` (or ``url("10.x.y.z")`` from a network namespace).
+The servers (``postgres_server``, ``temporal_server``: one each per test session, per
+xdist worker) are in ``tests/conftest.py``, shared with ``tests/contract``.
+
 - ``postgres_url``: that URL on loopback.
 - ``space``: a fresh space name for this test (``servers.new_space``).
 - ``pg_store``: a ``PostgresStore`` on that space, schema ensured; the space's rows
@@ -25,15 +26,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.remote)
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    server = PostgresServer.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -61,12 +53,12 @@ def pg_store(postgres_url: str, space: str) -> Iterator[PostgresStore]:
 
 # -- the Temporal side (tests/remote/temporal_server.py, tests/remote/cluster.py) ---------
 from tests.remote.cluster import Cluster  # noqa: E402
-from tests.remote.temporal_server import TemporalServer, temporal_server  # noqa: E402, F401
+from tests.remote.temporal_server import TemporalServer  # noqa: E402
 
 
 @pytest.fixture
 def cluster(
-    temporal_server: TemporalServer,  # noqa: F811
+    temporal_server: TemporalServer,
     postgres_url: str,
     tmp_path: Path,
 ) -> Iterator[Cluster]:

@@ -1,0 +1,124 @@
+"""Start, stop, stop now, pause, resume and close, and every refusal these verbs give:
+the same answers, codes and exit statuses in local and remote mode (SPEC §10, §11,
+§14, §18 — "every rule above holds in remote mode too"). Black-box: the CLI only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.contract.conftest import Mode
+
+MISSING = "20260101T000000.000Z-abcdef"  # a well-formed run id no record has
+
+
+def test_stop_asks_after_the_round_and_an_ended_run_refuses_every_verb(mode: Mode) -> None:
+    """Guards `stop`: the round in flight ends, the run ends cancelled at that round;
+    a pause behind a pending stop is refused; an ended run refuses stop, pause and
+    resume with PIPELINE_TERMINAL (exit 3)."""
+    mode.add_gated()
+    run = mode.start("gated")
+    mode.wait_round(run, "gated", 1)
+    stopped = mode.json("stop", run)
+    assert set(stopped) == {"run", "action", "round", "message", "status"}, stopped
+    assert stopped["run"] == run and stopped["action"] == "stop" and stopped["round"] == 1
+    assert stopped["status"] == "running"
+    assert mode.refused("pause", run) == "INWARD_SIGNAL_ALREADY_PENDING"
+    mode.go(1)
+    shown = mode.wait_status(run, "cancelled")
+    assert shown["last_round"] == 1 and shown["rounds"] == 1
+    for verb in (["stop", run], ["stop", run, "--now"], ["pause", run], ["resume", run]):
+        assert mode.refused(*verb) == "PIPELINE_TERMINAL", verb
+    assert mode.refused("resume", run, "--detach") == "PIPELINE_TERMINAL"
+
+
+def test_stop_now_interrupts_the_round_in_flight(mode: Mode) -> None:
+    """Guards `stop --now`: the round held for ever is interrupted and the run ends
+    cancelled in that round, its state saved; a second `stop` of a run with a stop
+    pending is a stop now too."""
+    mode.add_gated()
+    run = mode.start("gated")
+    mode.wait_round(run, "gated", 1)
+    now = mode.json("stop", run, "--now")
+    assert now["run"] == run and now["action"] == "stop_now" and now["round"] == 1
+    shown = mode.wait_status(run, "cancelled")
+    assert shown["last_round"] == 1 and shown["state"]["gated"]["round"] == 1
+    # a plain stop, then a second stop: it becomes a stop now (the round is not waited on)
+    again = mode.start("gated", after_end=True)
+    mode.wait_round(again, "gated", 2)  # picked up from the cancelled run: round 2
+    assert mode.json("stop", again)["action"] == "stop"
+    assert mode.json("stop", again)["action"] == "stop_now"
+    assert mode.wait_status(again, "cancelled")["last_round"] == 2
+
+
+def test_pause_and_resume_with_their_refusals(mode: Mode) -> None:
+    """Guards pause and resume: a second start of the key is ALREADY_RUNNING; resuming
+    a live run NO_ACTIVE_PAUSE; a second pause INWARD_SIGNAL_ALREADY_PENDING; a pause of
+    a paused run ALREADY_PAUSED; `resume --detach` continues the same record."""
+    mode.add_gated()
+    run = mode.start("gated")
+    mode.wait_round(run, "gated", 1)
+    assert mode.refused("run", "gated", "--detach") == "ALREADY_RUNNING"
+    assert mode.refused("resume", run, "--detach") == "NO_ACTIVE_PAUSE"
+    paused = mode.json("pause", run)
+    assert set(paused) == {"run", "action", "round", "message", "status"}, paused
+    assert paused["action"] == "pause" and paused["round"] == 1
+    assert paused["status"] == "running"
+    assert mode.refused("pause", run) == "INWARD_SIGNAL_ALREADY_PENDING"
+    mode.go(1)
+    shown = mode.wait_status(run, "paused")
+    assert shown["last_round"] == 1
+    assert mode.refused("pause", run) == "ALREADY_PAUSED"
+    resumed = mode.json("resume", run, "--detach")
+    assert resumed == {"run": run, "flow": "gated", "warnings": []}
+    shown = mode.wait_round(run, "gated", 2)
+    assert shown["first_round"] == 1  # the same record, going on
+    assert mode.refused("resume", run, "--detach") == "NO_ACTIVE_PAUSE"
+    assert mode.json("stop", run)["round"] == 2
+    mode.go(2)
+    assert mode.wait_status(run, "cancelled")["last_round"] == 2
+    assert [r["run"] for r in mode.json("runs", "gated")] == [run]
+
+
+def test_stop_closes_a_paused_run_and_an_ended_run_is_never_resumed(
+    mode: Mode, tmp_path: Path
+) -> None:
+    """Guards closing: `stop` of a paused run ends it cancelled at once, without
+    running it; then resuming it (`resume`, `run --resume`), starting from its terminal
+    snapshot, and a round over the chain's budget are each refused (exit 3)."""
+    mode.add_gated()
+    run = mode.start("gated")
+    mode.wait_round(run, "gated", 1)
+    mode.json("pause", run)
+    mode.go(1)
+    mode.wait_status(run, "paused")
+    closed = mode.json("stop", run)
+    assert closed["run"] == run and closed["action"] == "closed"
+    assert closed["status"] == "cancelled" and closed["round"] == 1
+    shown = mode.show(run)
+    assert shown["status"] == "cancelled" and shown["last_round"] == 1
+    assert mode.refused("resume", run, "--detach") == "PIPELINE_TERMINAL"
+    resume = ("run", "gated", "--resume", run, "--detach")
+    assert mode.refused(*resume, after_end=True) == "PIPELINE_TERMINAL"
+    snapshot = tmp_path / "ended.json"
+    done = mode.cli("snapshot", run)
+    assert done.returncode == 0, done.stderr
+    snapshot.write_text(done.stdout)
+    from_snapshot = ("run", "gated", "--snapshot", str(snapshot), "--detach")
+    assert mode.refused(*from_snapshot, after_end=True) == "PIPELINE_TERMINAL"
+    # one round used along the chain: a budget of one round leaves none
+    over = ("run", "gated", "--max-rounds", "1", "--detach")
+    assert mode.refused(*over, after_end=True) == "BUDGET_EXHAUSTED"
+    assert [r["run"] for r in mode.json("runs", "gated")] == [run]  # nothing was started
+
+
+def test_a_missing_or_malformed_run_is_a_usage_error(mode: Mode) -> None:
+    """Guards exit 2: a run id no record has is NOT_FOUND, a malformed one INVALID_NAME,
+    an unknown flow NOT_FOUND — for each verb, before anything is asked of a run."""
+    mode.add_gated()
+    for verb in ("stop", "pause", "resume", "show", "logs", "snapshot"):
+        assert mode.refused(verb, MISSING, exit_code=2) == "NOT_FOUND", verb
+        assert mode.refused(verb, "../escape", exit_code=2) == "INVALID_NAME", verb
+    assert mode.refused("stop", MISSING, "--now", exit_code=2) == "NOT_FOUND"
+    assert mode.refused("run", "nosuchflow", "--detach", exit_code=2) == "NOT_FOUND"
+    assert mode.refused("run", "gated", "--from", MISSING, "--detach", exit_code=2) == "NOT_FOUND"
+    assert mode.json("runs") == []
