@@ -95,24 +95,11 @@ class Mode:
         """``json(ARGS)`` for a start of a key whose last run has just been seen ended.
 
         In remote mode the key's workflow stays open a moment after its run's end is
-        in the records (the worker sees its child exit on its next beat, up to a
-        second later, and only then lets a new start wait for the close; a CLOSE's
-        workflow completes a moment after answering): a start in that moment is
-        refused ALREADY_RUNNING, which local mode never says of an ended run. Retried
-        here until the deadline, so the answer checked is the one that follows."""
-
-        def settled() -> subprocess.CompletedProcess[str] | None:
-            done = self.cli(*args, "--json")
-            if done.returncode == 3 and '"ALREADY_RUNNING"' in done.stdout:
-                return None
-            return done
-
-        done: subprocess.CompletedProcess[str] = self.wait(f"{args} not refused", settled)
-        assert done.returncode == code, (
-            f"[{self.name}] {args} exited {done.returncode}, not {code}:\n"
-            f"{done.stdout}{done.stderr}"
-        )
-        return orjson.loads(done.stdout)
+        in the records (the worker sees its child exit on its next beat; a CLOSE's
+        workflow completes a moment after answering). A start in that moment must
+        wait for it, never be refused ALREADY_RUNNING, which local mode never says of
+        an ended run: asked once, as a user would."""
+        return self.json(*args, code=code)
 
     def refused(self, *args: str, exit_code: int = 3, after_end: bool = False) -> str:
         """The error code of a refused ``ARGS --json`` (exit ``exit_code``);

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -171,7 +172,9 @@ class TemporalExecutor:
                 # The key's workflow is open. A run that just paused or ended leaves it
                 # open for its clean-up (output, commits, worktree): wait for that
                 # once. A run still going is the one live run of the key: refused.
-                if attempt == 0 and await _winding_down(client, wid, ended=after_end):
+                if attempt == 0 and await _winding_down(
+                    client, wid, ended=after_end, run_ended=self._run_ended
+                ):
                     continue
                 raise AlreadyRunningError(self._running_words(request.key, wid)) from None
         try:
@@ -185,6 +188,11 @@ class TemporalExecutor:
                 "starts when one polls"
             ) from None
         return answer
+
+    def _run_ended(self, run_id: str) -> bool:
+        """Whether the records (synced first) say ``run_id`` has stopped: ended or paused."""
+        self.sync()
+        return load_run(self.layout, run_id).status not in LIVE
 
     def _running_words(self, key: str, wid: str) -> str:
         """Who holds the key, as PostgreSQL says (the run and its worker), in the
@@ -341,14 +349,25 @@ class TemporalExecutor:
 WIND_DOWN_LIMIT = 60.0  # seconds a start waits for the key's ending workflow to close
 
 
-async def _winding_down(client: Client, wid: str, *, ended: bool = False) -> bool:
+async def _winding_down(
+    client: Client,
+    wid: str,
+    *,
+    ended: bool = False,
+    run_ended: Callable[[str], bool] | None = None,
+) -> bool:
     """Whether the key's open workflow only cleans up after its run (``ended``: the
-    caller knows its run has stopped); if so, wait (up to ``WIND_DOWN_LIMIT``) for it
-    to close."""
+    caller knows its run has stopped; ``run_ended``: asks the records whether the
+    workflow's run has — its end is written before its worker sees the child exit);
+    if so, wait (up to ``WIND_DOWN_LIMIT``) for it to close."""
     handle = client.get_workflow_handle(wid)
     try:
         if not ended and not await handle.query(FlowKeyWorkflow.winding_down):
-            return False
+            run_id = await handle.query(FlowKeyWorkflow.started_run)
+            if run_id is None or run_ended is None:
+                return False
+            if not await asyncio.to_thread(run_ended, run_id):
+                return False
         await asyncio.wait_for(handle.result(), WIND_DOWN_LIMIT)
     except Exception:  # gone meanwhile, or failed: starting again tells
         return True

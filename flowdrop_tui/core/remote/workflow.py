@@ -151,6 +151,16 @@ class FlowKeyWorkflow:
         the key only has to wait for this workflow to close, it is not refused."""
         return self._child_ended or self._done or "error" in (self._started or {})
 
+    @workflow.query
+    def started_run(self) -> str | None:
+        """The run this workflow's worker made, once it exists: a client that finds the
+        run ended in the records knows the workflow is only cleaning up, even before
+        ``child_ended`` arrives (a worker looks at its child about once a second)."""
+        started = self._started or {}
+        closed = started.get("closed")  # a CLOSE: the paused run it closed
+        run = started.get("run") or (closed.get("run") if isinstance(closed, dict) else None)
+        return run if isinstance(run, str) else None
+
     @workflow.signal
     def claimed(self, epoch: int) -> None:
         """From ``run_flow``: the key's epoch it holds, sent before it starts anything."""
