@@ -16,11 +16,11 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.notifications import Notify
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
 from flowdrop_tui.core import watch
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.tui.errors import report
+from flowdrop_tui.tui.errors import report_worker
 from flowdrop_tui.tui.keys import AimedKey, aim, send_on
 from flowdrop_tui.tui.screens.main_screen import MainScreen
 from flowdrop_tui.tui.textual_compat import (
@@ -203,13 +203,10 @@ class FlowdropApp(App[int]):
 
     # -- the one error handler ------------------------------------------------------------------
 
-    def report_worker(self, event: Worker.StateChanged) -> None:
-        """A worker failed: say so where the user looks; the app carries on."""
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            report(self, event.worker.error, event.worker.name or event.worker.group)
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.report_worker(event)
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """The app's own workers (prune's); the main screen reports its own the same way."""
+        report_worker(self, event)
 
 
 def run_app(layout: Layout, remote: RemoteConfig | None = None) -> int:
