@@ -515,7 +515,7 @@ class MainScreen(Screen[None]):
             for target in kept:
                 self._apply_filter(target, "")
             return
-        self.run_actions.stop_run()
+        self.run_actions.stop_run(again=self.action_stop_run)
 
     # -- the keys its parts answer -----------------------------------------------------------------
 

@@ -16,6 +16,7 @@ reach the worker holding the run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual.binding import Binding, BindingType
@@ -262,9 +263,11 @@ class RunActions:
 
     # -- escape, p, r ---------------------------------------------------------------------------
 
-    def stop_run(self) -> None:
+    def stop_run(self, again: Callable[[], None] | None = None) -> None:
+        """``again``: what to call once the runs are shown, when they are not yet (the
+        screen's escape, which backs out of a filter first; by default this)."""
         name = self._need_flow()
-        if name is None or self.screen.runs_not_shown_yet(self.stop_run):
+        if name is None or self.screen.runs_not_shown_yet(again or self.stop_run):
             return
         info = self._current_run(*LIVE)  # one live run per flow
         if info is None:
