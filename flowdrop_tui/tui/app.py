@@ -13,18 +13,23 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import events
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.notifications import Notify
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker
 
 from flowdrop_tui.core import watch
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.tui.error_reports import report
+from flowdrop_tui.tui.error_reports import report_worker
 from flowdrop_tui.tui.keys import AimedKey, aim, send_on
 from flowdrop_tui.tui.screens.main_screen import MainScreen
+from flowdrop_tui.tui.textual_compat import (
+    merged_bindings,
+    shown_notifications,
+    withdraw_notification,
+)
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.run_table import RunTable
 
@@ -122,7 +127,7 @@ class FlowdropApp(App[int]):
         """(key, description, tooltip) for every key the main screen answers."""
         found: list[tuple[str, str, str]] = []
         for owner in (FlowTable, RunTable, MainScreen, FlowdropApp):
-            for binding in owner._merge_bindings().key_to_bindings.values():
+            for binding in merged_bindings(owner).key_to_bindings.values():
                 for one in binding:
                     if one.show and one.description:
                         found.append((self.get_key_display(one), one.description, one.tooltip))
@@ -152,7 +157,7 @@ class FlowdropApp(App[int]):
             self.action_prune,
         )
         for owner, prefix in ((FlowTable, ""), (RunTable, ""), (MainScreen, "screen.")):
-            for bindings in owner._merge_bindings().key_to_bindings.values():
+            for bindings in merged_bindings(owner).key_to_bindings.values():
                 for one in bindings:
                     if one.show and one.description:
                         action = (
@@ -177,31 +182,30 @@ class FlowdropApp(App[int]):
             event = aim(self, event)
         await super().on_event(event)
 
-    async def _on_key(self, event: events.Key) -> None:
-        # Textual calls App._on_key after this one unless the key is sent on.
+    @on(events.Key)
+    async def _send_on(self, event: events.Key) -> None:
+        # Textual calls App's own key handler after this one unless the key is sent on.
         send_on(self, event)
 
     # -- notifications coalesce: the same words once, and no pile over the panes ---------------
 
-    def _on_notify(self, event: Notify) -> None:
-        # Runs before App._on_notify, which adds the new one and refreshes the toasts.
+    @on(Notify)
+    def _coalesce(self, event: Notify) -> None:
+        # Runs before App's own handler, which adds the new one and refreshes the toasts.
         new = event.notification
-        for old in list(self._notifications):
+        for old in shown_notifications(self):
             if (old.message, old.title) == (new.message, new.title):
-                self._unnotify(old, refresh=False)
-        shown = list(self._notifications)
+                withdraw_notification(self, old)
+        shown = shown_notifications(self)
         for old in shown[: max(0, len(shown) - TOASTS_SHOWN + 1)]:
-            self._unnotify(old, refresh=False)
+            withdraw_notification(self, old)
 
     # -- the one error handler ------------------------------------------------------------------
 
-    def report_worker(self, event: Worker.StateChanged) -> None:
-        """A worker failed: say so where the user looks; the app carries on."""
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            report(self, event.worker.error, event.worker.name or event.worker.group)
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.report_worker(event)
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """The app's own workers (prune's); the main screen reports its own the same way."""
+        report_worker(self, event)
 
 
 def run_app(mode: Mode) -> int:

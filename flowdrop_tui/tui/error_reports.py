@@ -1,6 +1,7 @@
 """The one way the UI reports a failure: a notification, never a crash.
 
-Workers report through ``FlowdropApp.report_worker``; message handlers that turn
+A failed worker is reported by ``report_worker``, from the ``Worker.StateChanged``
+handler of the node it ran on (the app, the main screen); message handlers that turn
 records into widgets are ``shielded``, so a record nobody foresaw shows as a
 notification naming what could not be shown, and the app carries on.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from textual.app import App
+from textual.worker import Worker, WorkerState
 
 from flowdrop_tui.core.errors import FlowdropError
 
@@ -30,6 +32,12 @@ def report(app: App[Any], error: BaseException, what: str) -> None:
         markup=False,
         timeout=7,
     )
+
+
+def report_worker(app: App[Any], event: Worker.StateChanged) -> None:
+    """A worker failed: say so where the user looks; the app carries on."""
+    if event.state == WorkerState.ERROR and event.worker.error is not None:
+        report(app, event.worker.error, event.worker.name or event.worker.group)
 
 
 def shielded(handler: F) -> F:

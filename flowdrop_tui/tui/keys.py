@@ -21,6 +21,8 @@ from textual.app import App
 from textual.dom import DOMNode
 from textual.widget import Widget
 
+from flowdrop_tui.tui.textual_compat import forward_event
+
 
 class AimedKey(events.Key):
     """A key and the node it was sent to."""
@@ -32,7 +34,7 @@ class AimedKey(events.Key):
         self.aimed_at = aimed_at
 
 
-AimedKey.handler_name = "on_key"  # handled as the key it is, by every ``_on_key``
+AimedKey.handler_name = "on_key"  # handled as the key it is, by every key handler
 
 
 def aim(app: App[Any], event: events.Key) -> events.Key:
@@ -49,5 +51,5 @@ def send_on(app: App[Any], event: events.Key, here: DOMNode | None = None) -> bo
         return False
     event.prevent_default()
     event.stop()
-    now._forward_event(AimedKey(event.key, event.character, now))
+    forward_event(now, AimedKey(event.key, event.character, now))
     return True

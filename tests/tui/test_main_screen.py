@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 from textual.widgets import Static
 
 from flowdrop_tui.core.paths import Layout
@@ -168,3 +169,22 @@ def test_state_changes_since_the_source_are_plain_data(workspace: Path) -> None:
     view = views.state_view(layout, load_run(layout, "20260817T020000.000Z-dddddd"))
     assert view["changes"] == {"added": {"c": [1]}, "changed": {"b": [2, 3]}, "removed": {}}
     assert orjson.loads(orjson.dumps(view["state"])) == {"alpha": {"a": 1, "b": 3, "c": [1]}}
+
+
+async def test_a_failed_read_is_said_and_the_screen_carries_on(
+    workspace: Path, flow_writer: Callable[[str, str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guards the one error path for the screen's workers (its Worker.StateChanged
+    handler): a read that raises is a notification naming it, never a crash."""
+    from flowdrop_tui.tui.screens import workspace_reads
+
+    def broken(_: Layout) -> None:
+        raise RuntimeError("the ledger is on fire")
+
+    monkeypatch.setattr(workspace_reads, "isolated_usage", broken)
+    flow_writer("alpha", RESUMABLE)
+    app = RecordingApp(Layout(workspace))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.heard("RuntimeError: the ledger is on fire"))
+        await until(pilot, lambda: settled(app), what="the other reads")
+        assert app.main_screen.flows.selected_name == "alpha"

@@ -1,8 +1,10 @@
 """The main screen: flows, the selected flow's runs, the selected run as it happens.
 
-This module lays the screen out and shows what arrives; the reads are in
-``workspace_reads.py`` (workers that post messages), the keys that act on runs
-in ``run_actions.py``. The watch says what changed and only that is read again.
+This module lays the screen out and shows what arrives. Its parts hold it through
+the ``Selection`` protocol (``selection.py``): the reads (``workspace_reads.py``,
+workers that post messages), the keys that act on runs (``run_actions.py``) and
+those that open files (``open_files.py``); its ``action_*`` methods hand keys to them.
+The watch says what changed and only that is read again.
 The first frame is painted from what costs nothing — discovery, the describe
 cache and the index as it is on disk — and the rest (describing changed flows,
 listing runs, git) fills in after it.
@@ -18,6 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.widget import MountError
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker
@@ -26,15 +29,16 @@ from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import FLOWS_DIR
-from flowdrop_tui.core.records.catalog import RunCatalog
 from flowdrop_tui.core.records.follow import RunUpdate
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo
 from flowdrop_tui.core.watch import WorkspaceWatch
-from flowdrop_tui.tui.error_reports import shielded
+from flowdrop_tui.tui.error_reports import report_worker, shielded
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,
     FlowsChanged,
+    FreshRunPlanned,
     IndexChanged,
+    PickUpPlanned,
     RunActionRefused,
     RunActionTaken,
     RunChanged,
@@ -62,9 +66,11 @@ GIT_EVERY = 10.0  # seconds between reads of the workspace's git state for the h
 SHORT = 30  # rows: below it, the flows pane is only as tall as its rows (up to six)
 
 
-class MainScreen(RunActions, OpenFiles, WorkspaceReads):
+class MainScreen(Screen[None]):
     AUTO_FOCUS = "#flows"  # the app opens with the flow list focused on its first flow
     BINDINGS: ClassVar[list[BindingType]] = [
+        *OpenFiles.BINDINGS,
+        *RunActions.BINDINGS,
         Binding(
             "slash",
             "filter",
@@ -83,9 +89,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.mode = mode  # chosen once, at the app's start: every run action asks it
         self.store = mode.store_label  # where the records come from (the top line)
         self.watcher = watcher
-        self.catalog = RunCatalog(layout)
         self.tracker = RunTracker(layout)
-        self.planning: set[str] = set()  # RunActions: plans being read, by key
         self.selected_flow: str | None = None
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
@@ -93,6 +97,9 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
         self.runs_shown_of: str | None = None  # the flow whose runs have been read
         self.after_runs: Callable[[], None] | None = None  # a key waiting for them
+        self.reads = WorkspaceReads(self, watcher)
+        self.run_actions = RunActions(self)
+        self.open_files = OpenFiles(self)
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -182,19 +189,16 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.ready = True
         self._fit()
         self._show_flows(list(self.flows.rows_by_name.values()))
-        self.read_flows()
-        self.read_workspace()
-        self.read_usage()
-        self.watch_workspace()
+        self.reads.read_flows()
+        self.reads.read_workspace()
+        self.reads.read_usage()
+        self.reads.watch_workspace()
         self.set_interval(1.0, self.runs.tick)
         # The header's git state, kept live: a commit or an edit made outside shows
         # within this many seconds (each read is a short child process).
-        self.set_interval(GIT_EVERY, self.read_workspace)
+        self.set_interval(GIT_EVERY, self.reads.read_workspace)
 
-    # -- what RunActions acts on ------------------------------------------------------------------
-
-    # Keys are answered from where the cursors are now: a key can arrive before the
-    # highlight messages of the cursor moves that preceded it have been handled.
+    # -- the Selection its parts act on (selection.py) --------------------------------------------
 
     def selected_flow_name(self) -> str | None:
         return self.flows.selected_name if self.flows.display else None
@@ -257,11 +261,11 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.query_one(WorkspaceBar).show_summary(running, paused)
 
     def on_flows_changed(self, _: FlowsChanged) -> None:
-        self.read_flows()
+        self.reads.read_flows()
 
     def on_index_changed(self, _: IndexChanged) -> None:
-        self.read_flows()
-        self.read_usage()
+        self.reads.read_flows()
+        self.reads.read_usage()
 
     @shielded
     def on_workspace_read(self, message: WorkspaceRead) -> None:
@@ -302,7 +306,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.runs_shown_of = None
         self._select_run(None)
         if name is not None:
-            self.read_runs(name)
+            self.reads.read_runs(name)
         elif self.flows.filter_text and self.flows.rows_by_name:
             self.detail.show_empty(f"no flow shows {self.flows.filter_text!r}: escape clears it")
         else:
@@ -342,7 +346,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         if len(self.runs.runs) >= self.runs_total:
             self.notify(f"all {self.runs_total} runs of {name} are shown", markup=False)
             return
-        self.read_older_runs(name, min(self.runs.runs))
+        self.reads.read_older_runs(name, min(self.runs.runs))
 
     def _follow_run_cursor(self) -> None:
         """Select the run under the cursor; with none, say why the pane is empty."""
@@ -364,7 +368,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.detail.show_run(self.runs.runs.get(run_id) if run_id else None)
         self._refollow()
         if run_id is not None:
-            self.poll_run(run_id, history=True)
+            self.reads.poll_run(run_id, history=True)
 
     # -- following runs ---------------------------------------------------------------------------
 
@@ -376,13 +380,13 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         if not (self.workspace.runs / message.run_id).is_dir():
             self._run_vanished()  # pruned (or deleted by hand): nothing to poll
             return
-        self.poll_run(message.run_id)
+        self.reads.poll_run(message.run_id)
 
     def _run_vanished(self) -> None:
         """Runs were deleted: list the flow's runs and measure the workspace again."""
         if self.selected_flow is not None:
-            self.read_runs(self.selected_flow)
-        self.read_usage()
+            self.reads.read_runs(self.selected_flow)
+        self.reads.read_usage()
 
     @shielded
     def on_run_polled(self, message: RunPolled) -> None:
@@ -429,7 +433,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         """Tell the user when a run they watched ends or pauses, with the reason."""
         refollow, notice = self.tracker.seen(update.info)
         if notice is not None:
-            self.read_workspace()  # a run that ended or paused may have committed
+            self.reads.read_workspace()  # a run that ended or paused may have committed
             text, severity = notice
             self.notify(text, severity=severity, markup=False, timeout=6)  # type: ignore[arg-type]
         if refollow:
@@ -443,7 +447,7 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
         self.arriving = message.run_id
         self.notify(f"run {message.run_id} of {message.key}: {message.what}", markup=False)
         self._refollow()
-        self.poll_run(message.run_id)
+        self.reads.poll_run(message.run_id)
 
     def on_run_action_taken(self, message: RunActionTaken) -> None:
         self.notify(message.text, markup=False)
@@ -514,12 +518,47 @@ class MainScreen(RunActions, OpenFiles, WorkspaceReads):
             for target in kept:
                 self._apply_filter(target, "")
             return
-        super().action_stop_run()
+        self.run_actions.stop_run(again=self.action_stop_run)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        report = getattr(self.app, "report_worker", None)
-        if report is not None:
-            report(event)
+    # -- the keys its parts answer -----------------------------------------------------------------
+
+    def action_run_flow(self) -> None:
+        self.run_actions.run_flow()
+
+    def action_pick_up_run(self) -> None:
+        self.run_actions.pick_up_run()
+
+    def action_fresh_run(self) -> None:
+        self.run_actions.fresh_run()
+
+    def action_pause_run(self) -> None:
+        self.run_actions.pause_run()
+
+    def action_resume_run(self) -> None:
+        self.run_actions.resume_run()
+
+    def action_close_run(self) -> None:
+        self.run_actions.close_run()
+
+    def on_pick_up_planned(self, message: PickUpPlanned) -> None:
+        self.run_actions.pick_up_planned(message)
+
+    def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
+        self.run_actions.fresh_run_planned(message)
+
+    def action_edit_flow(self) -> None:
+        self.open_files.edit_flow()
+
+    def action_open_state(self) -> None:
+        self.open_files.open_state()
+
+    def action_open_transcript(self) -> None:
+        self.open_files.open_transcript()
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """The parts' workers run on this screen: a failure is reported, never fatal."""
+        report_worker(self.app, event)
 
 
 def _filtered(text: str) -> str:

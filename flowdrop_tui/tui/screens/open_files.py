@@ -15,13 +15,13 @@ from typing import ClassVar
 
 from textual.app import SuspendNotSupported
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 
 from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.paths import FLOW_FILE, STATE, Layout
 from flowdrop_tui.core.records.run_info import RunInfo
+from flowdrop_tui.tui.screens.selection import SelectionScreen
 
 EDITOR_DEFAULT = "vi"
 PAGER_DEFAULT = "less"
@@ -41,74 +41,72 @@ def newest_transcript(info: RunInfo) -> Path | None:
     return None
 
 
-class OpenFiles(Screen[None]):
-    """Mixed into ``MainScreen``, which provides the selection."""
+class OpenFiles:
+    """What ``e``, ``o`` and ``t`` do, on the screen's selection (``MainScreen``'s
+    ``action_*`` methods call these)."""
 
+    # The main screen's BINDINGS take these (actions named for its delegating methods).
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "edit_flow", "Edit flow.py", show=False),
         Binding("o", "open_state", "Open state.json", show=False),
         Binding("t", "open_transcript", "Open transcript", show=False),
     ]
 
-    workspace: Layout
+    def __init__(self, screen: SelectionScreen) -> None:
+        self.screen = screen
+        self.workspace: Layout = screen.workspace
 
-    def selected_flow_name(self) -> str | None:
-        raise NotImplementedError
-
-    def selected_run_info(self) -> RunInfo | None:
-        raise NotImplementedError
-
-    def action_edit_flow(self) -> None:
-        name = self.selected_flow_name()
+    def edit_flow(self) -> None:
+        name = self.screen.selected_flow_name()
         if name is None:
-            self.notify("no flow selected", severity="warning")
+            self.screen.notify("no flow selected", severity="warning")
             return
         try:
             ref = resolve_flow(self.workspace, name, cwd=self.workspace.workspace)
         except FlowdropError as exc:
-            self.notify(exc.message, severity="warning", markup=False)
+            self.screen.notify(exc.message, severity="warning", markup=False)
             return
         self.hand_over(command_for("EDITOR", EDITOR_DEFAULT), ref.folder / FLOW_FILE)
 
-    def action_open_state(self) -> None:
-        info = self.selected_run_info()
+    def open_state(self) -> None:
+        info = self.screen.selected_run_info()
         if info is None:
-            self.notify("no run selected", severity="warning")
+            self.screen.notify("no run selected", severity="warning")
             return
         self.hand_over(command_for("PAGER", PAGER_DEFAULT), info.path / STATE)
 
-    def action_open_transcript(self) -> None:
-        info = self.selected_run_info()
+    def open_transcript(self) -> None:
+        info = self.screen.selected_run_info()
         if info is None:
-            self.notify("no run selected", severity="warning")
+            self.screen.notify("no run selected", severity="warning")
             return
         transcript = newest_transcript(info)
         if transcript is None:
-            self.notify(f"run {info.run} has no transcript on disk", markup=False)
+            self.screen.notify(f"run {info.run} has no transcript on disk", markup=False)
             return
         self.hand_over(command_for("PAGER", PAGER_DEFAULT), transcript)
 
     def hand_over(self, command: list[str], path: Path) -> None:
         """Run ``command path`` in this terminal, the UI suspended until it exits."""
         if not path.exists():
-            self.notify(f"{path} does not exist", severity="warning", markup=False)
+            self.screen.notify(f"{path} does not exist", severity="warning", markup=False)
             return
         try:
-            with self.app.suspend():
+            with self.screen.app.suspend():
                 done = subprocess.run([*command, str(path)], check=False)
         except SuspendNotSupported:
-            self.notify(
+            self.screen.notify(
                 f"this terminal cannot be handed over; the file is {path}",
                 severity="warning",
                 markup=False,
             )
             return
         except OSError as exc:
-            self.notify(
+            self.screen.notify(
                 f"cannot run {command[0]} (set $EDITOR / $PAGER): {exc.strerror}",
                 severity="warning",
                 markup=False,
             )
             return
         if done.returncode != 0:
-            self.notify(f"{command[0]} exited {done.returncode}", markup=False)
+            self.screen.notify(f"{command[0]} exited {done.returncode}", markup=False)

@@ -19,9 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from textual import work
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
@@ -39,15 +37,17 @@ from flowdrop_tui.tui.messages import (
     RunActionTaken,
     RunLaunched,
 )
-from flowdrop_tui.tui.run_tracker import RunTracker
 from flowdrop_tui.tui.screens.confirm_modal import ask
+from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
 
-class RunActions(Screen[None]):
-    """Mixed into ``MainScreen``, which provides the selection and the known runs."""
+class RunActions:
+    """What the keys that act on runs do, on the screen's selection (``MainScreen``'s
+    ``action_*`` methods call these)."""
 
+    # The main screen's BINDINGS take these (actions named for its delegating methods).
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
             "escape",
@@ -81,58 +81,40 @@ class RunActions(Screen[None]):
         ),
     ]
 
-    workspace: Layout
-    mode: Mode
-    tracker: RunTracker
-    planning: set[str]  # the keys whose plan is being read (a press meanwhile does nothing)
-
-    # -- what the keys act on (provided by MainScreen) --------------------------------------
-
-    def selected_flow_name(self) -> str | None:
-        raise NotImplementedError
-
-    def selected_run_info(self) -> RunInfo | None:
-        raise NotImplementedError
-
-    def runs_of_selected_flow(self) -> list[RunInfo]:
-        raise NotImplementedError
+    def __init__(self, screen: SelectionScreen) -> None:
+        self.screen = screen
+        self.workspace: Layout = screen.workspace
+        self.mode: Mode = screen.mode  # chosen once, at the app's start
+        # The keys whose plan is being read (a press meanwhile does nothing).
+        self.planning: set[str] = set()
 
     def _current_run(self, *statuses: Status) -> RunInfo | None:
         """The selected flow's newest run in one of ``statuses`` (the selected run first)."""
-        selected = self.selected_run_info()
+        selected = self.screen.selected_run_info()
         if selected is not None and selected.status in statuses:
             return selected
-        for info in self.runs_of_selected_flow():
+        for info in self.screen.runs_of_selected_flow():
             if info.status in statuses:
                 return info
         return None
 
     def _need_flow(self) -> str | None:
-        name = self.selected_flow_name()
+        name = self.screen.selected_flow_name()
         if name is None:
-            self.notify(self.no_flow_text(), severity="warning", markup=False)
+            self.screen.notify(self.screen.no_flow_text(), severity="warning", markup=False)
         return name
-
-    def no_flow_text(self) -> str:
-        return "no flow selected"
-
-    def runs_not_shown_yet(self, retry: Callable[[], None]) -> bool:
-        """True when the selected flow's runs are still being read: ``retry`` is then
-        called once they are shown (a key typed right after moving the cursor acts on
-        the runs of the flow the cursor is on, not on none)."""
-        return False
 
     # -- enter ----------------------------------------------------------------------------
 
-    def action_run_flow(self) -> None:
+    def run_flow(self) -> None:
         name = self._need_flow()
         if name is not None and self._start_planning(name):
             self.plan_run(name, None)
 
-    def action_pick_up_run(self) -> None:
-        info = self.selected_run_info()
+    def pick_up_run(self) -> None:
+        info = self.screen.selected_run_info()
         if info is None or info.key is None:
-            self.notify("no run selected", severity="warning")
+            self.screen.notify("no run selected", severity="warning")
         elif info.status == Status.PAUSED:
             self.resume(info.run, info.key)
         elif self._start_planning(info.key):
@@ -155,7 +137,7 @@ class RunActions(Screen[None]):
         ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
         return ref, bool(forecast.runnable(self.workspace, ref).resumable)
 
-    @work(thread=True, group="control", exit_on_error=False)
+    @work_on_screen(thread=True, group="control")
     def plan_run(self, key: str, from_run: str | None) -> None:
         """Work out what the run would do — what ``plan`` says (``forecast``) — and ask
         first when it carries state forward; a refusal is said before anything starts."""
@@ -173,23 +155,23 @@ class RunActions(Screen[None]):
             isolated=True,  # git read in a child: gitpython stays out of the UI process
         )
         if found.refusal is not None:
-            self.post_message(RunActionRefused(found.refusal.message, found.refusal.code))
+            self.screen.post_message(RunActionRefused(found.refusal.message, found.refusal.code))
         elif found.resume is not None:  # SG-12: a paused run continues in its own record
             self._resume_or_ask(found)
         elif found.source_id is not None:
-            self.post_message(PickUpPlanned(found.key, found, from_run))
+            self.screen.post_message(PickUpPlanned(found.key, found, from_run))
         else:
-            self.app.call_from_thread(self._launch_fresh, found.key, False)
+            self.screen.app.call_from_thread(self._launch_fresh, found.key, False)
 
     def _resume_or_ask(self, found: forecast.Forecast) -> None:
         """Resume at once, unless something drifted since it paused: then the preview."""
         assert found.resume is not None
         if found.drift is not None and found.drift.drifted:
-            self.post_message(PickUpPlanned(found.key, found, None))
+            self.screen.post_message(PickUpPlanned(found.key, found, None))
         else:
-            self.app.call_from_thread(self.resume, found.resume, found.key, True)
+            self.screen.app.call_from_thread(self.resume, found.resume, found.key, True)
 
-    def on_pick_up_planned(self, message: PickUpPlanned) -> None:
+    def pick_up_planned(self, message: PickUpPlanned) -> None:
         from flowdrop_tui.tui.screens.pick_up_modal import (
             PickUpModal,  # loaded when first asked, not at start
         )
@@ -203,20 +185,20 @@ class RunActions(Screen[None]):
                 what = f"picked up from {found.source_id}, round {found.next_round}"
                 self.launch(message.key, from_run=message.from_run, fresh=False, what=what)
 
-        ask(self.app, PickUpModal(message.key, found), answered)
+        ask(self.screen.app, PickUpModal(message.key, found), answered)
 
-    @work(thread=True, group="control", exit_on_error=False)
+    @work_on_screen(thread=True, group="control")
     def launch(self, key: str, *, from_run: str | None, fresh: bool, what: str) -> None:
         try:
             ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
             options = forecast.StartOptions(from_run=from_run, fresh=fresh)
             answer = self.mode.start(ref, options, [])
         except FlowdropError as exc:
-            self.post_message(RunActionRefused(exc.message, exc.code))
+            self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
         for warning in answer.get("warnings") or []:
-            self.post_message(RunActionTaken(str(answer.get("run")), f"warning: {warning}"))
-        self.post_message(RunLaunched(str(answer["run"]), key, what))
+            self.screen.post_message(RunActionTaken(str(answer.get("run")), f"warning: {warning}"))
+        self.screen.post_message(RunLaunched(str(answer["run"]), key, what))
 
     def _resume_forecast(self, run_id: str, key: str) -> forecast.Forecast | None:
         try:
@@ -236,12 +218,12 @@ class RunActions(Screen[None]):
 
     # -- n --------------------------------------------------------------------------------
 
-    def action_fresh_run(self) -> None:
+    def fresh_run(self) -> None:
         name = self._need_flow()
         if name is not None and self._start_planning(f"fresh {name}"):
             self.plan_fresh(name)
 
-    @work(thread=True, group="control", exit_on_error=False)
+    @work_on_screen(thread=True, group="control")
     def plan_fresh(self, key: str) -> None:
         """A fresh run drops nothing when there is nothing to pick up: ask only then."""
         try:
@@ -253,7 +235,7 @@ class RunActions(Screen[None]):
         try:
             ref, resumable = self._checked_ref(key)
         except FlowdropError as exc:
-            self.post_message(RunActionRefused(exc.message, exc.code))
+            self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
         plan: start_plan.StartPlan | None = None
         if resumable:
@@ -262,14 +244,14 @@ class RunActions(Screen[None]):
             except FlowdropError:
                 plan = None  # nothing usable to drop; the launch reports any refusal
         if plan is not None and (plan.resume is not None or plan.source is not None):
-            self.post_message(FreshRunPlanned(ref.key, plan))
+            self.screen.post_message(FreshRunPlanned(ref.key, plan))
         else:
-            self.app.call_from_thread(self._launch_fresh, ref.key, True)
+            self.screen.app.call_from_thread(self._launch_fresh, ref.key, True)
 
     def _launch_fresh(self, key: str, fresh: bool) -> None:
         self.launch(key, from_run=None, fresh=fresh, what="fresh, round 1")
 
-    def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
+    def fresh_run_planned(self, message: FreshRunPlanned) -> None:
         from flowdrop_tui.tui.screens.fresh_run_modal import (
             FreshRunModal,  # loaded when first asked, not at start
         )
@@ -278,53 +260,55 @@ class RunActions(Screen[None]):
             if yes:
                 self._launch_fresh(message.key, True)
 
-        ask(self.app, FreshRunModal(message.key, message.plan), answered)
+        ask(self.screen.app, FreshRunModal(message.key, message.plan), answered)
 
     # -- escape, p, r ---------------------------------------------------------------------------
 
-    def action_stop_run(self) -> None:
+    def stop_run(self, again: Callable[[], None] | None = None) -> None:
+        """``again``: what to call once the runs are shown, when they are not yet (the
+        screen's escape, which backs out of a filter first; by default this)."""
         name = self._need_flow()
-        if name is None or self.runs_not_shown_yet(self.action_stop_run):
+        if name is None or self.screen.runs_not_shown_yet(again or self.stop_run):
             return
         info = self._current_run(*LIVE)  # one live run per flow
         if info is None:
             paused = self._current_run(Status.PAUSED)
             if paused is not None:
-                self.notify(
+                self.screen.notify(
                     f"run {paused.run} of {name} is paused; escape leaves it so. "
                     "r resumes it; x closes it for good (asks first)",
                     markup=False,
                 )
             else:
-                self.notify(f"{name} has no live run to stop", markup=False)
+                self.screen.notify(f"{name} has no live run to stop", markup=False)
             return
-        now = info.run in self.tracker.stop_asked
-        self.tracker.stop_asked.add(info.run)
+        now = info.run in self.screen.tracker.stop_asked
+        self.screen.tracker.stop_asked.add(info.run)
         self.stop(info.run, now)
 
-    @work(thread=True, group="control", exit_on_error=False)
+    @work_on_screen(thread=True, group="control")
     def stop(self, run_id: str, now: bool) -> None:
         """Escape: stop a live run. A run that paused meanwhile is refused, not closed."""
         try:
             asked = self.mode.stop(run_id, now=now, by=UI, keep_paused=True)
         except FlowdropError as exc:
-            self.post_message(RunActionRefused(exc.message, exc.code))
+            self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
         if asked.action == verbs.Action.STOP_NOW:
             text = f"stopping run {run_id} now: round {asked.round} is interrupted"
         else:
             text = f"stopping after round {asked.round} — escape again to stop now"
-        self.post_message(RunActionTaken(run_id, text))
+        self.screen.post_message(RunActionTaken(run_id, text))
 
     # -- x: close a paused run, after asking -----------------------------------------------
 
-    def action_close_run(self) -> None:
+    def close_run(self) -> None:
         name = self._need_flow()
-        if name is None or self.runs_not_shown_yet(self.action_close_run):
+        if name is None or self.screen.runs_not_shown_yet(self.close_run):
             return
         info = self._current_run(Status.PAUSED)
         if info is None:
-            self.notify(f"{name} has no paused run to close", markup=False)
+            self.screen.notify(f"{name} has no paused run to close", markup=False)
             return
         from flowdrop_tui.tui.screens.close_run_modal import (  # loaded when first asked
             CloseRunModal,
@@ -334,63 +318,64 @@ class RunActions(Screen[None]):
             if yes:
                 self.close_paused(info.run)
 
-        ask(self.app, CloseRunModal(info), answered)
+        ask(self.screen.app, CloseRunModal(info), answered)
 
-    @work(thread=True, group="control", exit_on_error=False)
+    @work_on_screen(thread=True, group="control")
     def close_paused(self, run_id: str) -> None:
         try:
             asked = self.mode.stop(run_id, now=False, by=UI)
         except FlowdropError as exc:
-            self.post_message(RunActionRefused(exc.message, exc.code))
+            self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
-        self.post_message(RunActionTaken(run_id, asked_text(asked)))
+        self.screen.post_message(RunActionTaken(run_id, asked_text(asked)))
 
-    def action_pause_run(self) -> None:
+    def pause_run(self) -> None:
         name = self._need_flow()
-        if name is None or self.runs_not_shown_yet(self.action_pause_run):
+        if name is None or self.screen.runs_not_shown_yet(self.pause_run):
             return
         info = self._current_run(*LIVE)
         if info is None:
-            self.notify(f"{name} has no live run to pause", markup=False)
+            self.screen.notify(f"{name} has no live run to pause", markup=False)
         else:
             self.pause(info.run)
 
-    @work(thread=True, group="control", exit_on_error=False)
+    @work_on_screen(thread=True, group="control")
     def pause(self, run_id: str) -> None:
         """The words and the round are the CLI's (``asked_text``): the round in flight."""
         try:
             asked = self.mode.pause(run_id, by=UI)
         except FlowdropError as exc:
-            self.post_message(RunActionRefused(exc.message, exc.code))
+            self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
-        self.post_message(RunActionTaken(run_id, f"{asked_text(asked)} — r resumes it"))
+        self.screen.post_message(RunActionTaken(run_id, f"{asked_text(asked)} — r resumes it"))
 
-    def action_resume_run(self) -> None:
+    def resume_run(self) -> None:
         name = self._need_flow()
-        if name is None or self.runs_not_shown_yet(self.action_resume_run):
+        if name is None or self.screen.runs_not_shown_yet(self.resume_run):
             return
         info = self._current_run(Status.PAUSED)
         if info is None or info.key is None:
-            self.notify(f"{name} has no paused run to resume", markup=False)
+            self.screen.notify(f"{name} has no paused run to resume", markup=False)
         else:
             self.resume(info.run, info.key)
 
-    @work(thread=True, group="control", exit_on_error=False)
+    @work_on_screen(thread=True, group="control")
     def resume(self, run_id: str, key: str, previewed: bool = False) -> None:
         if not previewed:
             # Budgets and drift first (SPEC §14, §15): a refusal is said, a drift is shown.
             found = self._resume_forecast(run_id, key)
             if found is not None and found.refusal is not None:
-                self.post_message(RunActionRefused(found.refusal.message, found.refusal.code))
+                refusal = RunActionRefused(found.refusal.message, found.refusal.code)
+                self.screen.post_message(refusal)
                 return
             if found is not None and found.drift is not None and found.drift.drifted:
-                self.post_message(PickUpPlanned(key, found, None))
+                self.screen.post_message(PickUpPlanned(key, found, None))
                 return
         try:
             info = load_run(self.workspace, run_id)
             answer: dict[str, Any] = self.mode.resume(run_id, [], by={"via": "ui"})
         except FlowdropError as exc:
-            self.post_message(RunActionRefused(exc.message, exc.code))
+            self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
         what = f"resumed at round {info.round + 1}"
-        self.post_message(RunLaunched(str(answer.get("run") or run_id), key, what))
+        self.screen.post_message(RunLaunched(str(answer.get("run") or run_id), key, what))

@@ -7,8 +7,6 @@ the screen shows (STYLE habits 2 and 3).
 
 from __future__ import annotations
 
-from textual import work
-from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from flowdrop_tui.core import views, watch
@@ -31,33 +29,34 @@ from flowdrop_tui.tui.messages import (
     UsageRead,
     WorkspaceRead,
 )
-from flowdrop_tui.tui.run_tracker import RunTracker
+from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
 
 RUNS_SHOWN = 500  # runs of a flow read at a time: the newest, then a page per "m"
 
 
-class WorkspaceReads(Screen[None]):
-    """Mixed into ``MainScreen``, which provides what these attributes name."""
+class WorkspaceReads:
+    """The reads, run as workers on the screen; the selected run from the screen."""
 
-    workspace: Layout
-    watcher: WorkspaceWatch
-    catalog: RunCatalog
-    tracker: RunTracker
-    selected_run: str | None
+    def __init__(self, screen: SelectionScreen, watcher: WorkspaceWatch) -> None:
+        self.screen = screen
+        self.workspace: Layout = screen.workspace
+        self.watcher = watcher
+        self.catalog = RunCatalog(screen.workspace)
+        self.tracker = screen.tracker
 
-    @work(exclusive=True, group="watch", exit_on_error=False)
+    @work_on_screen(exclusive=True, group="watch")
     async def watch_workspace(self) -> None:
         """The one watch: each domain event becomes a message that coalesces with its like."""
         async for batch in self.watcher.events():
             for event in batch:
                 if isinstance(event, watch.RunChanged):
-                    self.post_message(RunChanged(event.run_id))
+                    self.screen.post_message(RunChanged(event.run_id))
                 elif isinstance(event, watch.FlowsChanged):
-                    self.post_message(FlowsChanged())
+                    self.screen.post_message(FlowsChanged())
                 else:
-                    self.post_message(IndexChanged())
+                    self.screen.post_message(IndexChanged())
 
-    @work(thread=True, exclusive=True, group="flows", exit_on_error=False)
+    @work_on_screen(thread=True, exclusive=True, group="flows")
     def read_flows(self) -> None:
         """Declarations from the cache first, then describe what changed (child processes)."""
         refs = discover(self.workspace)
@@ -70,37 +69,41 @@ class WorkspaceReads(Screen[None]):
         rows = views.flow_rows(self.workspace, known)
         for row, info in zip(rows, cached, strict=True):
             row["described"] = info is not None
-        self.post_message(FlowRowsRead(rows, described=not missing))
+        self.screen.post_message(FlowRowsRead(rows, described=not missing))
         if missing and not get_current_worker().is_cancelled:
             infos = describe(self.workspace, refs)
-            self.post_message(FlowRowsRead(views.flow_rows(self.workspace, infos), described=True))
+            self.screen.post_message(
+                FlowRowsRead(views.flow_rows(self.workspace, infos), described=True)
+            )
 
-    @work(thread=True, exclusive=True, group="workspace", exit_on_error=False)
+    @work_on_screen(thread=True, exclusive=True, group="workspace")
     def read_workspace(self) -> None:
-        self.post_message(WorkspaceRead(isolated(self.workspace.workspace, "facts")))
+        self.screen.post_message(WorkspaceRead(isolated(self.workspace.workspace, "facts")))
 
-    @work(thread=True, exclusive=True, group="usage", exit_on_error=False)
+    @work_on_screen(thread=True, exclusive=True, group="usage")
     def read_usage(self) -> None:
         """Runs and disk used (in a child process: a cold ledger reads every run once)."""
         used = isolated_usage(self.workspace)
         if used is not None:
-            self.post_message(UsageRead(used.runs, used.bytes))
+            self.screen.post_message(UsageRead(used.runs, used.bytes))
 
-    @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
+    @work_on_screen(thread=True, exclusive=True, group="runs")
     def read_runs(self, key: str) -> None:
         """The newest page of ``key``'s runs."""
         runs = self.catalog.runs_of(key, RUNS_SHOWN)
         pinned = frozenset(pins.pinned(self.workspace))
-        self.post_message(RunsRead(key, runs, self.catalog.count(key), pinned=pinned))
+        self.screen.post_message(RunsRead(key, runs, self.catalog.count(key), pinned=pinned))
 
-    @work(thread=True, group="older-runs", exit_on_error=False)
+    @work_on_screen(thread=True, group="older-runs")
     def read_older_runs(self, key: str, before: str) -> None:
         """The next page: ``key``'s runs older than ``before`` (the oldest shown)."""
         runs = self.catalog.runs_of(key, RUNS_SHOWN, before=before)
         pinned = frozenset(pins.pinned(self.workspace))
-        self.post_message(RunsRead(key, runs, self.catalog.count(key), older=True, pinned=pinned))
+        self.screen.post_message(
+            RunsRead(key, runs, self.catalog.count(key), older=True, pinned=pinned)
+        )
 
-    @work(thread=True, group="poll", exit_on_error=False)
+    @work_on_screen(thread=True, group="poll")
     def poll_run(self, run_id: str, history: bool = False) -> None:
         """Read what the run appended; post it in order (the follower's lock is held).
         What it printed matters only on the selected run's pane, and never re-reads its state."""
@@ -108,10 +111,12 @@ class WorkspaceReads(Screen[None]):
         with follower.lock:
             update = follower.poll(history=history)
             changed = update.events or update.restarted or update.previous != update.info.status
-            printed = run_id == self.selected_run and bool(update.output or update.output_error)
+            printed = run_id == self.screen.selected_run and bool(
+                update.output or update.output_error
+            )
             if history or changed or printed:
-                self.post_message(RunPolled(update, history=history))
-        if run_id == self.selected_run and (history or changed):
+                self.screen.post_message(RunPolled(update, history=history))
+        if run_id == self.screen.selected_run and (history or changed):
             self.read_detail(update.info, self.tracker.git_due(run_id, update.events, history))
 
     def read_detail(self, info: RunInfo, with_git: bool) -> None:
@@ -122,4 +127,4 @@ class WorkspaceReads(Screen[None]):
             git = views.git_of(self.workspace, info, isolated=True)  # no gitpython in here
         else:
             git = self.tracker.git.get(info.run)
-        self.post_message(RunDetailRead(info.run, state, sessions, git))
+        self.screen.post_message(RunDetailRead(info.run, state, sessions, git))

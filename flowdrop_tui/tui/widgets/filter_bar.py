@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from textual import events
+from textual import events, on
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
@@ -28,7 +28,8 @@ class FilterBar(Input):
         self.on_close = on_close
         self.target = "flows"
 
-    async def _on_key(self, event: events.Key) -> None:
+    @on(events.Key)
+    async def _send_on(self, event: events.Key) -> None:
         # Called before Input's own: a letter that reaches the bar after focus moved
         # away goes on to the focused widget instead of into a hidden filter.
         send_on(self.app, event, self)

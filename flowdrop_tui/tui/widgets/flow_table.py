@@ -11,6 +11,7 @@ from textual.widgets import DataTable
 from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.format import round_label, usage_short
 from flowdrop_tui.tui.labels import short_error
+from flowdrop_tui.tui.textual_compat import scroll_cursor_into_view
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
 
 MAX_WIDTH = 80  # a long description or error is cut here; the runs pane shows it whole
@@ -187,7 +188,7 @@ class FlowTable(DataTable[Text]):
             self.move_cursor(row=list(cells).index(selected))
         # Once the new rows are laid out: a rebuilt table must not leave the selected
         # row scrolled out of view while the panes below name it.
-        self.call_after_refresh(self._scroll_cursor_into_view)
+        self.call_after_refresh(scroll_cursor_into_view, self)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
