@@ -5,28 +5,34 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from flowdrop_tui.cli import workspace
-from flowdrop_tui.cli.launching import (
-    asker,
-    checked_flow,
-    detached_child,
-    finish_foreground,
-    option_args,
-    options,
-    print_launched,
-)
 from flowdrop_tui.cli.output import Warnings, dump
-from flowdrop_tui.core.control import verbs
-from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
-from flowdrop_tui.core.run.execution import Execution
-from flowdrop_tui.core.run.opening import flow_of_key, reopen_paused
 from flowdrop_tui.format import asked_text
+
+if TYPE_CHECKING:
+    from flowdrop_tui.core.control import verbs
+    from flowdrop_tui.core.mode import Mode
+    from flowdrop_tui.core.run.execution import Execution
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    # Only resume runs a flow here: stop and pause never load the run's machinery.
+    from flowdrop_tui.cli.launching import (
+        asker,
+        checked_flow,
+        detached_child,
+        finish_foreground,
+        option_args,
+        options,
+        print_launched,
+    )
+    from flowdrop_tui.core.control import verbs
+    from flowdrop_tui.core.run.opening import flow_of_key, reopen_paused
+
     layout = workspace.layout(args)
     asked = options(args)
     if args.handshake_fd is None:

@@ -20,15 +20,16 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from flowdrop_tui.core import retention
-from flowdrop_tui.core.control import launch, verbs
-from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import pins
 from flowdrop_tui.core.remote import config
-from flowdrop_tui.core.run.forecast import StartOptions
+
+if TYPE_CHECKING:  # each verb imports what it runs: `stop` never loads the launch side
+    from flowdrop_tui.core import retention
+    from flowdrop_tui.core.control import verbs
+    from flowdrop_tui.core.flows.discovery import FlowRef
+    from flowdrop_tui.core.run.forecast import StartOptions
 
 # Set in a run child's environment by the worker that launched it: that process IS
 # the run (or closes one) and runs it as local code does, whatever the config says;
@@ -132,6 +133,8 @@ class LocalMode:
         self.layout = layout
 
     def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+        from flowdrop_tui.core.control import launch
+
         return launch.launch_run(
             self.layout,
             ref.folder,
@@ -146,6 +149,8 @@ class LocalMode:
     def resume(
         self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
     ) -> dict[str, Any]:
+        from flowdrop_tui.core.control import launch
+
         return launch.launch_resume(self.layout, run_id, by=by, extra=extra)
 
     def stop(
@@ -156,9 +161,13 @@ class LocalMode:
         by: dict[str, Any] | None = None,
         keep_paused: bool = False,
     ) -> verbs.Asked:
+        from flowdrop_tui.core.control import verbs
+
         return verbs.stop(self.layout, run_id, now=now, by=by, keep_paused=keep_paused)
 
     def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked:
+        from flowdrop_tui.core.control import verbs
+
         return verbs.pause(self.layout, run_id, by=by)
 
     def sync(self, *, run_refs: bool = False) -> list[str]:
@@ -169,14 +178,20 @@ class LocalMode:
         yield lambda: False
 
     def pin(self, run_id: str) -> bool:
+        from flowdrop_tui.core.records import pins
+
         return pins.pin(self.layout, run_id)
 
     def unpin(self, run_id: str) -> bool:
+        from flowdrop_tui.core.records import pins
+
         return pins.unpin(self.layout, run_id)
 
     def prune(
         self, keep: int, older_than: float | None = None, *, dry_run: bool = False
     ) -> retention.PruneResult:
+        from flowdrop_tui.core import retention
+
         return retention.prune(self.layout, keep, older_than, dry_run=dry_run)
 
     def live_feed(self) -> LiveFeed | None:
