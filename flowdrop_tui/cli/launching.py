@@ -44,6 +44,7 @@ def options(args: argparse.Namespace) -> StartOptions:
         fresh=bool(getattr(args, "fresh", False)),
         limits=limits,
         strict=bool(args.strict),
+        limit_wait=getattr(args, "limit_wait", None),
     )
 
 
@@ -52,6 +53,8 @@ def option_args(options: StartOptions) -> list[str]:
     passed = []
     for kind, value in options.limits.items():
         passed += [f"--max-{kind}", "none" if value is None else str(value)]
+    if options.limit_wait is not None:
+        passed += ["--limit-wait", f"{options.limit_wait!r}s"]
     return passed + (["--strict"] if options.strict else [])
 
 
