@@ -289,3 +289,26 @@ def test_a_damaged_limits_json_holds_no_window(tmp_path: Path) -> None:
     read = limit_windows.read(layout)["codex"].next_probe
     assert read is not None and window.next_probe is not None
     assert abs(read - window.next_probe) < timedelta(milliseconds=1)
+
+
+# -- how a wait reads -------------------------------------------------------------------------
+
+
+def test_waiting_and_limit_reached_words() -> None:
+    from flowdrop_tui.format import limit_reached_words, waiting_words
+    from flowdrop_tui.tui.labels import event_detail
+
+    soon = (datetime.now(UTC) + timedelta(minutes=5)).replace(second=0, microsecond=0)
+    clock = soon.astimezone().strftime("%H:%M")
+    stamp = soon.isoformat().replace("+00:00", "Z")
+    assert waiting_words({"backend": "claude", "until": stamp}) == (
+        f"waiting for claude's limit until {clock}"
+    )
+    assert waiting_words({"backend": "claude", "until": None, "next_probe": stamp}) == (
+        f"waiting for claude's limit (no reset time; next try {clock})"
+    )
+    assert waiting_words(None) == ""
+    reached = {"backend": "codex", "until": stamp, "limit_wait": 3600}
+    assert limit_reached_words(reached).startswith(f"codex's usage limit until {clock}")
+    wait = {"event": "limit_wait", "backend": "codex", "until": stamp, "source": "rollout"}
+    assert event_detail(wait) == f"waiting for codex's limit until {clock} · rollout"
