@@ -7,6 +7,7 @@ error, how a run started, what a stop or pause did), for the CLI and the UI alik
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -149,7 +150,9 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
         cells = [
             str(row["run"]),
             str(row.get("flow")),
-            status_label(row.get("status")) + (", pinned" if row.get("pinned") else ""),
+            status_label(row.get("status"))
+            + (", waiting" if row.get("waiting") else "")
+            + (", pinned" if row.get("pinned") else ""),
             rounds_range(row.get("first_round"), row.get("last_round")),
             str(row.get("started") or "")[:19].replace("T", " "),
             duration(row.get("duration")),
@@ -177,6 +180,10 @@ def show_text(detail: dict[str, Any]) -> str:
     lines.append(f"budget          {budget_words(detail.get('budget'))}")
     if detail.get("budget_reached"):
         lines.append(f"paused on       {budget_reached_words(detail['budget_reached'])}")
+    if detail.get("limit_reached"):
+        lines.append(f"paused on       {limit_reached_words(detail['limit_reached'])}")
+    if detail.get("waiting"):
+        lines.append(f"now             {waiting_words(detail['waiting'])}")
     if detail.get("error"):
         lines.append(f"error           {error_words(detail['error'], place=False)}")
     if detail.get("result") is not None:
@@ -292,6 +299,44 @@ def budget_reached_words(reached: dict[str, Any]) -> str:
     return (
         f"{reached.get('budget')} budget reached "
         f"({_number(reached.get('used'))}{unit} of {_number(reached.get('limit'))} used)"
+    )
+
+
+def _clock(stamp: Any) -> str | None:
+    """``14:05`` (local time) from an ISO time; the date too when it is not today."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone()
+    except ValueError:
+        return None
+    today = datetime.now().astimezone().date()
+    return when.strftime("%H:%M" if when.date() == today else "%Y-%m-%d %H:%M")
+
+
+def waiting_words(waiting: dict[str, Any] | None) -> str:
+    """SPEC §19: ``waiting for claude's limit until 14:05`` (or its next try, when the
+    CLI gave no reset time); empty when the run is not waiting."""
+    if not waiting:
+        return ""
+    head = f"waiting for {waiting.get('backend')}'s limit"
+    until = _clock(waiting.get("until"))
+    if until is not None:
+        return f"{head} until {until}"
+    probe = _clock(waiting.get("next_probe"))
+    return f"{head} (no reset time; next try {probe})" if probe else head
+
+
+def limit_reached_words(reached: dict[str, Any]) -> str:
+    """Why a run paused on a usage limit: ``codex's usage limit until 14:05 (waits at most
+    12 h)``."""
+    when = _clock(reached.get("until")) or _clock(reached.get("next_probe"))
+    cap = reached.get("limit_wait")
+    shown = duration(float(cap)) if isinstance(cap, int | float) else "?"
+    return (
+        f"{reached.get('backend')}'s usage limit"
+        + (f" until {when}" if when else "")
+        + f", longer than its limit wait ({shown})"
     )
 
 

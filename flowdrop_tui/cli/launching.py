@@ -22,7 +22,13 @@ from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import StartOptions, runnable
-from flowdrop_tui.format import budget_reached_words, error_words, rounds_range, start_words
+from flowdrop_tui.format import (
+    budget_reached_words,
+    error_words,
+    limit_reached_words,
+    rounds_range,
+    start_words,
+)
 
 
 def checked_flow(layout: Layout, name: str, ref: FlowRef | None = None) -> FlowRef:
@@ -44,6 +50,7 @@ def options(args: argparse.Namespace) -> StartOptions:
         fresh=bool(getattr(args, "fresh", False)),
         limits=limits,
         strict=bool(args.strict),
+        limit_wait=getattr(args, "limit_wait", None),
     )
 
 
@@ -52,6 +59,8 @@ def option_args(options: StartOptions) -> list[str]:
     passed = []
     for kind, value in options.limits.items():
         passed += [f"--max-{kind}", "none" if value is None else str(value)]
+    if options.limit_wait is not None:
+        passed += ["--limit-wait", f"{options.limit_wait!r}s"]
     return passed + (["--strict"] if options.strict else [])
 
 
@@ -93,6 +102,11 @@ def finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) -
         message += (
             f": {budget_reached_words(reached)}; raise it to go on: flowdrop-tui resume "
             f"{outcome.run_id} --max-{reached.get('budget')} N"
+        )
+    elif outcome.status == Status.PAUSED and info.limit_reached:
+        message += (
+            f": {limit_reached_words(info.limit_reached)}; continue it (it waits out the rest) "
+            f"with: flowdrop-tui resume {outcome.run_id}"
         )
     elif outcome.status == Status.PAUSED:
         message += f"; continue it with: flowdrop-tui resume {outcome.run_id}"

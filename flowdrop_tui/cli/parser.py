@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from flowdrop_tui.core import retention, views
 from flowdrop_tui.core.errors import UsageError
-from flowdrop_tui.core.records.budget import check_limit
+from flowdrop_tui.core.records.budget import check_limit, check_limit_wait
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,6 +39,14 @@ def _limit(kind: str) -> Callable[[str], float | int | None]:
     return parse
 
 
+def _limit_wait(text: str) -> float:
+    """``--limit-wait 12h``: the longest one usage-limit wait (0: never wait)."""
+    try:
+        return check_limit_wait(text, "--limit-wait")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     common.add_argument(
@@ -60,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
         )
     budget.add_argument(
         "--strict", action="store_true", help="refuse to start when the flow or git drifted"
+    )
+    budget.add_argument(
+        "--limit-wait",
+        dest="limit_wait",
+        metavar="DURATION",
+        type=_limit_wait,
+        default=argparse.SUPPRESS,
+        help="wait at most this long for a backend's usage limit, then pause (default 12h; "
+        "0: hand the limited session to the flow)",
     )
 
     parser = Parser(

@@ -163,6 +163,15 @@ class Layout:
         return self.root / "keys"
 
     @property
+    def limits(self) -> Path:
+        """The closed usage-limit windows, one per backend (SPEC §19)."""
+        return self.root / "limits.json"
+
+    @property
+    def limits_lock(self) -> Path:
+        return self.root / "limits.lock"
+
+    @property
     def cache(self) -> Path:
         return self.root / "cache"
 

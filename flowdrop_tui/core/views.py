@@ -320,6 +320,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["position"] = info.position
     detail["warnings"] = info.warnings
     detail["budget_reached"] = info.budget_reached
+    detail["limit_reached"] = info.limit_reached if info.status == Status.PAUSED else None
     detail["called"] = info.called
     detail["pid"] = info.live_pid
     detail["flow_path"] = info.flow

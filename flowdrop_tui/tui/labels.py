@@ -10,7 +10,14 @@ import re
 from typing import Any
 
 from flowdrop_tui.core.records.run_info import RunInfo, Status
-from flowdrop_tui.format import budget_reached_words, error_words, rounds_range, start_words
+from flowdrop_tui.format import (
+    budget_reached_words,
+    error_words,
+    limit_reached_words,
+    rounds_range,
+    start_words,
+    waiting_words,
+)
 
 _WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)
 
@@ -102,6 +109,17 @@ def event_detail(ev: dict[str, Any]) -> str:
         return f"{ev.get('outcome')}" + (f" · {result!r}" if result is not None else "")
     if name == "warning":
         return str(ev.get("message", ""))
+    if name == "limit_wait":
+        wait = {
+            "backend": ev.get("backend"),
+            "until": ev.get("until"),
+            "next_probe": ev.get("next_probe"),
+        }
+        return f"{waiting_words(wait)} · {ev.get('source')}"
+    if name == "limit_wait_ended":
+        return f"{ev.get('backend')} · {ev.get('outcome')} after {ev.get('seconds')}s"
+    if name == "limit_reached":
+        return limit_reached_words(ev)
     if name == "killing":
         return f"{ev.get('signal')} · {ev.get('reason')}"
     rest = {k: v for k, v in ev.items() if k not in ("t", "event")}
@@ -128,6 +146,11 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
         return (
             f"{head} paused before round {info.round + 1}: {budget_reached_words(reached)}; "
             f"raise it to go on: flowdrop-tui resume {info.run} --max-{reached.get('budget')} N"
+        ), "warning"
+    if info.status == Status.PAUSED and info.limit_reached:
+        return (
+            f"{head} paused in round {info.round}: {limit_reached_words(info.limit_reached)}; "
+            "r resumes it (it waits again while the limit lasts)"
         ), "warning"
     if info.status == Status.PAUSED:
         return f"{head} paused after round {info.round}; r resumes it", "information"

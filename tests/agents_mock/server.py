@@ -15,8 +15,20 @@ compare what flowdrop read from a transcript with what the "model" said.
 The prompt steers a request: a prompt containing ``MOCK:stall`` gets the
 response headers and a first event, then nothing until the server stops (a
 session to interrupt); ``MOCK:fail`` gets an HTTP 400 with the API's error body
-(an error that no client retries). Anything else is a request nobody expected:
-a 404 that names it, recorded in :attr:`MockModel.unexpected`.
+(an error that no client retries); ``MOCK:say-limit`` gets an answer that *talks
+about* a usage limit (:data:`LIMIT_TALK`) — a good answer, not a limit. Anything
+else is a request nobody expected: a 404 that names it, recorded in
+:attr:`MockModel.unexpected`.
+
+Usage limits (SPEC §19): :meth:`MockModel.close_window` closes the account for the
+next ``seconds`` (or for the next ``calls`` model calls). While it is closed every
+model call is refused as the services refuse it at a limit — Anthropic: ``429``,
+``{"type": "error", "error": {"type": "rate_limit_error", …}}`` with
+``anthropic-ratelimit-unified-status: rejected``,
+``anthropic-ratelimit-unified-reset: <epoch>`` and ``retry-after``; OpenAI
+Responses: ``429``, ``{"error": {"type": "usage_limit_reached", "resets_at": <epoch>,
+"resets_in_seconds": N}}`` — and counted in :attr:`MockModel.refused` (with the
+time it came, so "calls inside the window" is a figure a test can check).
 """
 
 from __future__ import annotations
@@ -34,6 +46,37 @@ ANSWER = "All tidy: the README now says what the tool does."
 STALL = "MOCK:stall"
 FAIL = "MOCK:fail"
 FAIL_MESSAGE = "mock model: this request was refused on purpose"
+SAY_LIMIT = "MOCK:say-limit"
+# An answer that talks about limits in the CLIs' own words: never a limit itself.
+LIMIT_TALK = (
+    'I checked the docs: at a rate limit Claude Code says "API Error: Request rejected '
+    "(429) · This request would exceed your account's rate limit\" and Codex says "
+    '"You\'ve hit your usage limit. Try again at 6:55 PM." Nothing here is rate limited.'
+)
+ANTHROPIC_LIMIT_MESSAGE = (
+    "This request would exceed your account's rate limit. Please try again later."
+)
+OPENAI_LIMIT_MESSAGE = "The usage limit has been reached"
+
+
+@dataclass
+class Window:
+    """A closed window: every model call is refused until ``until`` (epoch seconds), or
+    for ``calls`` more calls when that is given (then ``until`` is the reset announced)."""
+
+    until: float
+    calls: int | None = None
+    retry_after: bool = True  # send retry-after (Claude Code honours a short one itself)
+    announce: float | None = None  # the reset said (epoch), when not ``until``
+
+    @property
+    def reset(self) -> float:
+        return self.announce if self.announce is not None else self.until
+
+    def closed(self, now: float) -> bool:
+        if self.calls is not None:
+            return self.calls > 0
+        return now < self.until
 
 
 @dataclass
@@ -62,6 +105,9 @@ class MockModel:
         self.requests: list[Request] = []
         self.reported: list[tuple[str, Usage]] = []  # (api, usage) per answer given
         self.unexpected: list[Request] = []
+        self.window: Window | None = None
+        self.refused: list[tuple[str, float]] = []  # (api, epoch) per call refused at a limit
+        self.answered: list[tuple[str, float]] = []  # (api, epoch) per model call answered
         self.stalled = threading.Event()  # set when a stalled answer is hanging
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -96,6 +142,47 @@ class MockModel:
             self._server.shutdown()
             self._server.server_close()
 
+    # -- usage limits -----------------------------------------------------------------
+
+    def close_window(
+        self,
+        seconds: float = 60.0,
+        *,
+        calls: int | None = None,
+        retry_after: bool = True,
+        announce: float | None = None,
+    ) -> Window:
+        """Close the account: refuse every model call for ``seconds`` from now, or (with
+        ``calls``) for that many calls, announcing a reset ``seconds`` from now — or
+        ``announce`` seconds from now (a service saying more than it means: Claude Code
+        waits out a ``retry-after`` of a minute or less itself, and gives up on more)."""
+        now = time.time()
+        said = now + announce if announce is not None else None
+        window = Window(now + seconds, calls, retry_after, said)
+        with self._lock:
+            self.window = window
+        return window
+
+    def limited(self) -> Window | None:
+        """The window, when it is closed now; counts the call refused."""
+        with self._lock:
+            window = self.window
+            if window is None or not window.closed(time.time()):
+                return None
+            if window.calls is not None:
+                window.calls -= 1
+            return window
+
+    def refuse(self, api: str) -> None:
+        with self._lock:
+            self.refused.append((api, time.time()))
+
+    def calls(self, api: str | None = None) -> int:
+        """Model calls received (refused or answered), of ``api`` or of both."""
+        with self._lock:
+            every = self.refused + self.answered
+        return sum(1 for a, _ in every if api is None or a == api)
+
     # -- answers -------------------------------------------------------------------
 
     def next_usage(self, api: str) -> Usage:
@@ -109,6 +196,7 @@ class MockModel:
             if api == "anthropic":
                 usage.cache_write = 300 + 7 * n
             self.reported.append((api, usage))
+            self.answered.append((api, time.time()))
             return usage
 
     def total(self, api: str) -> dict[str, int]:
@@ -126,6 +214,10 @@ class MockModel:
     def hang(self) -> None:
         self.stalled.set()
         self._stop.wait()
+
+
+def _answer(prompt: str) -> str:
+    return LIMIT_TALK if SAY_LIMIT in prompt else ANSWER
 
 
 def _prompt_of(body: Any) -> str:
@@ -211,8 +303,44 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- Anthropic Messages API --------------------------------------------------
 
+    def _limit_headers(self, window: Window) -> list[tuple[str, str]]:
+        left = max(0, int(window.reset - time.time() + 0.999))
+        headers = [("x-should-retry", "true")]
+        if window.retry_after:
+            headers.append(("retry-after", str(left)))
+        return headers
+
+    def _refused(self, status: int, payload: Any, headers: list[tuple[str, str]]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _anthropic(self, body: Any) -> None:
         text = _prompt_of(body)
+        window = self.mock.limited()
+        if window is not None:
+            self.mock.refuse("anthropic")
+            headers = [
+                *self._limit_headers(window),
+                ("anthropic-ratelimit-unified-status", "rejected"),
+                ("anthropic-ratelimit-unified-reset", str(int(window.reset))),
+                ("anthropic-ratelimit-unified-representative-claim", "five_hour"),
+                ("request-id", f"req_{uuid.uuid4().hex[:24]}"),
+            ]
+            self._refused(
+                429,
+                {
+                    "type": "error",
+                    "error": {"type": "rate_limit_error", "message": ANTHROPIC_LIMIT_MESSAGE},
+                },
+                headers,
+            )
+            return
         if FAIL in text:
             self._json(
                 400,
@@ -225,7 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", "claude-mock") if isinstance(body, dict) else "claude-mock"
         if not (isinstance(body, dict) and body.get("stream")):
             usage = self.mock.next_usage("anthropic")
-            self._json(200, _anthropic_message(model, usage, ANSWER, usage.output))
+            self._json(200, _anthropic_message(model, usage, _answer(text), usage.output))
             return
         self._events_start()
         usage = Usage(0, 0, 0, 0) if STALL in text else self.mock.next_usage("anthropic")
@@ -268,8 +396,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "content_block": {"type": "text", "text": ""},
             },
         )
-        half = len(ANSWER) // 2
-        for piece in (ANSWER[:half], ANSWER[half:]):
+        answer = _answer(text)
+        half = len(answer) // 2
+        for piece in (answer[:half], answer[half:]):
             self._event(
                 "content_block_delta",
                 {
@@ -298,6 +427,30 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _openai(self, body: Any) -> None:
         text = _prompt_of(body)
+        window = self.mock.limited()
+        if window is not None:
+            self.mock.refuse("openai")
+            left = max(0, int(window.reset - time.time() + 0.999))
+            self._refused(
+                429,
+                {
+                    "error": {
+                        "type": "usage_limit_reached",
+                        "message": OPENAI_LIMIT_MESSAGE,
+                        "plan_type": "plus",
+                        "resets_at": int(window.reset),
+                        "resets_in_seconds": left,
+                    }
+                },
+                [
+                    *self._limit_headers(window),
+                    ("x-codex-primary-used-percent", "100.0"),
+                    ("x-codex-primary-window-minutes", "300"),
+                    ("x-codex-primary-reset-at", str(int(window.reset))),
+                    ("x-codex-primary-reset-after-seconds", str(left)),
+                ],
+            )
+            return
         if FAIL in text:
             self._json(
                 400,
@@ -346,8 +499,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "item": item,
             },
         )
-        half = len(ANSWER) // 2
-        for piece in (ANSWER[:half], ANSWER[half:]):
+        answer = _answer(text)
+        half = len(answer) // 2
+        for piece in (answer[:half], answer[half:]):
             self._event(
                 "response.output_text.delta",
                 {
@@ -362,7 +516,7 @@ class _Handler(BaseHTTPRequestHandler):
         done = {
             **item,
             "status": "completed",
-            "content": [{"type": "output_text", "text": ANSWER, "annotations": []}],
+            "content": [{"type": "output_text", "text": answer, "annotations": []}],
         }
         self._event(
             "response.output_item.done",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from flowdrop_tui.core.errors import FlowLoadError
-from flowdrop_tui.core.records.budget import Limits, check_budget
+from flowdrop_tui.core.records.budget import Limits, check_budget, check_limit_wait
 from flowdrop_tui.core.times import now_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,6 +31,7 @@ class FlowDeclaration:
     resumable: bool = False
     description: str = ""
     budget: tuple[tuple[str, float | int | None], ...] = ()  # (kind, limit) pairs: hashable
+    limit_wait: float | None = None  # SPEC §19: seconds; None: the default (12 h)
 
     @property
     def limits(self) -> Limits:
@@ -49,7 +50,11 @@ class LoadedFlow:
 def flow(function: F, /) -> F: ...
 @overload
 def flow(
-    *, resumable: bool = False, description: str = "", budget: dict[str, Any] | None = None
+    *,
+    resumable: bool = False,
+    description: str = "",
+    budget: dict[str, Any] | None = None,
+    limit_wait: str | float | None = None,
 ) -> Callable[[F], F]: ...
 def flow(
     function: Callable[..., Any] | None = None,
@@ -58,10 +63,13 @@ def flow(
     resumable: bool = False,
     description: str = "",
     budget: dict[str, Any] | None = None,
+    limit_wait: str | float | None = None,
 ) -> Any:
     """Declare a flow: ``@flow(resumable=True, description="...", budget={"rounds": 50})``
     on its one function. ``budget`` limits its whole chain (SPEC §14): ``rounds``
-    started, ``minutes`` of running time, ``tokens`` its sessions reported."""
+    started, ``minutes`` of running time, ``tokens`` its sessions reported.
+    ``limit_wait`` caps one wait for a backend's usage limit (SPEC §19): ``"12h"``
+    (the default), ``"90m"``, seconds; ``0`` hands a limited result to the flow."""
     if not isinstance(resumable, bool):
         raise TypeError(f"@flow(resumable=...) takes True or False, not {resumable!r}")
     if not isinstance(description, str):
@@ -70,8 +78,15 @@ def flow(
         limits = check_budget(budget)
     except ValueError as exc:
         raise TypeError(str(exc)) from None
+    try:
+        cap = None if limit_wait is None else check_limit_wait(limit_wait, "@flow(limit_wait=...)")
+    except ValueError as exc:
+        raise TypeError(str(exc)) from None
     declaration = FlowDeclaration(
-        resumable=resumable, description=description, budget=tuple(sorted(limits.items()))
+        resumable=resumable,
+        description=description,
+        budget=tuple(sorted(limits.items())),
+        limit_wait=cap,
     )
 
     def mark(target: F) -> F:

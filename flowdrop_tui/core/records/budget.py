@@ -16,6 +16,7 @@ each kind winning; ``None`` means no limit.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,30 @@ KINDS = ("rounds", "minutes", "tokens")
 COUNTED = ("input", "output")  # of session_closed.usage: {input, output, cache_read, cache_write}
 
 Limits = dict[str, float | int | None]
+
+LIMIT_WAIT = 12 * 3600.0  # SPEC §19: the longest one usage-limit wait, by default
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def check_limit_wait(value: Any, where: str) -> float:
+    """A usage-limit wait cap (SPEC §19) as given — ``"12h"``, ``"90m"``, ``"1d12h"``, a
+    number of seconds, ``0`` (never wait) — in seconds. ``ValueError`` naming ``where``."""
+    if isinstance(value, str):
+        spec = value.strip().lower()
+        parts = _DURATION.findall(spec)
+        if spec in ("0", "none", "off"):
+            return 0.0
+        if spec and "".join(n + u for n, u in parts) == spec:
+            return sum(float(n) * _UNIT[u] for n, u in parts)
+        raise ValueError(
+            f"{where} takes a duration such as 12h, 90m, 1d12h or 0 (never wait), not {value!r}"
+        )
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where} takes a duration such as '12h' or seconds, not {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where} takes 0 or more seconds, not {value!r}")
+    return float(value)
 
 
 def check_limit(kind: str, value: Any, where: str) -> float | int | None:

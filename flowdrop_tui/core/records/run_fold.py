@@ -66,10 +66,12 @@ class RunFold:
             info.pid = ev.get("pid", info.pid)
             if info.running_since is not None:  # a stretch a kill cut short
                 info.run_seconds += between(info.running_since, info.last_event)
+            self._wait_over(info, info.last_event)
             info.running_since = ev.get("t") if isinstance(ev.get("t"), str) else None
             if name == "resumed":
                 self._budget(info, ev)
                 info.budget_reached = None
+                info.limit_reached = None
                 if isinstance(ev.get("git"), dict):
                     info.git_last = ev["git"]
             # A process taking the run starts with no request pending: one recorded
@@ -125,6 +127,18 @@ class RunFold:
             info.pause_pending = False
             info.position = clean_position(ev.get("position"))
             self._stretch_ended(info, ev)
+        elif name == "limit_wait":
+            if info.waiting is None:
+                info.waiting = {"since": ev.get("t")}
+            info.waiting.update(
+                {k: ev.get(k) for k in ("backend", "until", "next_probe", "source", "key")}
+            )
+        elif name == "limit_wait_ended":
+            self._wait_over(info, ev.get("t"))
+        elif name == "limit_reached":
+            info.limit_reached = {
+                k: ev.get(k) for k in ("backend", "until", "next_probe", "source", "limit_wait")
+            }
         elif name == "budget_reached":
             info.budget_reached = {k: ev.get(k) for k in ("budget", "limit", "used")}
         elif name == "ended":
@@ -162,7 +176,14 @@ class RunFold:
             info.flow_digest = digest
 
     @staticmethod
-    def _stretch_ended(info: RunInfo, ev: dict[str, Any]) -> None:
+    def _wait_over(info: RunInfo, end: Any) -> None:
+        if info.waiting is not None:
+            info.waited_seconds += between(info.waiting.get("since"), end)
+            info.waiting = None
+
+    @classmethod
+    def _stretch_ended(cls, info: RunInfo, ev: dict[str, Any]) -> None:
+        cls._wait_over(info, ev.get("t"))
         if info.running_since is not None:
             info.run_seconds += between(info.running_since, ev.get("t"))
             info.running_since = None

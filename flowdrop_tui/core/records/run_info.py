@@ -98,6 +98,11 @@ class RunInfo:
     running_since: str | None = None  # the ``t`` its current stretch began
     flow_digest: str | None = None  # of the flow folder it last started with
     git_last: dict[str, Any] | None = None  # the latest git facts its record holds
+    # SPEC §19: a usage-limit wait in progress ({"backend", "until", "next_probe",
+    # "since"}), the seconds spent waiting (no budget counts them), why it paused
+    waiting: dict[str, Any] | None = None
+    waited_seconds: float = 0.0
+    limit_reached: dict[str, Any] | None = None
 
     @property
     def round(self) -> int:
@@ -158,16 +163,36 @@ class RunInfo:
             "duration": self.seconds(),
             "budget": self.chain_budget().to_json(),
             "usage": usage.to_json() if usage is not None else None,
+            "waiting": self.waiting_now,
         }
+
+    @property
+    def waiting_now(self) -> dict[str, Any] | None:
+        """SPEC §19: the usage-limit wait of a running run, else ``None`` (a run killed
+        while it waited is interrupted, not waiting)."""
+        if self.status != Status.RUNNING or self.waiting is None:
+            return None
+        return {k: self.waiting.get(k) for k in ("backend", "until", "next_probe", "since")}
+
+    def waited(self, now: str | None = None) -> float:
+        """Seconds spent waiting for usage limits, the wait in progress included."""
+        seconds = self.waited_seconds
+        if self.waiting is not None:
+            since = self.waiting.get("since")
+            end = (now or now_iso()) if self.status in LIVE else self.last_event
+            seconds += between(since, end)
+        return seconds
 
     def own_used(self, now: str | None = None) -> Used:
         """What this run used itself: rounds it started, its running time (a stretch still
         open counts to ``now`` while it is live, else to its last event, as after a
-        kill), the tokens its closed sessions reported."""
+        kill) less its usage-limit waits, the tokens its closed sessions reported."""
         seconds = self.run_seconds
         if self.running_since is not None:
             end = (now or now_iso()) if self.status in LIVE else self.last_event
             seconds += between(self.running_since, end)
+        # SPEC §19: time spent waiting for a usage limit counts toward no budget
+        seconds = max(0.0, seconds - self.waited(now))
         return Used(self.rounds, seconds, self.tokens)
 
     def chain_budget(self, now: str | None = None) -> ChainBudget:

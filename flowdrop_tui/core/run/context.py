@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.event_log import EventLog
@@ -24,6 +24,8 @@ class RunHost(Protocol):
     main: Frame
     children: set[int]
     sessions_opened: int | None
+    notify: Callable[[str], None]
+    limit_wait: float
 
     @property
     def interrupts(self) -> int: ...
@@ -32,6 +34,10 @@ class RunHost(Protocol):
     def stop_requested(self) -> bool: ...
 
     def reap(self) -> None: ...
+
+    def hold(self, seconds: float) -> str | None: ...
+
+    def leave_wait(self, asked: str) -> NoReturn: ...
 
     def between_rounds(self) -> None: ...
 

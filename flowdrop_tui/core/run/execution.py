@@ -23,6 +23,7 @@ from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
 from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.budget import LIMIT_WAIT
 from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.event_log import EventLog
 from flowdrop_tui.core.records.run_fold import fold
@@ -80,6 +81,7 @@ class Execution:
         *,
         resumed_by: dict[str, Any] | None,
         resumed_fields: dict[str, Any] | None = None,
+        limit_wait: float | None = None,
     ) -> None:
         self.layout = layout
         self.run_id = run_id
@@ -101,6 +103,15 @@ class Execution:
         self.sessions_opened: int | None = None  # counted from the record when first needed
         self.signals = RunSignals(self.run_dir, log, notify, lambda: self.main.round, self.children)
         self.flags = self.signals.flags
+        # SPEC §19: the longest one usage-limit wait: --limit-wait, else the flow's, else 12 h
+        declared = loaded.declaration.limit_wait
+        self.limit_wait = (
+            limit_wait
+            if limit_wait is not None
+            else declared
+            if declared is not None
+            else LIMIT_WAIT
+        )
         self._end_position: dict[str, Any] | None = None
         self._owner = os.getpid()  # the process holding the run; a fork of it never writes
 
@@ -131,6 +142,29 @@ class Execution:
     def _warn(self, message: str) -> None:
         self.log.append("warning", kind="state", message=message)
         self.notify(f"warning: {message}")
+
+    def hold(self, seconds: float) -> str | None:
+        """Wait up to ``seconds`` inside a round (a usage limit, SPEC §19), woken by a
+        request as soon as it arrives: ``"stop"`` or ``"pause"`` when one was asked for,
+        else ``None``. Never a plain sleep: escape and pause act at once."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self.signals.poll()
+            if self.flags.stop or self.flags.stop_now:
+                return "stop"
+            if self.flags.pause:
+                return "pause"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.signals.woken.wait(left)
+            self.signals.woken.clear()
+
+    def leave_wait(self, asked: str) -> NoReturn:
+        """From a wait: ``"stop"`` ends the run now (cancelled), ``"pause"`` pauses it now."""
+        if asked == "pause":
+            raise PauseRun
+        raise StopRun
 
     def between_rounds(self) -> None:
         """SPEC §6: requests are acted on between rounds, never inside one."""
@@ -281,11 +315,14 @@ class Execution:
                 pid=os.getpid(),
                 pgid=os.getpgrp(),
                 by=self.resumed_by,
+                limit_wait=self.limit_wait,
                 **self.resumed_fields,
             )
             self.update_index(lambda: index.record_status(self.layout, self._folded(), [self.key]))
         else:
-            self.log.append("started", pid=os.getpid(), pgid=os.getpgrp())
+            self.log.append(
+                "started", pid=os.getpid(), pgid=os.getpgrp(), limit_wait=self.limit_wait
+            )
 
     def _classify(self, exc: BaseException) -> tuple[Status, dict[str, Any] | None]:
         if isinstance(exc, PauseRun):

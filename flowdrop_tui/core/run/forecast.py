@@ -53,6 +53,7 @@ class StartOptions:
     fresh: bool = False
     limits: Limits = field(default_factory=dict)  # --max-… given (None: no limit)
     strict: bool = False
+    limit_wait: float | None = None  # --limit-wait, seconds (SPEC §19); None: the flow's
 
 
 @dataclass

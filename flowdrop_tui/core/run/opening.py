@@ -105,7 +105,16 @@ def open_run(
             frame.finished = start_plan.position.get("iterationCount") or 0
             frame.iterator = start_plan.position.get("iterator")
         return Execution(
-            layout, run_id, loaded, log, states, frame, [key_lock], notify, resumed_by=None
+            layout,
+            run_id,
+            loaded,
+            log,
+            states,
+            frame,
+            [key_lock],
+            notify,
+            resumed_by=None,
+            limit_wait=options.limit_wait,
         )
     except BaseException:
         locks.release(key_lock)
@@ -207,6 +216,7 @@ def _reopen(
             notify,
             resumed_by=by,
             resumed_fields=resumed_fields,
+            limit_wait=options.limit_wait,
         )
     except BaseException:
         locks.release(run_dir / LIVE_LOCK)

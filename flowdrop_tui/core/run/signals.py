@@ -48,6 +48,7 @@ class RunSignals:
         children: set[int],
     ) -> None:
         self.flags = Flags()
+        self.woken = threading.Event()  # set when a request is taken (a wait looks at once)
         self._inbox = requests.Inbox(run_dir)
         self._log = log
         self._notify = notify
@@ -73,10 +74,12 @@ class RunSignals:
                 if not self.flags.pause:
                     self.flags.pause = True
                     self._log.append("pause_requested", by=request.by)
+                    self.woken.set()
             else:
                 self.note_stop(request.kind == requests.STOP_NOW, request.by)
 
     def note_stop(self, now: bool, by: dict[str, Any]) -> None:
+        self.woken.set()
         if now and not self.flags.stop_now:
             self.flags.stop_now = self.flags.stop = True
             self._log.append("stop_requested", by=by, now=True)

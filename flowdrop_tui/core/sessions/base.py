@@ -24,6 +24,9 @@ class Reply:
     text: str
     error: str | None = None  # why it failed, when the backend knows (stderr, an error event)
     usage: Usage | dict[str, int] | None = None  # a dict: the shape of Usage.to_json()
+    # SPEC §19: the account's usage limit ended it — a ``Limited``, or its JSON shape
+    # ``{"until": ISO time | None, "source": "..."}``; ``None``: it was not limited.
+    limited: Any = None
 
 
 @runtime_checkable

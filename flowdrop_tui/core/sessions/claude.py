@@ -35,6 +35,7 @@ from flowdrop_tui.core.sessions.agent_cli import (
     working_dir,
 )
 from flowdrop_tui.core.sessions.base import Reply
+from flowdrop_tui.core.sessions.limit_signs import claude_limit
 from flowdrop_tui.core.sessions.session import Session
 
 
@@ -172,4 +173,4 @@ class ClaudeBackend:
         text, error = final_text(stdout)
         if code != 0 and error is None:
             error = tail(stderr) or tail(stdout) or f"claude exited with {code}"
-        return Reply(code, text, error)
+        return Reply(code, text, error, limited=claude_limit(code, stdout, found))

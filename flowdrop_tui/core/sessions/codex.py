@@ -33,6 +33,7 @@ from flowdrop_tui.core.sessions.agent_cli import (
     working_dir,
 )
 from flowdrop_tui.core.sessions.base import Reply
+from flowdrop_tui.core.sessions.limit_signs import codex_limit
 from flowdrop_tui.core.sessions.session import Session
 
 _MESSAGE_TYPES = ("agent_message", "assistant_message")  # the second: older Codex releases
@@ -149,7 +150,9 @@ class CodexBackend:
         error = events.error
         if code != 0 and error is None:
             error = tail(stderr) or f"codex exited with {code}"
-        return Reply(code, text, error)
+        # The error events only: never the answer (an agent may talk about limits).
+        limited = codex_limit(code, events.error, session.target)
+        return Reply(code, text, error, limited=limited)
 
     @staticmethod
     def _link(session: Session, env: dict[str, str], thread_id: str, *, everywhere: bool) -> None:

@@ -3,8 +3,9 @@ import the run machinery (``run.execution.Execution`` satisfies both protocols).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.event_log import EventLog
@@ -20,10 +21,22 @@ class SessionHost(Protocol):
     children: set[int]  # session processes, for passing an interrupt on
     sessions_opened: int | None  # sessions this run has opened; None until first counted
 
+    notify: Callable[[str], None]  # a line for whoever watches the run (its stderr)
+    limit_wait: float  # SPEC §19: the longest one wait for a usage limit, in seconds
+
     @property
     def interrupts(self) -> int:
         """SIGINTs this run has taken so far: one arriving while a session's process
         runs means the run interrupted that session, whatever its exit code."""
+        ...
+
+    def hold(self, seconds: float) -> str | None:
+        """Wait up to ``seconds``, taking requests as they come: ``"stop"`` or ``"pause"``
+        as soon as one is asked for (the wait is over), else ``None``."""
+        ...
+
+    def leave_wait(self, asked: str) -> NoReturn:
+        """End the run (``"stop"``) or pause it (``"pause"``) from inside a wait, at once."""
         ...
 
 

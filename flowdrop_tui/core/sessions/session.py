@@ -244,7 +244,13 @@ class Session:
         go as it should, but the run carries on (a transcript that cannot be found)."""
         self._host.log.append("warning", kind="session", session=self.id, message=message)
 
-    def close(self, exit_code: int | None, error: str | None, usage: Usage | None = None) -> float:
+    def close(
+        self,
+        exit_code: int | None,
+        error: str | None,
+        usage: Usage | None = None,
+        limited: dict[str, Any] | None = None,
+    ) -> float:
         """Record ``session_closed`` with what the session spent: ``usage`` when the
         backend reported it, else read from the transcript now (so it outlives the
         transcript's deletion)."""
@@ -261,6 +267,7 @@ class Session:
             target=str(self.target) if self.target is not None else None,
             error=error,
             usage=usage.to_json() if usage is not None else None,
+            **({"limited": limited} if limited is not None else {}),
         )
         return seconds
 

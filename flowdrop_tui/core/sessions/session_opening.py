@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core.records.usage import Usage
 from flowdrop_tui.core.sessions.base import Reply
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
+from flowdrop_tui.core.sessions.limit_signs import Limited
+from flowdrop_tui.core.sessions.limit_wait import LimitWaits
 from flowdrop_tui.core.sessions.registry import get_backend
 from flowdrop_tui.core.sessions.session import Session
 
@@ -27,6 +30,8 @@ class SessionResult:
     link: Path | None = None
     error: str | None = None
     usage: Usage | None = None  # tokens in and out, when the backend tells
+    # SPEC §19: ended by the account's usage limit: {"until": ISO | None, "source": ...}
+    limited: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -38,16 +43,45 @@ class SessionResult:
 def open_session(
     host: SessionHost, frame: SessionFrame, backend: str, prompt_or_argv: Any, **options: Any
 ) -> SessionResult:
-    """Open a session with ``backend``; returns its result (exit code, text, transcript)."""
+    """Open a session with ``backend``; returns its result (exit code, text, transcript).
+
+    SPEC §19: while the backend's usage-limit window is closed it waits without
+    calling; a session ended by the limit is waited out and followed by a new one
+    with the same prompt and options (unless the run's ``limit_wait`` is 0: the
+    limited result is the flow's)."""
     chosen = get_backend(backend)
+    waits = LimitWaits(host, frame, chosen.name)
+    own = None
+    last: str | None = None
+    while True:
+        waits.before_call(own, last)
+        began = datetime.now(UTC)
+        result = _open_once(host, frame, chosen, prompt_or_argv, options)
+        if result.limited is None:
+            if result.ok:
+                waits.cleared(began)
+            return result
+        limited = Limited.from_json(result.limited)
+        assert limited is not None
+        own = waits.record(limited, result.session)
+        last = result.session
+        if waits.handing_over:
+            return result
+
+
+def _open_once(
+    host: SessionHost, frame: SessionFrame, chosen: Any, prompt_or_argv: Any, options: Any
+) -> SessionResult:
     session = Session(host, frame, chosen.name)
     reply: Reply | None = None
     error: str | None = None
     seconds = 0.0
+    limited: Limited | None = None
     try:
         reply = chosen.run(session, prompt_or_argv, dict(options))
         if not session.opened:  # a backend that ran nothing still opened a session
             session.open()
+        limited = None if session.interrupted else Limited.from_json(reply.limited)
     except KeyboardInterrupt:
         session.interrupted = True
         raise
@@ -60,6 +94,7 @@ def open_session(
                 reply.exit_code if reply is not None else session.exit_code,
                 _error(session, reply, error),
                 _reported_usage(reply),
+                limited.to_json() if limited is not None else None,
             )
     assert reply is not None
     return SessionResult(
@@ -73,6 +108,7 @@ def open_session(
         link=session.link_path if session.target is not None else None,
         error=_error(session, reply, None),
         usage=session.usage,
+        limited=limited.to_json() if limited is not None else None,
     )
 
 

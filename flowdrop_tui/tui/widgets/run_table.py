@@ -98,6 +98,8 @@ class RunTable(DataTable[Text]):
 
     def _status(self, info: RunInfo) -> Text:
         text = status_text(self, info.status)
+        if info.waiting_now is not None:
+            text.append(", waiting")
         if info.run in self.pinned:
             text.append(", pinned")
         return text

@@ -1,0 +1,235 @@
+"""``.flowdrop/limits.json``: one closed usage-limit window per backend (SPEC §19).
+
+A session limited by its account records the window here; every session of that
+backend in the workspace — of this run or any other, now or after a ``kill -9``
+and a pick-up — waits without calling while it is closed. The file is rewritten
+whole (``write_atomic``) under ``limits.lock`` (``locks.exclusive``), so many runs
+closing, probing and clearing windows at once leave it exact; never through a link
+(a link planted at either name is refused, naming it).
+
+A window has a known end (``until``: the reset time the CLI gave) or none; then it
+is probed: ``next_probe`` is when one session may call again, after 1, 2, 4 … of
+``probe_base`` (at most 30 of them) — and only one: the session that takes the
+probe moves ``next_probe`` on before calling (``take_probe``), so a second run
+waiting on the same window makes no call of its own. A session that succeeds clears
+the window it found (``clear``), so the others go on at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import open_fd, write_atomic
+from flowdrop_tui.core.paths import Layout, refuse_link
+from flowdrop_tui.core.times import parse_time
+
+VERSION = 1
+LOCK_WAIT = 30.0  # the lock is held for a read and a rewrite of a small file
+MAX_STEPS = 30  # at most 30 probe bases (30 minutes) between probes
+# A reset is said in whole seconds (an epoch, or a clock time): a call made on the
+# second itself may still be refused. Calls go this long after it.
+MARGIN = timedelta(seconds=1)
+
+
+def iso(when: datetime | None) -> str | None:
+    if when is None:
+        return None
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Window:
+    """A backend's closed window."""
+
+    backend: str
+    since: datetime
+    until: datetime | None  # the reset the CLI gave; None: probe
+    next_probe: datetime | None  # when until is None: when a session may call again
+    probes: int  # limited answers so far in this window (the probe interval doubles)
+    source: str
+    run: str | None = None
+
+    @property
+    def opens(self) -> datetime:
+        """When a session may call again."""
+        if self.until is not None:
+            return self.until + MARGIN
+        return self.next_probe if self.next_probe is not None else self.since
+
+    def closed(self, now: datetime) -> bool:
+        return self.opens > now
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "since": iso(self.since),
+            "until": iso(self.until),
+            "next_probe": iso(self.next_probe),
+            "probes": self.probes,
+            "source": self.source,
+            "run": self.run,
+        }
+
+    @classmethod
+    def from_json(cls, backend: str, value: Any) -> Window | None:
+        if not isinstance(value, dict):
+            return None
+        since = parse_time(value.get("since"))
+        if since is None:
+            return None
+        probes = value.get("probes")
+        run = value.get("run")
+        return cls(
+            backend=backend,
+            since=since,
+            until=parse_time(value.get("until")),
+            next_probe=parse_time(value.get("next_probe")),
+            probes=probes if isinstance(probes, int) and not isinstance(probes, bool) else 1,
+            source=str(value.get("source") or "unknown"),
+            run=run if isinstance(run, str) else None,
+        )
+
+
+def probe_step(probes: int, base: float) -> timedelta:
+    """The wait before the next probe after ``probes`` limited answers: 1, 2, 4 … bases,
+    at most 30 of them."""
+    steps = min(2 ** max(0, min(probes - 1, 16)), MAX_STEPS)
+    return timedelta(seconds=steps * base)
+
+
+def _path(layout: Layout) -> str:
+    return os.fspath(layout.limits)
+
+
+def read(layout: Layout) -> dict[str, Window]:
+    """Every window the file holds (closed or not); an unreadable file holds none."""
+    path = layout.limits
+    try:
+        fd = open_fd(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            refuse_link(path)
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as source:
+            data = source.read()
+    except OSError:
+        return {}
+    try:
+        found = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return {}
+    windows = found.get("windows") if isinstance(found, dict) else None
+    if not isinstance(windows, dict):
+        return {}
+    out = {}
+    for backend, value in windows.items():
+        window = Window.from_json(str(backend), value)
+        if window is not None:
+            out[str(backend)] = window
+    return out
+
+
+def _write(layout: Layout, windows: dict[str, Window]) -> None:
+    refuse_link(layout.limits)
+    body = {"version": VERSION, "windows": {b: w.to_json() for b, w in sorted(windows.items())}}
+    write_atomic(_path(layout), orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def _locked(layout: Layout) -> Any:
+    layout.ensure()
+    return locks.exclusive(layout.limits_lock, wait=LOCK_WAIT)
+
+
+def current(layout: Layout, backend: str, now: datetime | None = None) -> Window | None:
+    """``backend``'s window when it is closed now."""
+    now = now or datetime.now(UTC)
+    window = read(layout).get(backend)
+    return window if window is not None and window.closed(now) else None
+
+
+def close(
+    layout: Layout,
+    backend: str,
+    *,
+    until: datetime | None,
+    source: str,
+    run: str | None,
+    probe_base: float,
+    now: datetime | None = None,
+) -> Window:
+    """Record that ``backend`` refused a call: its window closes until ``until``, or, with
+    no reset given, until the next probe (the interval doubling from the window's last)."""
+    now = now or datetime.now(UTC)
+    with _locked(layout):
+        windows = read(layout)
+        before = windows.get(backend)
+        # The same window, still being probed: the interval goes on doubling.
+        ongoing = before is not None and before.until is None and before.since <= now
+        probes = before.probes + 1 if ongoing and before is not None else 1
+        since = before.since if ongoing and before is not None else now
+        window = Window(
+            backend=backend,
+            since=since,
+            until=until if until is not None and until > now else None,
+            next_probe=None,
+            probes=probes,
+            source=source,
+            run=run,
+        )
+        if window.until is None:
+            if until is not None:  # a reset already past: probe soon, from the first step
+                window.probes = probes = 1
+            window.next_probe = now + probe_step(probes, probe_base)
+        windows[backend] = window
+        _write(layout, windows)
+        return window
+
+
+def take_probe(
+    layout: Layout, backend: str, *, probe_base: float, now: datetime | None = None
+) -> Window | None:
+    """Before a call: ``None`` when it may go (no window, or its end has come), else the
+    closed window to wait on. A probed window whose probe time has come is moved on by
+    one step for the others first, so this session is the only one that calls."""
+    now = now or datetime.now(UTC)
+    window = read(layout).get(backend)
+    if window is None:
+        return None
+    if window.closed(now):
+        return window
+    if window.until is not None:
+        return None  # the reset has come: everyone may call
+    with _locked(layout):
+        windows = read(layout)
+        window = windows.get(backend)
+        if window is None or window.until is not None:
+            return None
+        if window.closed(now):
+            return window  # another session took this probe meanwhile
+        window.next_probe = now + probe_step(window.probes + 1, probe_base)
+        _write(layout, windows)
+    return None
+
+
+def clear(layout: Layout, backend: str, *, before: datetime) -> bool:
+    """A session of ``backend`` that began at ``before`` succeeded: remove a window that
+    was closed before it began (a later one is a new limit, kept). Whether one went."""
+    if backend not in read(layout):
+        return False
+    with _locked(layout):
+        windows = read(layout)
+        window = windows.get(backend)
+        if window is None or window.since > before:
+            return False
+        del windows[backend]
+        _write(layout, windows)
+    return True
