@@ -281,3 +281,39 @@ def test_an_answer_that_talks_about_rate_limits_is_not_a_limit(
     assert result["limited"] is None
     assert not named(workspace, run_id, "limit_wait")
     assert not windows(workspace)
+
+
+async def test_the_ui_says_a_run_waits_in_its_top_line_and_run_pane(
+    cli: CLI,
+    workspace: Path,
+    flow_writer: Callable[[str, str], Path],
+    agents: Agents,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Guards SPEC §19's "the UI shows the wait": a run waiting out a limit reads
+    "waiting for codex's limit until HH:MM" in the top line beside its flow, and the
+    top line drops it once the wait has ended."""
+    from flowdrop_tui.core.paths import Layout
+    from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
+    from tests.tui.tui_helpers import RecordingApp, until
+
+    close(agents, "codex", 8, monkeypatch)
+    write(flow_writer, "agent", "codex")
+    run_id = str(cli.json("run", "agent", "--detach")["run"])
+    wait_for(lambda: cli.json("show", run_id)["waiting"], timeout=60)
+    app = RecordingApp(Layout(workspace))
+    async with app.run_test(size=(120, 36)) as pilot:
+        bar = app.screen.query_one(WorkspaceBar)
+        await until(
+            pilot,
+            lambda: "agent (waiting for codex's limit until" in str(bar.render()),
+            what="the wait in the top line",
+            timeout=60,
+        )
+        await until(
+            pilot,
+            lambda: "waiting for codex" not in str(bar.render())
+            and cli.json("show", run_id)["status"] == "completed",
+            what="the wait over",
+            timeout=120,
+        )

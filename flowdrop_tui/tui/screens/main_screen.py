@@ -32,6 +32,7 @@ from flowdrop_tui.core.paths import FLOWS_DIR
 from flowdrop_tui.core.records.follow import RunUpdate
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo
 from flowdrop_tui.core.watch import WorkspaceWatch
+from flowdrop_tui.format import waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,
@@ -93,6 +94,7 @@ class MainScreen(Screen[None]):
         self.selected_flow: str | None = None
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
+        self.waiting: dict[str, str] = {}  # flow → how its live run waits (SPEC §19)
         self.ready = False  # the lower panes are mounted (just after the first frame)
         self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
         self.runs_shown_of: str | None = None  # the flow whose runs have been read
@@ -256,7 +258,11 @@ class MainScreen(Screen[None]):
         """The header says what is still running (and paused), also on reopening."""
         rows = self.flows.rows_by_name
         live = {str(s) for s in LIVE}
-        running = [name for name, row in rows.items() if row.get("status") in live]
+        running = [
+            f"{name} ({self.waiting[name]})" if name in self.waiting else name
+            for name, row in rows.items()
+            if row.get("status") in live
+        ]
         paused = [name for name, row in rows.items() if row.get("status") == "paused"]
         self.query_one(WorkspaceBar).show_summary(running, paused)
 
@@ -393,6 +399,12 @@ class MainScreen(Screen[None]):
         update = message.update
         info = update.info
         self.flows.apply_run(info)
+        if info.key is not None:
+            words = waiting_words(info.waiting_now)
+            if words:
+                self.waiting[info.key] = words
+            else:
+                self.waiting.pop(info.key, None)
         self._show_summary()
         if not self.ready:
             return  # the runs pane is read in full once it is mounted
