@@ -13,12 +13,21 @@ is probed: ``next_probe`` is when one session may call again, after 1, 2, 4 … 
 probe moves ``next_probe`` on before calling (``take_probe``), so a second run
 waiting on the same window makes no call of its own. A session that succeeds clears
 the window it found (``clear``), so the others go on at once.
+
+In a run a worker started (remote mode) each run has a worktree of its own, so the
+file is also the space's, shared through the mirror (``Mirror.shared``: a row in
+PostgreSQL, held against every other worker): each operation first takes the
+space's copy into this file, and gives back what it changed. So a limit one worker
+meets closes the window for every worker's runs, and a run picked up on another
+worker after its own was lost waits out the rest (SPEC §19, remote mode).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +37,7 @@ import orjson
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import open_fd, write_atomic
 from flowdrop_tui.core.paths import Layout, refuse_link
+from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.times import parse_time
 
 VERSION = 1
@@ -149,10 +159,49 @@ def _locked(layout: Layout) -> Any:
     return locks.exclusive(layout.limits_lock, wait=LOCK_WAIT)
 
 
+SHARED_NAME = "limits.json"
+
+
+def _local_bytes(layout: Layout) -> bytes | None:
+    try:
+        fd = open_fd(layout.limits, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as source:
+            return source.read()
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _space(layout: Layout) -> Iterator[None]:
+    """Run one operation on the space's copy when a mirror shares it (remote mode's
+    run child); locally the file itself is the workspace's, and this does nothing."""
+    found = mirror.current()
+    if found is None:
+        yield
+        return
+    with found.shared(SHARED_NAME) as held:
+        if held is None:
+            yield
+            return
+        if held.data is not None and held.data != _local_bytes(layout):
+            with _locked(layout):
+                refuse_link(layout.limits)
+                write_atomic(_path(layout), held.data)
+        before = _local_bytes(layout)
+        yield
+        after = _local_bytes(layout)
+        if after is not None and after != before:
+            held.write(after)
+
+
 def current(layout: Layout, backend: str, now: datetime | None = None) -> Window | None:
     """``backend``'s window when it is closed now."""
     now = now or datetime.now(UTC)
-    window = read(layout).get(backend)
+    with _space(layout):
+        window = read(layout).get(backend)
     return window if window is not None and window.closed(now) else None
 
 
@@ -169,7 +218,7 @@ def close(
     """Record that ``backend`` refused a call: its window closes until ``until``, or, with
     no reset given, until the next probe (the interval doubling from the window's last)."""
     now = now or datetime.now(UTC)
-    with _locked(layout):
+    with _space(layout), _locked(layout):
         windows = read(layout)
         before = windows.get(backend)
         # The same window, still being probed: the interval goes on doubling.
@@ -200,6 +249,13 @@ def take_probe(
     """Before a call: ``None`` when it may go (no window, or its end has come), else the
     closed window to wait on. A probed window whose probe time has come is moved on by
     one step for the others first, so this session is the only one that calls."""
+    with _space(layout):
+        return _take_probe(layout, backend, probe_base=probe_base, now=now)
+
+
+def _take_probe(
+    layout: Layout, backend: str, *, probe_base: float, now: datetime | None
+) -> Window | None:
     now = now or datetime.now(UTC)
     window = read(layout).get(backend)
     if window is None:
@@ -223,6 +279,11 @@ def take_probe(
 def clear(layout: Layout, backend: str, *, before: datetime) -> bool:
     """A session of ``backend`` that began at ``before`` succeeded: remove a window that
     was closed before it began (a later one is a new limit, kept). Whether one went."""
+    with _space(layout):
+        return _clear(layout, backend, before=before)
+
+
+def _clear(layout: Layout, backend: str, *, before: datetime) -> bool:
     if backend not in read(layout):
         return False
     with _locked(layout):

@@ -16,12 +16,27 @@ return (a key set is not done until the mirror has it), from inside their own lo
 
 A mirror never raises into a writer: it retries what it cannot send yet, and ends
 the process when it must not write at all (fenced out).
+
+- ``shared(name)``: a workspace file every machine of the space shares
+  (``limits.json``: a usage limit closes for every worker's runs), held against the
+  other machines while the block runs; ``None`` when it cannot be reached now, and
+  the local file serves alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Protocol
+
+
+class SharedFile(Protocol):
+    """A shared file inside its hold: ``data`` as the space has it (``None``: none
+    yet); ``write`` replaces it when the hold ends."""
+
+    data: bytes | None
+
+    def write(self, data: bytes) -> None: ...
 
 
 class Mirror(Protocol):
@@ -30,6 +45,8 @@ class Mirror(Protocol):
     def appended(self, path: Path, data: bytes, offset: int) -> None: ...
 
     def published(self, run_dir: Path) -> None: ...
+
+    def shared(self, name: str) -> contextlib.AbstractContextManager[SharedFile | None]: ...
 
 
 _installed: Mirror | None = None

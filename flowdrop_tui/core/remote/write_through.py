@@ -29,7 +29,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from flowdrop_tui.core.paths import (
     SESSIONS,
 )
 from flowdrop_tui.core.records import mirror
+from flowdrop_tui.core.remote import shared_files
 from flowdrop_tui.core.remote.remote_errors import Fenced, StoreUnreachableError
 from flowdrop_tui.core.remote.store import PostgresStore
 
@@ -151,6 +152,7 @@ class RemoteMirror:
         self._stores_lock = threading.Lock()
         self._depth = threading.local()
         self.host = socket.gethostname()
+        self._shared_said = -_SAY_EVERY
 
     # --- the seam -------------------------------------------------------------------
 
@@ -256,6 +258,38 @@ class RemoteMirror:
         with contextlib.suppress(Exception):
             self._say(f"flowdrop-tui: {why}; this run stops now")
         self._die()
+
+    @contextlib.contextmanager
+    def shared(self, name: str) -> Iterator[shared_files.Held | None]:
+        """``name`` as every machine of the space has it, held against them until the
+        block ends (``shared_files.held``). PostgreSQL out of reach: ``None`` — the
+        run's own file serves alone (a usage limit is then waited out per run), said
+        once a while on stderr; nothing about sharing it may stop the run."""
+        store = PostgresStore(self.ticket.postgres, self.ticket.space)
+        done = False
+        try:
+            with contextlib.ExitStack() as stack:
+                held: shared_files.Held | None = None
+                try:
+                    held = stack.enter_context(shared_files.held(store, name))
+                except Exception as exc:  # unreachable, refused: local only, for now
+                    self._not_shared(name, exc)
+                yield held
+                done = True
+        except Exception as exc:
+            if not done:
+                raise  # the block's own error
+            self._not_shared(name, exc)  # the commit failed: this machine's copy stands
+        finally:
+            store.close()
+
+    def _not_shared(self, name: str, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._shared_said >= _SAY_EVERY:
+            self._shared_said = now
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            with contextlib.suppress(Exception):
+                self._say(f"warning: {name} not shared with the other workers now: {reason}")
 
     def close(self) -> None:
         with self._stores_lock:
