@@ -11,6 +11,7 @@ from textual.app import App
 from textual.widgets import Button, Static
 
 from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal
+from tests.tui.tui_helpers import until
 
 
 class Asker(App[None]):
@@ -52,7 +53,7 @@ async def test_each_key_gives_its_answer(key: str, options: dict[str, Any], answ
 async def test_the_title_is_bold_above_the_words_and_the_buttons_are_as_asked() -> None:
     app = Asker(confirm="Do it (y)", cancel="Leave it (n)", variant="error")
     async with app.run_test() as pilot:
-        await pilot.pause()
+        await until(pilot, lambda: app.screen.query("#cancel"), what="the question composed")
         modal = app.screen
         assert isinstance(modal, ConfirmModal)
         question = modal.question

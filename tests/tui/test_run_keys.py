@@ -147,6 +147,9 @@ async def test_enter_shows_the_pick_up_and_the_rounds_go_on(
         await until(pilot, lambda: modal.query("#pick-up-plan"), what="the preview composed")
         shown = str(modal.query_one("#pick-up-plan", Static).render())
         assert "budget       rounds 3/10" in shown  # used along the chain / the declared limit
+        # The buttons are mounted after the plan: on a busy machine a frame can fall
+        # between the two, so wait for the button as a person waits to see it.
+        await until(pilot, lambda: modal.query("#confirm"), what="the confirm button")
         confirm = modal.query_one("#confirm", Button)
         await until(pilot, lambda: app.focused is confirm, what="confirm focused")
         await pilot.press("y")
