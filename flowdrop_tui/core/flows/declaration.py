@@ -20,6 +20,7 @@ from typing import Any, TypeVar, overload
 
 from flowdrop_tui.core.errors import FlowLoadError
 from flowdrop_tui.core.records.budget import Limits, check_budget
+from flowdrop_tui.core.records.progress import DEFAULT_STALL, check_stall
 from flowdrop_tui.core.times import now_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,6 +32,7 @@ class FlowDeclaration:
     resumable: bool = False
     description: str = ""
     budget: tuple[tuple[str, float | int | None], ...] = ()  # (kind, limit) pairs: hashable
+    stall: int | None = DEFAULT_STALL  # SPEC §20: rounds in a row before a pause; None: off
 
     @property
     def limits(self) -> Limits:
@@ -49,7 +51,11 @@ class LoadedFlow:
 def flow(function: F, /) -> F: ...
 @overload
 def flow(
-    *, resumable: bool = False, description: str = "", budget: dict[str, Any] | None = None
+    *,
+    resumable: bool = False,
+    description: str = "",
+    budget: dict[str, Any] | None = None,
+    stall: int | None = DEFAULT_STALL,
 ) -> Callable[[F], F]: ...
 def flow(
     function: Callable[..., Any] | None = None,
@@ -58,20 +64,27 @@ def flow(
     resumable: bool = False,
     description: str = "",
     budget: dict[str, Any] | None = None,
+    stall: int | None = DEFAULT_STALL,
 ) -> Any:
     """Declare a flow: ``@flow(resumable=True, description="...", budget={"rounds": 50})``
     on its one function. ``budget`` limits its whole chain (SPEC §14): ``rounds``
-    started, ``minutes`` of running time, ``tokens`` its sessions reported."""
+    started, ``minutes`` of running time, ``tokens`` its sessions reported. ``stall``
+    (SPEC §20): after that many rounds in a row with no change, or failing the same
+    way, the run pauses (default 5; ``None`` never)."""
     if not isinstance(resumable, bool):
         raise TypeError(f"@flow(resumable=...) takes True or False, not {resumable!r}")
     if not isinstance(description, str):
         raise TypeError(f"@flow(description=...) takes a string, not {description!r}")
     try:
         limits = check_budget(budget)
+        stall = check_stall(stall)
     except ValueError as exc:
         raise TypeError(str(exc)) from None
     declaration = FlowDeclaration(
-        resumable=resumable, description=description, budget=tuple(sorted(limits.items()))
+        resumable=resumable,
+        description=description,
+        budget=tuple(sorted(limits.items())),
+        stall=stall,
     )
 
     def mark(target: F) -> F:

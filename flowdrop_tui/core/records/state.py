@@ -315,6 +315,16 @@ class StateFile:
             return None
         return data if isinstance(data, dict) else None
 
+    def saved_bytes(self) -> bytes:
+        """What ``state.json`` holds as of the last save (SPEC §20 digests it at each
+        round's end); a resumed run that has not saved yet: the file."""
+        if self._last is not None:
+            return self._last
+        try:
+            return self.path.read_bytes()
+        except OSError:
+            return b""
+
     def close(self) -> None:
         """The run is done writing."""
 

@@ -46,7 +46,6 @@ class RemoteUnreachableError(StoreUnreachableError):
     server that accepted the connection and then went silent."""
 
 
-
 class TemporalUnreachableError(UnreachableError):
     """The Temporal server could not be reached: as ``STORE_UNREACHABLE``, "try again
     later" (exit 4), apart from refusals (3) and failures (1)."""

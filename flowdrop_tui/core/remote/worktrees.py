@@ -34,8 +34,6 @@ _SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
 GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
 
 
-
-
 def git(args: list[str], *, cwd: Path | None = None, what: str) -> str:
     """Run ``git``; its failure is a ``GitError`` naming ``what`` was being done."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}

@@ -4,7 +4,7 @@ import the run machinery (``run.execution.Execution`` satisfies both protocols).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.event_log import EventLog
@@ -19,6 +19,9 @@ class SessionHost(Protocol):
     log: EventLog
     children: set[int]  # session processes, for passing an interrupt on
     sessions_opened: int | None  # sessions this run has opened; None until first counted
+    # How each session closed ({session, exit_code, error}), for the round's end to
+    # digest (SPEC §20); the run empties it as each of its rounds begins.
+    closed_sessions: list[dict[str, Any]]
 
     @property
     def interrupts(self) -> int:

@@ -262,6 +262,9 @@ class Session:
             error=error,
             usage=usage.to_json() if usage is not None else None,
         )
+        self._host.closed_sessions.append(
+            {"session": self.id, "exit_code": exit_code, "error": error}
+        )
         return seconds
 
 
