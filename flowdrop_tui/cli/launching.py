@@ -22,7 +22,13 @@ from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import StartOptions, runnable
-from flowdrop_tui.format import budget_reached_words, error_words, rounds_range, start_words
+from flowdrop_tui.format import (
+    budget_reached_words,
+    error_words,
+    paused_by_words,
+    rounds_range,
+    start_words,
+)
 
 
 def checked_flow(layout: Layout, name: str, ref: FlowRef | None = None) -> FlowRef:
@@ -93,6 +99,11 @@ def finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) -
         message += (
             f": {budget_reached_words(reached)}; raise it to go on: flowdrop-tui resume "
             f"{outcome.run_id} --max-{reached.get('budget')} N"
+        )
+    elif outcome.status == Status.PAUSED and paused_by_words(info.paused_by) is not None:
+        message += (
+            f": {paused_by_words(info.paused_by)}; "
+            f"continue it with: flowdrop-tui resume {outcome.run_id}"
         )
     elif outcome.status == Status.PAUSED:
         message += f"; continue it with: flowdrop-tui resume {outcome.run_id}"

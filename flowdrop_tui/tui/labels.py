@@ -10,7 +10,13 @@ import re
 from typing import Any
 
 from flowdrop_tui.core.records.run_info import RunInfo, Status
-from flowdrop_tui.format import budget_reached_words, error_words, rounds_range, start_words
+from flowdrop_tui.format import (
+    budget_reached_words,
+    error_words,
+    paused_by_words,
+    rounds_range,
+    start_words,
+)
 
 _WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)
 
@@ -129,6 +135,9 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
             f"{head} paused before round {info.round + 1}: {budget_reached_words(reached)}; "
             f"raise it to go on: flowdrop-tui resume {info.run} --max-{reached.get('budget')} N"
         ), "warning"
+    why = paused_by_words(info.paused_by) if info.status == Status.PAUSED else None
+    if why is not None:
+        return f"{head} paused after round {info.round}: {why}; r resumes it", "warning"
     if info.status == Status.PAUSED:
         return f"{head} paused after round {info.round}; r resumes it", "information"
     return f"{head} was interrupted in round {info.round}: its process died", "warning"

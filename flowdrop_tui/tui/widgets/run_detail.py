@@ -20,6 +20,7 @@ from flowdrop_tui.format import (
     budget_words,
     duration,
     error_words,
+    paused_by_words,
     start_words,
     usage_short,
     usage_text,
@@ -205,6 +206,8 @@ class RunDetail(VerticalScroll):
             text.append(f"\nbudget {budget_words(info.chain_budget().to_json())}")
         if info.budget_reached:
             text.append(f"\npaused: {budget_reached_words(info.budget_reached)}")
+        elif (why := paused_by_words(info.paused_by)) is not None:
+            text.append(f"\npaused: {why}", style=self._style("bad"))
         text.append(f"\nstarted {stamp(info.started)} · {duration(info.seconds())}")
         if info.ended:
             text.append(f"\nended   {stamp(info.ended)}")
