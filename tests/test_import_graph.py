@@ -20,4 +20,3 @@ def test_no_import_circle() -> None:
             if back is not None and module.rsplit(".", 1)[0] != imported:
                 circles.append((module, *back))
     assert not circles, "\n".join(" -> ".join(c) for c in circles)
-
