@@ -101,7 +101,7 @@ class Execution:
         self.budget_meter = BudgetMeter(run_id, self.run_dir)
         # SPEC §20: what each round moved, and the streaks that pause a spinning loop
         in_git = git.is_repository(layout.workspace)
-        self.moves = RoundMoves(layout.workspace, states.saved_bytes, in_git)
+        self.moves = RoundMoves(layout.workspace, states.encoded, in_git)
         self.stall = loaded.declaration.stall
         self.streaks: Streaks | None = None  # folded from the record at the first round
         self.closed_sessions: list[dict[str, Any]] = []
