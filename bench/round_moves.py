@@ -46,6 +46,9 @@ def repository(root: Path, files: int, *, git: bool = True) -> Path:
         folder = root / f"d{n % folders:03d}"
         folder.mkdir(exist_ok=True)
         (folder / f"f{n:05d}.txt").write_text(f"file {n}\n" * 20)
+    old = time.time() - 3600  # files older than the index, as in a repository in use
+    for path in root.rglob("*.txt"):  # (else git re-reads "racily clean" files each time)
+        os.utime(path, (old, old))
     if git:
         subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True, env=ENV)
         subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=ENV)

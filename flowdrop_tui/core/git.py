@@ -12,6 +12,7 @@ whatever it would leak goes away with the child.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -152,6 +153,7 @@ _STATUS = (
     "--porcelain=v2",
     "-z",
     "--branch",
+    "--no-ahead-behind",  # an upstream's distance is not asked for, nor paid for
     "--untracked-files=all",
 )
 _HASHED_MAX = 1 << 20  # a changed file up to 1 MiB is hashed; a bigger one by its stat
@@ -182,8 +184,50 @@ def is_repository(workspace: Path) -> bool:
     return out is not None and out.strip() == b"true"
 
 
+@functools.lru_cache(maxsize=16)
+def _git_dirs(workspace: Path) -> tuple[Path, Path] | None:
+    """The repository's git folder and common folder (a linked worktree has both)."""
+    out = _git(workspace, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
+    lines = out.decode(errors="replace").splitlines() if out else []
+    return (Path(lines[0]), Path(lines[1])) if len(lines) == 2 else None
+
+
+def _head_from_files(workspace: Path) -> str | None:
+    """HEAD read as git keeps it — ``HEAD``, a loose ref, ``packed-refs`` — without a
+    process (about 2 ms less a round); ``None`` when it is not that simple (a reftable,
+    a symbolic ref to a ref not written yet): then git answers."""
+    dirs = _git_dirs(workspace)
+    if dirs is None:
+        return None
+    git_dir, common = dirs
+    try:
+        head = (git_dir / "HEAD").read_text(errors="replace").strip()
+        if _is_sha(head):
+            return head
+        if not head.startswith("ref: refs/"):
+            return None
+        ref = head[len("ref: ") :]
+        for folder in (git_dir, common):
+            try:
+                found = (folder / ref).read_text(errors="replace").strip()
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            return found if _is_sha(found) else None
+        with open(common / "packed-refs", errors="replace") as packed:
+            for line in packed:
+                sha, _, name = line.strip().partition(" ")
+                if name == ref and _is_sha(sha):
+                    return sha
+    except OSError:
+        return None
+    return None
+
+
 def head_now(workspace: Path) -> str | None:
     """HEAD's commit (``None``: no commit yet, or not a repository): a round's start."""
+    found = _head_from_files(workspace)
+    if found is not None:
+        return found
     out = _git(workspace, "rev-parse", "--verify", "-q", "HEAD^{commit}")
     text = out.decode().strip() if out else ""
     return text if _is_sha(text) else None

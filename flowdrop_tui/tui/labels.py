@@ -82,7 +82,14 @@ def event_detail(ev: dict[str, Any]) -> str:
     if name == "round_ended":
         seconds = ev.get("seconds")
         took = f" · {seconds:.1f}s" if isinstance(seconds, int | float) else ""
-        return f"{ev.get('key')} round {ev.get('round')} · {ev.get('outcome')}{took}"
+        moved = ev.get("moved")
+        changed = moved.get("changed") if isinstance(moved, dict) else None
+        what = ""
+        if isinstance(changed, list):
+            what = " · changed " + ", ".join(map(str, changed)) if changed else " · no change"
+        return f"{ev.get('key')} round {ev.get('round')} · {ev.get('outcome')}{took}{what}"
+    if name in ("stalled", "same_failure"):
+        return paused_by_words({"kind": name, **ev}) or name
     if name == "log":
         extra = _fields(ev.get("fields"))
         return f"{ev.get('message')}" + (f" · {extra}" if extra else "")
