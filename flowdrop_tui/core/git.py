@@ -238,8 +238,36 @@ def worktree(workspace: Path) -> tuple[str | None, str] | None:
     excepted — or ``None`` outside git. ``git status`` says which files differ from
     HEAD (and the index); only those are read: hashed up to 1 MiB, by size and time
     above. Two trees with the same digest hold the same files as far as git sees."""
-    out = _git(workspace, *_STATUS[1:])
-    if out is None:
+    return worktree_read(workspace, worktree_begin(workspace))
+
+
+def worktree_begin(workspace: Path) -> subprocess.Popen[bytes] | None:
+    """Start ``worktree``'s ``git status``, so the caller can do something else (save the
+    state) while git works; ``worktree_read`` takes its answer."""
+    try:
+        return subprocess.Popen(
+            _STATUS,
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+
+
+def worktree_read(
+    workspace: Path, status: subprocess.Popen[bytes] | None
+) -> tuple[str | None, str] | None:
+    if status is None:
+        return None
+    try:
+        out, _ = status.communicate(timeout=120)
+    except subprocess.SubprocessError:
+        status.kill()
+        status.wait()
+        return None
+    if status.returncode != 0:
         return None
     head: str | None = None
     digest = hashlib.sha256()

@@ -219,11 +219,13 @@ class Execution:
             if loop.open_index is not None:
                 frame.iterator = loop.open_index + 1
         seconds = elapsed(loop.began)
+        main = frame is self.main
+        status = self.moves.round_ending() if main else None  # git looks while we save
         self.states.save()  # SPEC §5.2: changes inside values are saved at each round end
         fields: dict[str, Any] = {}
-        if frame is self.main:  # SPEC §20: what the round moved, digested after the save
+        if main:  # SPEC §20: what the round moved, the state digested after the save
             progress, self.progress_value = self.progress_value, NOTHING
-            fields["moved"] = self.moves.round_ended(list(self.closed_sessions), progress)
+            fields["moved"] = self.moves.round_ended(list(self.closed_sessions), progress, status)
             if progress is not NOTHING:
                 fields["progress"] = progress
             if self.streaks is not None:

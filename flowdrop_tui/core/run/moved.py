@@ -36,8 +36,10 @@ class RoundMoves:
     def compared(self) -> list[str]:
         return list(COMPARED) if self.in_git else ["state", "progress"]
 
-    def _measure(self) -> dict[str, Any]:
-        found = git.worktree(self.workspace) if self.in_git else None
+    def _measure(self, status: Any = None) -> dict[str, Any]:
+        if status is None and self.in_git:
+            status = git.worktree_begin(self.workspace)
+        found = git.worktree_read(self.workspace, status) if self.in_git else None
         head, tree = found if found is not None else (None, None)
         return {
             "head": head,
@@ -54,11 +56,19 @@ class RoundMoves:
             return self._last["head"]  # type: ignore[no-any-return]
         return git.head_now(self.workspace) if self.in_git else None
 
-    def round_ended(self, sessions: list[dict[str, Any]], progress: Any) -> dict[str, Any]:
-        """``round_ended.moved``: what the round left, what changed, how its sessions ended."""
+    def round_ending(self) -> Any:
+        """The round is ending: git starts looking at the tree now, while the run saves
+        the state (``round_ended`` takes git's answer)."""
+        return git.worktree_begin(self.workspace) if self.in_git else None
+
+    def round_ended(
+        self, sessions: list[dict[str, Any]], progress: Any, status: Any = None
+    ) -> dict[str, Any]:
+        """``round_ended.moved``: what the round left, what changed, how its sessions ended
+        (``status``: ``round_ending``'s, when it was called)."""
         if progress is not NOTHING:
             self.progress = value_digest(progress)
-        now = self._measure()
+        now = self._measure(status)
         before = self._last or {}
         now["changed"] = [name for name in self.compared if now.get(name) != before.get(name)]
         self._last = {k: now[k] for k in ("head", "tree", "state", "progress")}
