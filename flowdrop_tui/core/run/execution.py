@@ -180,7 +180,8 @@ class Execution:
         if event == "stalled":
             why = f"stalled: {len(rounds)} rounds without a change ({span})"
         else:
-            why = f"same failure {len(rounds)} rounds in a row ({span}): {fields.get('error')}"
+            error = fields.get("error") or f"exit {fields.get('exit_code')}"
+            why = f"same failure {len(rounds)} rounds in a row ({span}): {error}"
         self.notify(f"{why}; pausing before round {self.main.round + 1}")
         raise PauseRun
 
