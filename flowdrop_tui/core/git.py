@@ -192,6 +192,14 @@ def _git_dirs(workspace: Path) -> tuple[Path, Path] | None:
     return (Path(lines[0]), Path(lines[1])) if len(lines) == 2 else None
 
 
+@functools.lru_cache(maxsize=16)
+def toplevel(workspace: Path) -> Path | None:
+    """The repository's top folder: git's paths (status, diff) are relative to it."""
+    out = _git(workspace, "rev-parse", "--show-toplevel")
+    text = out.decode(errors="replace").strip() if out else ""
+    return Path(text) if text else None
+
+
 def _head_from_files(workspace: Path) -> str | None:
     """HEAD read as git keeps it — ``HEAD``, a loose ref, ``packed-refs`` — without a
     process (about 2 ms less a round); ``None`` when it is not that simple (a reftable,
@@ -233,11 +241,18 @@ def head_now(workspace: Path) -> str | None:
     return text if _is_sha(text) else None
 
 
-def worktree(workspace: Path) -> tuple[str | None, str] | None:
+PATHS_KEPT = 100  # a round's end keeps each differing file's digest, up to this many
+
+Worktree = tuple[str | None, str, dict[str, str] | None]
+
+
+def worktree(workspace: Path) -> Worktree | None:
     """HEAD and a digest of the working tree — tracked and untracked files, ignored ones
     excepted — or ``None`` outside git. ``git status`` says which files differ from
     HEAD (and the index); only those are read: hashed up to 1 MiB, by size and time
-    above. Two trees with the same digest hold the same files as far as git sees."""
+    above. Two trees with the same digest hold the same files as far as git sees.
+    Third: each file that differs from HEAD and its own digest (``None`` past
+    ``PATHS_KEPT`` of them): what ``diff`` tells a round's own changes by."""
     return worktree_read(workspace, worktree_begin(workspace))
 
 
@@ -256,9 +271,7 @@ def worktree_begin(workspace: Path) -> subprocess.Popen[bytes] | None:
         return None
 
 
-def worktree_read(
-    workspace: Path, status: subprocess.Popen[bytes] | None
-) -> tuple[str | None, str] | None:
+def worktree_read(workspace: Path, status: subprocess.Popen[bytes] | None) -> Worktree | None:
     if status is None:
         return None
     try:
@@ -271,6 +284,8 @@ def worktree_read(
         return None
     head: str | None = None
     digest = hashlib.sha256()
+    top = toplevel(workspace) or workspace
+    paths: dict[str, str] | None = {}
     records = out.split(b"\0")
     skip = False
     for record in records:
@@ -284,14 +299,19 @@ def worktree_read(
             continue
         if not record or record.startswith(b"#"):
             continue
-        digest.update(record + b"\0")
+        one = hashlib.sha256(record + b"\0")
         kind = record[:1]
         if kind == b"2":
             skip = True
         path = _status_path(record)
         if path is not None and (kind == b"?" or record[3:4] not in (b".", b"D")):
-            digest.update(_content(workspace / os.fsdecode(path)) + b"\0")
-    return head, digest.hexdigest()[:32]
+            one.update(_content(top / os.fsdecode(path)))
+        digest.update(one.digest())
+        if path is not None and paths is not None:
+            paths[os.fsdecode(path)] = one.hexdigest()[:12]
+            if len(paths) > PATHS_KEPT:
+                paths = None
+    return head, digest.hexdigest()[:32], paths
 
 
 def _status_path(record: bytes) -> bytes | None:
@@ -321,17 +341,25 @@ def _content(path: Path) -> bytes:
 
 
 def diff_between(
-    workspace: Path, start: str | None, end: str | None
+    workspace: Path, start: str | None, end: str | None, only: set[str] | None = None
 ) -> tuple[list[dict[str, str]], str] | None:
     """Files and patch from commit ``start`` to commit ``end`` (``None``: the working
-    tree, untracked files included; a ``start`` of ``None``: the empty tree). Only
-    commit ids reach git (they are read from a record). ``None`` when git failed."""
+    tree, untracked files included; a ``start`` of ``None``: the empty tree), of the
+    files ``only`` names when given (paths from the repository's top). Only commit ids
+    reach git (they are read from a record). ``None`` when git failed."""
     base = start if start is not None and _is_sha(start) else EMPTY_TREE
     if end is not None and not _is_sha(end):
         return None
+    workspace = toplevel(workspace) or workspace
     span: list[str] = [base, end] if end is not None else [base]
-    names = _git(workspace, "diff", "--no-renames", "--name-status", "-z", *span, "--")
-    patch = _git(workspace, "diff", "--no-renames", "--no-color", "--no-ext-diff", *span, "--")
+    if only is not None:
+        if not only:
+            return [], ""
+        span += ["--", *(f":(literal){path}" for path in sorted(only))]
+    else:
+        span.append("--")
+    names = _git(workspace, "diff", "--no-renames", "--name-status", "-z", *span)
+    patch = _git(workspace, "diff", "--no-renames", "--no-color", "--no-ext-diff", *span)
     if names is None or patch is None:
         return None
     parts = names.split(b"\0")
@@ -344,7 +372,7 @@ def diff_between(
     if end is None:
         untracked = _git(workspace, "ls-files", "--others", "--exclude-standard", "-z")
         for raw in (untracked or b"").split(b"\0"):
-            if not raw:
+            if not raw or (only is not None and os.fsdecode(raw) not in only):
                 continue
             files.append({"path": os.fsdecode(raw), "status": "untracked"})
             one = _git(

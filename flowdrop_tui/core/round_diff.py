@@ -27,24 +27,55 @@ def _span(rounds: list[int]) -> str:
     return f"round {first}" if first == last else f"rounds {first}–{last}"
 
 
-def round_commits(
-    layout: Layout, run_id: str
-) -> tuple[Any, dict[int, tuple[str | None, str | None, bool]]]:
-    """The run, and per round of its own flow: (start commit, end commit, ended)."""
+class Round:
+    """What the record says of one round of the run's own flow."""
+
+    def __init__(self, start: str | None, before: dict[str, str] | None) -> None:
+        self.start = start  # its start commit
+        self.end: str | None = None  # its end commit
+        self.ended = False
+        self.before = before  # files differing from HEAD just before it, and digests
+        self.after: dict[str, str] | None = None  # and as it ended
+
+    def left(self) -> set[str] | None:
+        """The files this round changed and did not commit (by their digests), or None
+        when the record cannot tell (too many files, a round with no end)."""
+        if self.before is None or self.after is None:
+            return None
+        gone = {path for path in self.before if path not in self.after}
+        return gone | {p for p, d in self.after.items() if self.before.get(p) != d}
+
+
+def _paths(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def round_commits(layout: Layout, run_id: str) -> tuple[Any, dict[int, Round]]:
+    """The run, and what its record says of each round of its own flow."""
     info = load_run(layout, run_id)
-    found: dict[int, tuple[str | None, str | None, bool]] = {}
+    found: dict[int, Round] = {}
+    previous: dict[str, str] | None = None  # the last round's end, in this record
     for batch in event_batches(info.path / CYCLE):
         for ev in batch:
             number = ev.get("round")
+            if ev["event"] in ("resumed", "started"):
+                previous = None  # a new process: its first round carries its own
             if ev.get("key") != info.key or not isinstance(number, int):
                 continue
             if ev["event"] == "round_started":
                 head = ev.get("head")
-                found[number] = (head if isinstance(head, str) else None, None, False)
+                before = _paths(ev["paths"]) if "paths" in ev else previous
+                found[number] = Round(head if isinstance(head, str) else None, before)
             elif ev["event"] == "round_ended" and number in found:
                 moved = ev.get("moved")
-                end = moved.get("head") if isinstance(moved, dict) else None
-                found[number] = (found[number][0], end if isinstance(end, str) else None, True)
+                moved = moved if isinstance(moved, dict) else {}
+                one = found[number]
+                end = moved.get("head")
+                one.end = end if isinstance(end, str) else None
+                one.ended = True
+                one.after = previous = _paths(moved.get("paths"))
     return info, found
 
 
@@ -67,7 +98,8 @@ def round_diff(
             f"{layout.workspace} is not a git repository: a round's changes are read from "
             "git, and this run recorded none"
         )
-    start, end, ended = commits[number]
+    this = commits[number]
+    start, end, ended = this.start, this.end, this.ended
     last = number == ran[-1]
     if end is None and last:  # in flight, or cut short: where the run stands now
         for facts in (info.git_end, info.git_last):
@@ -82,7 +114,13 @@ def round_diff(
     )
     if not uncommitted and end is None:
         end = start  # nothing recorded of its end: no commits known
-    found = git.diff_between(layout.workspace, start, None if uncommitted else end)
+    found = git.diff_between(layout.workspace, start, end if end is not None else now)
+    if found is not None and uncommitted:
+        # the working tree, but only the files the round committed or left changed:
+        # what was already there before it stays out (when the record can tell)
+        left = this.left()
+        only = None if left is None else left | {row["path"] for row in found[0]}
+        found = git.diff_between(layout.workspace, start, None, only)
     if found is None:
         raise NotFoundError(
             f"git could not compare round {number}'s commits ({(start or '')[:12]}.."

@@ -316,7 +316,9 @@ def main(run):
         (run.workspace / name).write_text(f"written in round {run.round}\\n")
         subprocess.run([*git, "add", name], cwd=run.workspace, check=True)
         subprocess.run([*git, "commit", "-qm", name], cwd=run.workspace, check=True)
-    (run.workspace / "left.txt").write_text("not committed\\n")
+        if n == 3:
+            (run.workspace / "left.txt").write_text("not committed\\n")
+    (run.workspace / "after.txt").write_text("written after the last round\\n")
 """
 
 
@@ -334,14 +336,15 @@ def test_diff_round_2_shows_exactly_the_file_round_2_committed(workspace: Path, 
         ["git", "rev-parse", "HEAD~2", "HEAD~3"], cwd=workspace, capture_output=True, text=True
     ).stdout.split()
     assert (found["start"], found["end"]) == (round1, round2)
-    # by default the last round, with what it left uncommitted (it is the latest run)
+    # by default the last round, with what it left uncommitted (it is the latest run):
+    # not what was there before it (.gitignore), nor what came after it (after.txt)
     last = cli.json("diff", run_id)
     assert last["round"] == 4 and last["uncommitted"] is True
     assert last["files"] == [
-        {"path": ".gitignore", "status": "untracked"},
         {"path": "left.txt", "status": "untracked"},
         {"path": "round4.txt", "status": "added"},
     ]
+    assert "+not committed" in last["patch"] and ".gitignore" not in last["patch"]
     text = cli("diff", run_id, "--round", "3", check=0).stdout
     assert "round3.txt" in text and "+written in round 3" in text
 
@@ -368,3 +371,18 @@ def test_diff_refuses_what_it_cannot_show(workspace: Path, cli: CLI) -> None:
     cli("run", "none", check=0)
     empty = cli.json("runs", "none")[0]["run"]
     assert "ran no rounds" in cli("diff", empty, check=2).stderr
+
+
+def test_diff_of_a_last_round_leaves_out_what_was_uncommitted_before_it(
+    workspace: Path, cli: CLI
+) -> None:
+    """As a new user would have it: flows/ never committed, a loop of two rounds each
+    committing a file; round 2 is the latest run's last round, and still its diff is
+    exactly the file it committed (flows/ was untracked before it began)."""
+    write_flow(workspace, "two", COMMITS.replace("range(4)", "range(2)"))
+    cli("run", "two", check=0)
+    run_id = only_run(cli)
+    found = cli.json("diff", run_id, "--round", "2")
+    assert found["uncommitted"] is True
+    assert found["files"] == [{"path": "round2.txt", "status": "added"}]
+    assert "flows/" not in found["patch"]

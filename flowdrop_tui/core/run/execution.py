@@ -205,7 +205,7 @@ class Execution:
             frame.iterator = index_
             self.closed_sessions.clear()
             self.progress_value = NOTHING
-            fields["head"] = self.moves.round_started()
+            fields.update(self.moves.round_started())
         self.log.append("round_started", key=frame.key, round=frame.round, index=index_, **fields)
         return frame.round
 

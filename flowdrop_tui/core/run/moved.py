@@ -40,21 +40,24 @@ class RoundMoves:
         if status is None and self.in_git:
             status = git.worktree_begin(self.workspace)
         found = git.worktree_read(self.workspace, status) if self.in_git else None
-        head, tree = found if found is not None else (None, None)
+        head, tree, paths = found if found is not None else (None, None, None)
         return {
             "head": head,
             "tree": tree,
             "state": digest(self._state_bytes()),
             "progress": self.progress,
+            "paths": paths,
         }
 
-    def round_started(self) -> str | None:
-        """The round's start commit; the first round this process runs is measured whole
-        first, to be compared with at its end."""
+    def round_started(self) -> dict[str, Any]:
+        """``round_started``'s fields: ``head``, the round's start commit. The first round
+        this process runs is measured whole first, to be compared with at its end; its
+        ``paths`` (the files differing from HEAD, and their digests) are kept too, so
+        ``diff`` can tell what this round left from what was there before it."""
         if self._last is None:
             self._last = self._measure()
-            return self._last["head"]  # type: ignore[no-any-return]
-        return git.head_now(self.workspace) if self.in_git else None
+            return {"head": self._last["head"], "paths": self._last["paths"]}
+        return {"head": git.head_now(self.workspace) if self.in_git else None}
 
     def round_ending(self) -> Any:
         """The round is ending: git starts looking at the tree now, while the run saves
@@ -71,7 +74,7 @@ class RoundMoves:
         now = self._measure(status)
         before = self._last or {}
         now["changed"] = [name for name in self.compared if now.get(name) != before.get(name)]
-        self._last = {k: now[k] for k in ("head", "tree", "state", "progress")}
+        self._last = {k: now[k] for k in ("head", "tree", "state", "progress", "paths")}
         outcomes = []
         failed = []
         for session in sessions:
