@@ -160,7 +160,14 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
         ]
         table.append([*cells, usage_short(row.get("usage")) or "—"] if metered else cells)
     headers = ["RUN", "FLOW", "STATUS", "ROUNDS", "STARTED", "DURATION", "PICKED UP FROM"]
-    return _table([*headers, "USAGE"] if metered else headers, table)
+    text = _table([*headers, "USAGE"] if metered else headers, table)
+    why = [
+        f"{row['run']} paused — {words}"
+        for row in rows
+        if (words := paused_by_words(row.get("paused_by"))) is not None
+        and row.get("paused_by", {}).get("kind") != "budget"
+    ]
+    return "\n".join([text, "", *why]) if why else text
 
 
 def show_text(detail: dict[str, Any]) -> str:
@@ -178,10 +185,11 @@ def show_text(detail: dict[str, Any]) -> str:
         f"ended           {_ended(detail)}",
     ]
     lines.append(f"budget          {budget_words(detail.get('budget'))}")
-    if detail.get("budget_reached"):
-        lines.append(f"paused on       {budget_reached_words(detail['budget_reached'])}")
-    if detail.get("limit_reached"):
-        lines.append(f"paused on       {limit_reached_words(detail['limit_reached'])}")
+    why = paused_by_words(detail.get("paused_by"))
+    if why is not None:
+        kind = (detail.get("paused_by") or {}).get("kind")
+        goes_on = "" if kind == "budget" else f"; flowdrop-tui resume {detail['run']} goes on"
+        lines.append(f"paused on       {why}{goes_on}")
     if detail.get("waiting"):
         lines.append(f"now             {waiting_words(detail['waiting'])}")
     if detail.get("error"):
@@ -338,6 +346,50 @@ def limit_reached_words(reached: dict[str, Any]) -> str:
         + (f" until {when}" if when else "")
         + f", longer than its limit wait ({shown})"
     )
+
+
+def paused_by_words(paused_by: Any) -> str | None:
+    """Why a run paused on its own (SPEC §14, §20): ``stalled: 5 rounds without a
+    change``, ``same failure 5 rounds in a row: <error>``, a budget; ``None`` for a
+    pause someone asked for, or none."""
+    if not isinstance(paused_by, dict):
+        return None
+    kind = paused_by.get("kind")
+    found = paused_by.get("rounds")
+    rounds: list[Any] = found if isinstance(found, list) else []
+    if kind == "stalled":
+        return f"stalled: {len(rounds)} rounds without a change"
+    if kind == "same_failure":
+        error = " ".join(str(paused_by.get("error") or "").split())
+        if len(error) > 160:
+            error = error[:159] + "…"
+        code = paused_by.get("exit_code")
+        return f"same failure {len(rounds)} rounds in a row: {error or f'exit {code}'}"
+    if kind == "budget":
+        return budget_reached_words(paused_by)
+    if kind == "limit":
+        return limit_reached_words(paused_by)
+    return None
+
+
+def diff_head(found: dict[str, Any]) -> str:
+    """``round 2 of 1–5: 3 files, 4f67232719..9a0b1c2d3e`` (``+ uncommitted``)."""
+    start, end = str(found.get("start") or "")[:10], str(found.get("end") or "")[:10]
+    span = rounds_range(*(found.get("rounds") or [None, None]))
+    files = found.get("files") or []
+    count = f"{len(files)} file{'s' if len(files) != 1 else ''}" if files else "no changes"
+    left = " + what it left uncommitted" if found.get("uncommitted") else ""
+    return f"round {found.get('round')} of {span}: {count}, {start or '∅'}..{end or '∅'}{left}"
+
+
+def diff_text(found: dict[str, Any]) -> str:
+    """``diff RUN``: a line about the round, its files, then the patch."""
+    lines = [f"run {found.get('run')} {diff_head(found)}"]
+    for row in found.get("files") or []:
+        lines.append(f"  {row.get('status'):<12} {row.get('path')}")
+    text = "\n".join(lines) + "\n"
+    patch = str(found.get("patch") or "")
+    return text + ("\n" + patch if patch else "")
 
 
 def plan_what(answer: dict[str, Any]) -> str:

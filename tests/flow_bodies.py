@@ -84,13 +84,14 @@ LOGS_A_TICK_EVERY_TENTH = """
     import time
     from flowdrop_tui import flow
 
-    @flow(description="an event every 0.1 s")
+    @flow(description="an event every 0.1 s", stall=None)
     def main(run):
         for round in run.rounds():
             run.log(f"tick {round}")
             time.sleep(0.1)
 """
-"""Not resumable; logs a ``tick N`` event every 0.1 s until stopped."""
+"""Not resumable; logs a ``tick N`` event every 0.1 s until stopped (it changes nothing:
+``stall=None``, or it would pause as stalled after 5 rounds, SPEC §20)."""
 
 RETURNS_AT_ONCE = """
     from flowdrop_tui import flow

@@ -101,3 +101,10 @@ def test_worker_loss_prints_a_ratio(tmp_path: Path) -> None:
     out = quick("worker_loss.py", tmp_path)
     match = RATIO.search(out)
     assert match and float(match.group(1)) > 0, out
+
+
+def test_round_moves_prints_the_cost_per_round(tmp_path: Path) -> None:
+    """Guards against bench/round_moves.py (SPEC §20's cost per round) breaking."""
+    out = quick("round_moves.py", tmp_path)
+    goal = r"added per round on [\d,]+ files: \d+\.\d ms; goal ≤ 20 ms: (met|NOT met)"
+    assert re.search(goal, out), out

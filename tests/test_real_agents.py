@@ -377,3 +377,33 @@ def test_codex_is_given_no_stdin_to_wait_on(
     run_id = str(cli.json("runs", "agent")[0]["run"])
     [result] = state_of(workspace, run_id)["agent"]["results"]
     assert result["text"] == ANSWER
+
+
+def test_a_claude_session_refused_every_round_pauses_the_loop_after_five(
+    cli: CLI,
+    workspace: Path,
+    flow_writer: Callable[[str, str], Path],
+    agents: Agents,
+) -> None:
+    """SPEC §20, as the issue tried it: Claude Code answered 400 by the model every
+    round. Without a budget the loop pauses after exactly 5 rounds, `same_failure`,
+    naming the CLI's error."""
+    flow_writer(
+        "refused",
+        f"""
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for n in run.rounds():
+        run.session("claude", {f"{FAIL} tidy the README"!r})
+""",
+    )
+    done = cli("run", "refused", check=0, timeout=300)
+    run_id = str(cli.json("runs", "refused")[0]["run"])
+    rounds = [e["round"] for e in events(workspace, run_id) if e["event"] == "round_started"]
+    assert rounds == [1, 2, 3, 4, 5]
+    paused_by = cli.json("show", run_id)["paused_by"]
+    assert paused_by["kind"] == "same_failure" and paused_by["rounds"] == rounds
+    assert FAIL_MESSAGE in str(paused_by["error"])
+    assert "same failure 5 rounds in a row: " in done.stderr

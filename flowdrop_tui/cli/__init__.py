@@ -3,7 +3,7 @@ says a failure as one line (and, with ``--json``, ``{"error": {"code", "message"
 
 A module per group of verbs, each imported when its verb is asked (the terminal UI
 only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
-pause), ``reads`` (flows, runs, show, logs, snapshot, reindex), ``keeping`` (prune,
+pause), ``reads`` (flows, runs, show, diff, logs, snapshot, reindex), ``keeping`` (prune,
 pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve). The workspace's mode
 (local or remote) is chosen once per command, in ``workspace.mode``.
 
@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "flows": ("reads", "cmd_flows"),
     "runs": ("reads", "cmd_runs"),
     "show": ("reads", "cmd_show"),
+    "diff": ("reads", "cmd_diff"),
     "logs": ("reads", "cmd_logs"),
     "snapshot": ("reads", "cmd_snapshot"),
     "reindex": ("reads", "cmd_reindex"),

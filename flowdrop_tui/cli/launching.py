@@ -26,6 +26,7 @@ from flowdrop_tui.format import (
     budget_reached_words,
     error_words,
     limit_reached_words,
+    paused_by_words,
     rounds_range,
     start_words,
 )
@@ -107,6 +108,11 @@ def finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) -
         message += (
             f": {limit_reached_words(info.limit_reached)}; continue it (it waits out the rest) "
             f"with: flowdrop-tui resume {outcome.run_id}"
+        )
+    elif outcome.status == Status.PAUSED and paused_by_words(info.paused_by) is not None:
+        message += (
+            f": {paused_by_words(info.paused_by)}; "
+            f"continue it with: flowdrop-tui resume {outcome.run_id}"
         )
     elif outcome.status == Status.PAUSED:
         message += f"; continue it with: flowdrop-tui resume {outcome.run_id}"

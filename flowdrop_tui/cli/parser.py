@@ -134,6 +134,19 @@ def build_parser() -> argparse.ArgumentParser:
     page.add_argument("--all", action="store_true", help="every run")
     show = sub.add_parser("show", parents=[common, json_flag], help="one run in full")
     show.add_argument("run", metavar="RUN")
+    diff = sub.add_parser(
+        "diff",
+        parents=[common, json_flag],
+        help="what one round of a run changed (SPEC §20): its commits, and what it left",
+    )
+    diff.add_argument("run", metavar="RUN")
+    diff.add_argument(
+        "--round",
+        type=int,
+        metavar="N",
+        help="the round (default: the run's last); its commits, plus what it left "
+        "uncommitted when it is the workspace's latest run's last round",
+    )
     logs = sub.add_parser(
         "logs", parents=[common, json_flag], help="what a run's flow printed (its output.log)"
     )

@@ -21,7 +21,8 @@ from flowdrop_tui.core.records import ledger, output_log, pins
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE
-from flowdrop_tui.format import flows_table, runs_table, show_text, usage_words
+from flowdrop_tui.core.round_diff import round_diff
+from flowdrop_tui.format import diff_text, flows_table, runs_table, show_text, usage_words
 
 FOLLOW_EVERY = 0.2  # seconds between looks at a followed run's output and status
 
@@ -67,6 +68,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     layout = workspace.read_layout(args, run_refs=True)
     detail = views.run_detail(layout, args.run)
     print(dump(detail) if args.json else show_text(detail))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """SPEC §20: what one round changed — its commits, and what it left uncommitted when
+    that is still in the working tree (``core.round_diff``)."""
+    layout = workspace.read_layout(args, run_refs=True)
+    if args.round is not None and args.round < 1:
+        raise UsageError(f"--round takes a round number, 1 or more (not {args.round})")
+    found = round_diff(layout, args.run, args.round, worktree=workspace.mode(args).runs_here)
+    print(dump(found) if args.json else diff_text(found), end="" if not args.json else "\n")
     return 0
 
 

@@ -167,6 +167,12 @@ class DriftedError(RefusedError):
     code = "DRIFTED"
 
 
+class NotARepositoryError(RefusedError):
+    """A git read (``diff``) in a workspace that is not a git repository."""
+
+    code = "NOT_A_REPOSITORY"
+
+
 class BackendUnavailableError(FlowdropError):
     """A backend that cannot run here: its CLI is not installed, or it failed to load."""
 

@@ -12,8 +12,11 @@ whatever it would leak goes away with the child.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
+import stat as stat_module
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -134,6 +137,266 @@ def run_end(workspace: Path, run_id: str | None) -> tuple[str | None, bool]:
             return str(repo.head.commit.hexsha), False
     except Exception:
         return None, False
+
+
+# SPEC §20: what a round moved, read with git's own machinery (one ``git status``
+# over the index's stat data, never a walk of every file in Python). No optional
+# locks: the run only looks, and never takes index.lock from under its agent.
+_STATUS = (
+    "git",
+    "--no-optional-locks",
+    "-c",
+    "status.renames=false",
+    "-c",
+    "core.quotePath=false",
+    "status",
+    "--porcelain=v2",
+    "-z",
+    "--branch",
+    "--no-ahead-behind",  # an upstream's distance is not asked for, nor paid for
+    "--untracked-files=all",
+)
+_HASHED_MAX = 1 << 20  # a changed file up to 1 MiB is hashed; a bigger one by its stat
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's tree of nothing
+
+
+def _git(workspace: Path, *args: str, check: bool = True) -> bytes | None:
+    """A git command's stdout, or ``None`` when it failed (``check``) or could not run."""
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if check and done.returncode != 0:
+        return None
+    return done.stdout
+
+
+def is_repository(workspace: Path) -> bool:
+    """Whether ``workspace`` is inside a git working tree."""
+    out = _git(workspace, "rev-parse", "--is-inside-work-tree")
+    return out is not None and out.strip() == b"true"
+
+
+@functools.lru_cache(maxsize=16)
+def _git_dirs(workspace: Path) -> tuple[Path, Path] | None:
+    """The repository's git folder and common folder (a linked worktree has both)."""
+    out = _git(workspace, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
+    lines = out.decode(errors="replace").splitlines() if out else []
+    return (Path(lines[0]), Path(lines[1])) if len(lines) == 2 else None
+
+
+@functools.lru_cache(maxsize=16)
+def toplevel(workspace: Path) -> Path | None:
+    """The repository's top folder: git's paths (status, diff) are relative to it."""
+    out = _git(workspace, "rev-parse", "--show-toplevel")
+    text = out.decode(errors="replace").strip() if out else ""
+    return Path(text) if text else None
+
+
+def _head_from_files(workspace: Path) -> str | None:
+    """HEAD read as git keeps it — ``HEAD``, a loose ref, ``packed-refs`` — without a
+    process (about 2 ms less a round); ``None`` when it is not that simple (a reftable,
+    a symbolic ref to a ref not written yet): then git answers."""
+    dirs = _git_dirs(workspace)
+    if dirs is None:
+        return None
+    git_dir, common = dirs
+    try:
+        head = (git_dir / "HEAD").read_text(errors="replace").strip()
+        if _is_sha(head):
+            return head
+        if not head.startswith("ref: refs/"):
+            return None
+        ref = head[len("ref: ") :]
+        for folder in (git_dir, common):
+            try:
+                found = (folder / ref).read_text(errors="replace").strip()
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            return found if _is_sha(found) else None
+        with open(common / "packed-refs", errors="replace") as packed:
+            for line in packed:
+                sha, _, name = line.strip().partition(" ")
+                if name == ref and _is_sha(sha):
+                    return sha
+    except OSError:
+        return None
+    return None
+
+
+def head_now(workspace: Path) -> str | None:
+    """HEAD's commit (``None``: no commit yet, or not a repository): a round's start."""
+    found = _head_from_files(workspace)
+    if found is not None:
+        return found
+    out = _git(workspace, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+    text = out.decode().strip() if out else ""
+    return text if _is_sha(text) else None
+
+
+PATHS_KEPT = 100  # a round's end keeps each differing file's digest, up to this many
+
+Worktree = tuple[str | None, str, dict[str, str] | None]
+
+
+def worktree(workspace: Path) -> Worktree | None:
+    """HEAD and a digest of the working tree — tracked and untracked files, ignored ones
+    excepted — or ``None`` outside git. ``git status`` says which files differ from
+    HEAD (and the index); only those are read: hashed up to 1 MiB, by size and time
+    above. Two trees with the same digest hold the same files as far as git sees.
+    Third: each file that differs from HEAD and its own digest (``None`` past
+    ``PATHS_KEPT`` of them): what ``diff`` tells a round's own changes by."""
+    return worktree_read(workspace, worktree_begin(workspace))
+
+
+def worktree_begin(workspace: Path) -> subprocess.Popen[bytes] | None:
+    """Start ``worktree``'s ``git status``, so the caller can do something else (save the
+    state) while git works; ``worktree_read`` takes its answer."""
+    try:
+        return subprocess.Popen(
+            _STATUS,
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+
+
+def worktree_read(workspace: Path, status: subprocess.Popen[bytes] | None) -> Worktree | None:
+    if status is None:
+        return None
+    try:
+        out, _ = status.communicate(timeout=120)
+    except subprocess.SubprocessError:
+        status.kill()
+        status.wait()
+        return None
+    if status.returncode != 0:
+        return None
+    head: str | None = None
+    digest = hashlib.sha256()
+    top = toplevel(workspace) or workspace
+    paths: dict[str, str] | None = {}
+    records = out.split(b"\0")
+    skip = False
+    for record in records:
+        if skip:  # a rename's original path (renames are off; kept for safety)
+            skip = False
+            digest.update(record + b"\0")
+            continue
+        if record.startswith(b"# branch.oid "):
+            oid = record[len(b"# branch.oid ") :].decode(errors="replace")
+            head = oid if _is_sha(oid) else None
+            continue
+        if not record or record.startswith(b"#"):
+            continue
+        one = hashlib.sha256(record + b"\0")
+        kind = record[:1]
+        if kind == b"2":
+            skip = True
+        path = _status_path(record)
+        if path is not None and (kind == b"?" or record[3:4] not in (b".", b"D")):
+            one.update(_content(top / os.fsdecode(path)))
+        digest.update(one.digest())
+        if path is not None and paths is not None:
+            paths[os.fsdecode(path)] = one.hexdigest()[:12]
+            if len(paths) > PATHS_KEPT:
+                paths = None
+    return head, digest.hexdigest()[:32], paths
+
+
+def _status_path(record: bytes) -> bytes | None:
+    """The path of a porcelain-v2 record: after 8 fields (1), 9 (2), 10 (u), 1 (?)."""
+    fields = {b"1": 8, b"2": 9, b"u": 10, b"?": 1}.get(record[:1])
+    if fields is None:
+        return None
+    parts = record.split(b" ", fields)
+    return parts[fields] if len(parts) > fields else None
+
+
+def _content(path: Path) -> bytes:
+    """What a changed file holds, as bytes to digest: its content's hash, a link's
+    target, a big file's size and time, a folder's name only."""
+    try:
+        info = os.lstat(path)
+        if stat_module.S_ISLNK(info.st_mode):
+            return b"link:" + os.fsencode(os.readlink(path))
+        if not stat_module.S_ISREG(info.st_mode):
+            return b"other"
+        if info.st_size > _HASHED_MAX:
+            return f"big:{info.st_size}:{info.st_mtime_ns}:{info.st_mode}".encode()
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).digest() + f":{info.st_mode}".encode()
+    except OSError:
+        return b"gone"
+
+
+def diff_between(
+    workspace: Path, start: str | None, end: str | None, only: set[str] | None = None
+) -> tuple[list[dict[str, str]], str] | None:
+    """Files and patch from commit ``start`` to commit ``end`` (``None``: the working
+    tree, untracked files included; a ``start`` of ``None``: the empty tree), of the
+    files ``only`` names when given (paths from the repository's top). Only commit ids
+    reach git (they are read from a record). ``None`` when git failed."""
+    base = start if start is not None and _is_sha(start) else EMPTY_TREE
+    if end is not None and not _is_sha(end):
+        return None
+    workspace = toplevel(workspace) or workspace
+    span: list[str] = [base, end] if end is not None else [base]
+    if only is not None:
+        if not only:
+            return [], ""
+        span += ["--", *(f":(literal){path}" for path in sorted(only))]
+    else:
+        span.append("--")
+    names = _git(workspace, "diff", "--no-renames", "--name-status", "-z", *span)
+    patch = _git(workspace, "diff", "--no-renames", "--no-color", "--no-ext-diff", *span)
+    if names is None or patch is None:
+        return None
+    parts = names.split(b"\0")
+    files = [
+        {"path": os.fsdecode(parts[i + 1]), "status": _STATUS_WORDS.get(parts[i][:1], "changed")}
+        for i in range(0, len(parts) - 1, 2)
+        if parts[i]
+    ]
+    text = patch.decode(errors="replace")
+    if end is None:
+        untracked = _git(workspace, "ls-files", "--others", "--exclude-standard", "-z")
+        for raw in (untracked or b"").split(b"\0"):
+            if not raw or (only is not None and os.fsdecode(raw) not in only):
+                continue
+            files.append({"path": os.fsdecode(raw), "status": "untracked"})
+            one = _git(
+                workspace,
+                "diff",
+                "--no-color",
+                "--no-index",
+                "--",
+                "/dev/null",
+                os.fsdecode(raw),
+                check=False,
+            )
+            text += (one or b"").decode(errors="replace")
+    files.sort(key=lambda row: row["path"])
+    return files, text
+
+
+_STATUS_WORDS = {
+    b"A": "added",
+    b"M": "modified",
+    b"D": "deleted",
+    b"T": "type changed",
+    b"U": "unmerged",
+}
 
 
 def isolated(workspace: Path, read: str, *args: str) -> Any:

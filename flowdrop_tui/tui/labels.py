@@ -14,6 +14,7 @@ from flowdrop_tui.format import (
     budget_reached_words,
     error_words,
     limit_reached_words,
+    paused_by_words,
     rounds_range,
     start_words,
     waiting_words,
@@ -83,7 +84,14 @@ def event_detail(ev: dict[str, Any]) -> str:
     if name == "round_ended":
         seconds = ev.get("seconds")
         took = f" · {seconds:.1f}s" if isinstance(seconds, int | float) else ""
-        return f"{ev.get('key')} round {ev.get('round')} · {ev.get('outcome')}{took}"
+        moved = ev.get("moved")
+        changed = moved.get("changed") if isinstance(moved, dict) else None
+        what = ""
+        if isinstance(changed, list):
+            what = " · changed " + ", ".join(map(str, changed)) if changed else " · no change"
+        return f"{ev.get('key')} round {ev.get('round')} · {ev.get('outcome')}{took}{what}"
+    if name in ("stalled", "same_failure"):
+        return paused_by_words({"kind": name, **ev}) or name
     if name == "log":
         extra = _fields(ev.get("fields"))
         return f"{ev.get('message')}" + (f" · {extra}" if extra else "")
@@ -147,11 +155,10 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
             f"{head} paused before round {info.round + 1}: {budget_reached_words(reached)}; "
             f"raise it to go on: flowdrop-tui resume {info.run} --max-{reached.get('budget')} N"
         ), "warning"
-    if info.status == Status.PAUSED and info.limit_reached:
-        return (
-            f"{head} paused in round {info.round}: {limit_reached_words(info.limit_reached)}; "
-            "r resumes it (it waits again while the limit lasts)"
-        ), "warning"
+    why = paused_by_words(info.paused_by) if info.status == Status.PAUSED else None
+    if why is not None:
+        waits = " (it waits again while the limit lasts)" if info.limit_reached else ""
+        return f"{head} paused after round {info.round}: {why}; r resumes it{waits}", "warning"
     if info.status == Status.PAUSED:
         return f"{head} paused after round {info.round}; r resumes it", "information"
     return f"{head} was interrupted in round {info.round}: its process died", "warning"

@@ -1,5 +1,5 @@
-"""The reads and their JSON shapes (SPEC §11, §14, §15): `flows`, `runs`, `show`,
-`plan` and `logs` answer the same fields in local and remote mode. The key sets are
+"""The reads and their JSON shapes (SPEC §11, §14, §15, §20): `flows`, `runs`, `show`,
+`plan`, `logs` and `diff` answer the same fields in local and remote mode. The key sets are
 today's, held exactly: a field added to one mode only fails here."""
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ FLOWS_ROW = {
 }  # fmt: skip
 RUNS_ROW = {
     "run", "flow", "status", "rounds", "first_round", "last_round", "started", "ended",
-    "picked_up_from", "start", "duration", "budget", "usage", "pinned",
+    "picked_up_from", "start", "duration", "budget", "usage", "pinned", "paused_by",
 }  # fmt: skip
+DIFF = {"run", "round", "rounds", "start", "end", "ended", "uncommitted", "files", "patch"}
 SHOW = (RUNS_ROW - {"pinned"}) | {
     "state", "state_error", "sessions", "git", "error", "result", "position", "warnings",
     "budget_reached", "called", "pid", "flow_path", "pinned", "output_tail", "output_more",
@@ -125,6 +126,16 @@ def test_flows_runs_show_and_logs_of_two_runs_of_a_thread(mode: Mode) -> None:
     assert told["run"] == second and told["status"] == "completed"
     assert told["lines"] == ["item a", "item b"] and told["truncated"] is False
     assert mode.json("logs", second, "-n", "1")["lines"] == ["item b"]
+
+    # SPEC §20: what a round changed, read through the replica and the run's commits
+    assert all(r["paused_by"] is None for r in rows)
+    changed = mode.json("diff", second)
+    assert set(changed) == DIFF, changed
+    assert (changed["run"], changed["round"], changed["rounds"]) == (second, 4, [3, 4])
+    assert changed["files"] == [] and changed["patch"] == "" and changed["ended"] is True
+    assert mode.json("diff", first, "--round", "1")["files"] == []
+    refused = mode.json("diff", second, "--round", "1", code=2)
+    assert "it ran rounds 3–4" in refused["error"]["message"], refused
 
 
 def test_plan_says_what_run_would_do_or_the_refusal_it_would_meet(mode: Mode) -> None:

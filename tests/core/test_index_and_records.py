@@ -148,7 +148,7 @@ def test_liveness_is_not_fooled_by_a_reused_pid(workspace: Path, cli: CLI) -> No
         import time
         from flowdrop_tui import flow
 
-        @flow()
+        @flow(stall=None)  # changes nothing on purpose: never paused as stalled
         def main(run):
             for r in run.rounds():
                 time.sleep(0.1)
@@ -179,7 +179,7 @@ def test_a_child_process_of_a_killed_run_does_not_keep_it_alive(workspace: Path,
         import os, subprocess, sys, time
         from flowdrop_tui import flow
 
-        @flow()
+        @flow(stall=None)  # its loop changes nothing: never paused as stalled
         def main(run):
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
             run.state["child"] = child.pid

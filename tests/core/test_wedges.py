@@ -318,7 +318,7 @@ LOOPING = """
     import time
     from flowdrop_tui import flow
 
-    @flow()
+    @flow(stall=None)  # it changes nothing, on purpose: never paused as stalled (SPEC §20)
     def main(run):
         for r in run.rounds():
             time.sleep(0.05)

@@ -312,8 +312,10 @@ async def test_the_ui_says_a_run_waits_in_its_top_line_and_run_pane(
         )
         await until(
             pilot,
-            lambda: "waiting for codex" not in str(bar.render())
-            and cli.json("show", run_id)["status"] == "completed",
+            lambda: (
+                "waiting for codex" not in str(bar.render())
+                and cli.json("show", run_id)["status"] == "completed"
+            ),
             what="the wait over",
             timeout=120,
         )

@@ -20,6 +20,7 @@ from typing import Any, TypeVar, overload
 
 from flowdrop_tui.core.errors import FlowLoadError
 from flowdrop_tui.core.records.budget import Limits, check_budget, check_limit_wait
+from flowdrop_tui.core.records.progress import DEFAULT_STALL, check_stall
 from flowdrop_tui.core.times import now_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,6 +33,7 @@ class FlowDeclaration:
     description: str = ""
     budget: tuple[tuple[str, float | int | None], ...] = ()  # (kind, limit) pairs: hashable
     limit_wait: float | None = None  # SPEC §19: seconds; None: the default (12 h)
+    stall: int | None = DEFAULT_STALL  # SPEC §20: rounds in a row before a pause; None: off
 
     @property
     def limits(self) -> Limits:
@@ -55,6 +57,7 @@ def flow(
     description: str = "",
     budget: dict[str, Any] | None = None,
     limit_wait: str | float | None = None,
+    stall: int | None = DEFAULT_STALL,
 ) -> Callable[[F], F]: ...
 def flow(
     function: Callable[..., Any] | None = None,
@@ -64,18 +67,22 @@ def flow(
     description: str = "",
     budget: dict[str, Any] | None = None,
     limit_wait: str | float | None = None,
+    stall: int | None = DEFAULT_STALL,
 ) -> Any:
     """Declare a flow: ``@flow(resumable=True, description="...", budget={"rounds": 50})``
     on its one function. ``budget`` limits its whole chain (SPEC §14): ``rounds``
     started, ``minutes`` of running time, ``tokens`` its sessions reported.
     ``limit_wait`` caps one wait for a backend's usage limit (SPEC §19): ``"12h"``
-    (the default), ``"90m"``, seconds; ``0`` hands a limited result to the flow."""
+    (the default), ``"90m"``, seconds; ``0`` hands a limited result to the flow.
+    ``stall`` (SPEC §20): after that many rounds in a row with no change, or failing
+    the same way, the run pauses (default 5; ``None`` never)."""
     if not isinstance(resumable, bool):
         raise TypeError(f"@flow(resumable=...) takes True or False, not {resumable!r}")
     if not isinstance(description, str):
         raise TypeError(f"@flow(description=...) takes a string, not {description!r}")
     try:
         limits = check_budget(budget)
+        stall = check_stall(stall)
     except ValueError as exc:
         raise TypeError(str(exc)) from None
     try:
@@ -87,6 +94,7 @@ def flow(
         description=description,
         budget=tuple(sorted(limits.items())),
         limit_wait=cap,
+        stall=stall,
     )
 
     def mark(target: F) -> F:

@@ -23,12 +23,14 @@ from flowdrop_tui.core.errors import FlowdropError, NotFoundError
 from flowdrop_tui.core.paths import CYCLE, Layout
 from flowdrop_tui.core.records.budget import Used, clean_limits
 from flowdrop_tui.core.records.event_lines import line_batches, parse_lines
+from flowdrop_tui.core.records.progress import Streaks
 from flowdrop_tui.core.records.run_fold import RunFold, derive_status
 from flowdrop_tui.core.records.run_info import RunInfo, Status
 from flowdrop_tui.core.records.usage import Usage
 
 CACHE_MIN = 1 << 20  # smaller records are folded whole: faster than a cache file
-_VERSION = 4  # 3: budgets and drift (SPEC §14, §15); 4: usage-limit waits (§19)
+# 3: budgets and drift (SPEC §14, §15); 4: usage-limit waits (§19); 5: progress streaks (§20)
+_VERSION = 5
 # RunInfo fields a cached fold must hold with these types (anything else: not trusted)
 _SHAPES: dict[str, type | tuple[type, ...]] = {
     "position": dict,
@@ -113,6 +115,7 @@ def _restore(
             budget_carried=Used.from_record(fields.get("budget_carried")),
             budget_limits=clean_limits(fields.get("budget_limits")),
             budget_overrides=clean_limits(fields.get("budget_overrides")),
+            streaks=Streaks.from_record(fields.get("streaks")),
         )
         info = RunInfo(**fields)
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
@@ -127,6 +130,7 @@ def _save(layout: Layout, run_id: str, run: RunFold, identity: list[int], offset
     info = {f.name: getattr(run.info, f.name) for f in dataclasses.fields(run.info)}
     info.pop("path")
     info.pop("live_pid")
+    info["streaks"] = run.info.streaks.to_record()
     info["chain_before"] = {
         key: usage.to_json() if usage is not None else None
         for key, usage in run.info.chain_before.items()

@@ -12,6 +12,7 @@ from flowdrop_tui.core.records.budget import Used, between, clean_limits, sessio
 from flowdrop_tui.core.records.event_lines import event_batches
 from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.liveness import live_pid
+from flowdrop_tui.core.records.progress import Streaks, paused_by
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status, clean_position
 from flowdrop_tui.core.records.usage import Usage
 
@@ -61,6 +62,7 @@ class RunFold:
             self._budget(info, ev)
             info.budget_carried = Used.from_record((ev.get("budget") or {}).get("carried"))
             info.git_last = info.git_start
+            info.streaks = Streaks.from_record(ev.get("progress"))  # carried by a pick-up
         elif name in ("started", "resumed"):
             info.recorded = Status.RUNNING
             info.pid = ev.get("pid", info.pid)
@@ -72,6 +74,8 @@ class RunFold:
                 self._budget(info, ev)
                 info.budget_reached = None
                 info.limit_reached = None
+                info.streaks.reset()  # SPEC §20: a person's resume begins the streaks again
+                info.pause_reason = None
                 if isinstance(ev.get("git"), dict):
                     info.git_last = ev["git"]
             # A process taking the run starts with no request pending: one recorded
@@ -95,6 +99,8 @@ class RunFold:
             key = ev.get("key")
             if key == info.key:
                 self.in_round_main = False
+                if isinstance(ev.get("round"), int):
+                    info.streaks.round_ended(ev["round"], ev.get("moved"))
                 if ev.get("outcome") == "ok":
                     info.position["iterationCount"] += 1
                     if isinstance(ev.get("index"), int):
@@ -122,6 +128,9 @@ class RunFold:
             info.stop_now = info.stop_now or bool(ev.get("now"))
         elif name == "pause_requested":
             info.pause_pending = True
+            info.pause_reason = {"kind": "request", "by": ev.get("by")}
+        elif name in ("stalled", "same_failure"):
+            info.pause_reason = paused_by(name, ev)
         elif name == "paused":
             info.recorded = Status.PAUSED
             info.pause_pending = False
@@ -139,8 +148,10 @@ class RunFold:
             info.limit_reached = {
                 k: ev.get(k) for k in ("backend", "until", "next_probe", "source", "limit_wait")
             }
+            info.pause_reason = {"kind": "limit", **info.limit_reached}
         elif name == "budget_reached":
             info.budget_reached = {k: ev.get(k) for k in ("budget", "limit", "used")}
+            info.pause_reason = {"kind": "budget", **info.budget_reached}
         elif name == "ended":
             outcome = ev.get("outcome")
             info.recorded = (

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core.records.budget import ChainBudget, Limits, Used, between
+from flowdrop_tui.core.records.progress import Streaks
 from flowdrop_tui.core.records.usage import Usage
 from flowdrop_tui.core.records.usage import total as usage_total
 from flowdrop_tui.core.times import now_iso, parse_time
@@ -103,6 +104,10 @@ class RunInfo:
     waiting: dict[str, Any] | None = None
     waited_seconds: float = 0.0
     limit_reached: dict[str, Any] | None = None
+    # SPEC §20: the chain's streaks of rounds without a change / failing the same way,
+    # and why the run last paused (``budget``, ``stalled``, ``same_failure``, ``request``)
+    streaks: Streaks = field(default_factory=Streaks)
+    pause_reason: dict[str, Any] | None = None
 
     @property
     def round(self) -> int:
@@ -164,6 +169,7 @@ class RunInfo:
             "budget": self.chain_budget().to_json(),
             "usage": usage.to_json() if usage is not None else None,
             "waiting": self.waiting_now,
+            "paused_by": self.paused_by,
         }
 
     @property
@@ -182,6 +188,11 @@ class RunInfo:
             end = (now or now_iso()) if self.status in LIVE else self.last_event
             seconds += between(since, end)
         return seconds
+
+    @property
+    def paused_by(self) -> dict[str, Any] | None:
+        """Why a paused run paused (docs/records.md, "Progress"); ``None`` unless paused."""
+        return self.pause_reason if self.status == Status.PAUSED else None
 
     def own_used(self, now: str | None = None) -> Used:
         """What this run used itself: rounds it started, its running time (a stretch still

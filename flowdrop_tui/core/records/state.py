@@ -224,6 +224,7 @@ class StateFile:
         self._saving = False
         self._dirty = False
         self._last: bytes | None = None  # the last good save, for a value that cannot be written
+        self._encoded: bytes | None = None  # what the last save encoded, written or not
         self._altered_told: set[str] = set()
 
     def state(self, key: str, initial: Mapping[str, Any] | None = None) -> State:
@@ -280,6 +281,7 @@ class StateFile:
             if unsaved:  # SPEC §5.3: one bad value never freezes the rest
                 last = self._last_good()
                 data, altered, unsaved = encode_states(self._states, last)
+            self._encoded = data
             write_atomic(self.path, data)
             remote = mirror.current()
             if remote is not None:
@@ -314,6 +316,17 @@ class StateFile:
         except (OSError, orjson.JSONDecodeError):
             return None
         return data if isinstance(data, dict) else None
+
+    def encoded(self) -> bytes:
+        """The state as the last save encoded it — written, or not when the disk refused
+        (SPEC §20 digests it at each round's end: a loop whose state moves is moving,
+        whether or not it can be kept); before any save, what the file holds."""
+        if self._encoded is not None:
+            return self._encoded
+        try:
+            return self.path.read_bytes()
+        except OSError:
+            return b""
 
     def close(self) -> None:
         """The run is done writing."""

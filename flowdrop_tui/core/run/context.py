@@ -26,6 +26,7 @@ class RunHost(Protocol):
     sessions_opened: int | None
     notify: Callable[[str], None]
     limit_wait: float
+    closed_sessions: list[dict[str, Any]]
 
     @property
     def interrupts(self) -> int: ...
@@ -46,6 +47,8 @@ class RunHost(Protocol):
     def end_round(self, loop: Loop, outcome: str) -> None: ...
 
     def forget(self, loop: Loop) -> None: ...
+
+    def declare_progress(self, value: Any) -> None: ...
 
     def call(
         self, caller: Frame, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -141,6 +144,16 @@ class RunContext:
         """Open a session with a backend (``command``, ``claude``, ``codex``, …)."""
         self._host.reap()
         return open_session(self._host, self._frame, backend, prompt_or_argv, **options)
+
+    def progress(self, value: Any) -> None:
+        """Declare how far the loop has got (SPEC §20): a value that moves when the
+        round made progress git and the state cannot see (a queue's length, a remote
+        job's status). A round whose HEAD, tree, state and progress value are all as
+        before changed nothing; ``@flow(stall=N)`` such rounds in a row pause the run.
+        Recorded in the round's ``round_ended`` (``progress``); the last value declared
+        holds until another is."""
+        self._host.reap()
+        self._host.declare_progress(value)
 
     def log(self, message: str, **fields: Any) -> None:
         """Record an event in ``cycle.jsonl``."""

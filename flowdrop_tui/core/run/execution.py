@@ -26,6 +26,7 @@ from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.budget import LIMIT_WAIT
 from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.event_log import EventLog
+from flowdrop_tui.core.records.progress import Streaks
 from flowdrop_tui.core.records.run_fold import fold
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.state import StateFile
@@ -33,6 +34,7 @@ from flowdrop_tui.core.run.budget_meter import BudgetMeter
 from flowdrop_tui.core.run.calls import call_flow
 from flowdrop_tui.core.run.context import RunContext
 from flowdrop_tui.core.run.frame import Frame, Loop, PauseRun, StopRun, elapsed
+from flowdrop_tui.core.run.moved import NOTHING, RoundMoves
 from flowdrop_tui.core.run.process_setup import process_setup
 from flowdrop_tui.core.run.signals import RunSignals
 
@@ -99,6 +101,13 @@ class Execution:
         self.resumed_by = resumed_by
         self.resumed_fields = resumed_fields or {}  # budget, flow digest, git: for `resumed`
         self.budget_meter = BudgetMeter(run_id, self.run_dir)
+        # SPEC §20: what each round moved, and the streaks that pause a spinning loop
+        in_git = git.is_repository(layout.workspace)
+        self.moves = RoundMoves(layout.workspace, states.encoded, in_git)
+        self.stall = loaded.declaration.stall
+        self.streaks: Streaks | None = None  # folded from the record at the first round
+        self.closed_sessions: list[dict[str, Any]] = []
+        self.progress_value: Any = NOTHING  # ``run.progress(value)`` in the round in flight
         self.children: set[int] = set()  # session processes, for passing an interrupt on
         self.sessions_opened: int | None = None  # counted from the record when first needed
         self.signals = RunSignals(self.run_dir, log, notify, lambda: self.main.round, self.children)
@@ -189,17 +198,49 @@ class Execution:
         )
         raise PauseRun
 
+    def check_stall(self) -> None:
+        """SPEC §20: before a round of the run's own flow, pause when its last rounds
+        changed nothing, or failed the same way, ``stall`` times in a row."""
+        if self.streaks is None:
+            self.streaks = self._folded().streaks  # carried by a pick-up, reset by a resume
+            self.moves.progress = self.streaks.progress
+        found = self.streaks.reached(self.stall, self.moves.compared)
+        if found is None:
+            return
+        event, fields = found
+        self.log.append(event, key=self.key, **fields)
+        rounds = fields["rounds"]
+        span = f"rounds {rounds[0]}–{rounds[-1]}"
+        if event == "stalled":
+            why = f"stalled: {len(rounds)} rounds without a change ({span})"
+        else:
+            error = fields.get("error") or f"exit {fields.get('exit_code')}"
+            why = f"same failure {len(rounds)} rounds in a row ({span}): {error}"
+        self.notify(f"{why}; pausing before round {self.main.round + 1}")
+        raise PauseRun
+
+    def declare_progress(self, value: Any) -> None:
+        """``run.progress(value)``: what the round in flight compares on (SPEC §20)."""
+        self.progress_value = value
+
     def begin_round(self, loop: Loop, index_: int | None) -> int:
         self.reap()
         frame = loop.frame
         self.check_budget(frame)
+        main = frame is self.main
+        if main:
+            self.check_stall()
         frame.round += 1
         loop.open_round = frame.round
         loop.open_index = index_
         loop.began = time.monotonic()
-        if frame is self.main:
+        fields: dict[str, Any] = {}
+        if main:
             frame.iterator = index_
-        self.log.append("round_started", key=frame.key, round=frame.round, index=index_)
+            self.closed_sessions.clear()
+            self.progress_value = NOTHING
+            fields.update(self.moves.round_started())
+        self.log.append("round_started", key=frame.key, round=frame.round, index=index_, **fields)
         return frame.round
 
     def end_round(self, loop: Loop, outcome: str) -> None:
@@ -212,15 +253,27 @@ class Execution:
             frame.finished += 1
             if loop.open_index is not None:
                 frame.iterator = loop.open_index + 1
+        seconds = elapsed(loop.began)
+        main = frame is self.main
+        status = self.moves.round_ending() if main else None  # git looks while we save
+        self.states.save()  # SPEC §5.2: changes inside values are saved at each round end
+        fields: dict[str, Any] = {}
+        if main:  # SPEC §20: what the round moved, the state digested after the save
+            progress, self.progress_value = self.progress_value, NOTHING
+            fields["moved"] = self.moves.round_ended(list(self.closed_sessions), progress, status)
+            if progress is not NOTHING:
+                fields["progress"] = progress
+            if self.streaks is not None:
+                self.streaks.round_ended(number, fields["moved"])
         self.log.append(
             "round_ended",
             key=frame.key,
             round=number,
             index=loop.open_index,
             outcome=outcome,
-            seconds=elapsed(loop.began),
+            seconds=seconds,
+            **fields,
         )
-        self.states.save()  # SPEC §5.2: changes inside values are saved at each round end
 
     def forget(self, loop: Loop) -> None:
         if loop in loop.frame.loops:

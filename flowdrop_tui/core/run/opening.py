@@ -75,6 +75,9 @@ def open_run(
         }
         if found.git_now is not None:
             foresight["git"] = found.git_now
+        if found.source is not None and found.source.key == ref.key:
+            # SPEC §20: a pick-up (after a kill too) carries the chain's streaks on
+            foresight["progress"] = found.source.streaks.to_record()
         created = created_event(layout, run_id, ref, loaded, start_plan, foresight)
         try:
             log = create_record(

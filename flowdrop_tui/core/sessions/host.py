@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.event_log import EventLog
@@ -20,6 +20,9 @@ class SessionHost(Protocol):
     log: EventLog
     children: set[int]  # session processes, for passing an interrupt on
     sessions_opened: int | None  # sessions this run has opened; None until first counted
+    # How each session closed ({session, exit_code, error}), for the round's end to
+    # digest (SPEC §20); the run empties it as each of its rounds begins.
+    closed_sessions: list[dict[str, Any]]
 
     notify: Callable[[str], None]  # a line for whoever watches the run (its stderr)
     limit_wait: float  # SPEC §19: the longest one wait for a usage limit, in seconds

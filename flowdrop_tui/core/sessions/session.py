@@ -269,6 +269,9 @@ class Session:
             usage=usage.to_json() if usage is not None else None,
             **({"limited": limited} if limited is not None else {}),
         )
+        self._host.closed_sessions.append(
+            {"session": self.id, "exit_code": exit_code, "error": error}
+        )
         return seconds
 
 

@@ -80,6 +80,14 @@ class MainScreen(Screen[None]):
             key_display="/",
             tooltip="Filter the focused table (flows or runs) by the text its rows show",
         ),
+        Binding(
+            "d",
+            "show_diff",
+            "Diff",
+            id="diff",
+            tooltip="What the selected run's last round changed (its commits, what it left); "
+            "[ ] step through its rounds",
+        ),
         Binding("m", "more_runs", "More runs", show=False),  # help's words say it
     ]
 
@@ -557,6 +565,15 @@ class MainScreen(Screen[None]):
 
     def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
         self.run_actions.fresh_run_planned(message)
+
+    def action_show_diff(self) -> None:
+        info = self.selected_run_info()
+        if info is None:
+            self.notify("no run selected", severity="warning")
+            return
+        from flowdrop_tui.tui.screens.diff_screen import DiffScreen  # loaded when asked
+
+        self.app.push_screen(DiffScreen(self.mode, info.run))
 
     def action_edit_flow(self) -> None:
         self.open_files.edit_flow()

@@ -14,13 +14,13 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
+from flowdrop_tui.core.records.run_info import LIVE, RunInfo
 from flowdrop_tui.format import (
     budget_reached_words,
     budget_words,
     duration,
     error_words,
-    limit_reached_words,
+    paused_by_words,
     start_words,
     usage_short,
     usage_text,
@@ -207,8 +207,8 @@ class RunDetail(VerticalScroll):
             text.append(f"\nbudget {budget_words(info.chain_budget().to_json())}")
         if info.budget_reached:
             text.append(f"\npaused: {budget_reached_words(info.budget_reached)}")
-        if info.limit_reached and info.status == Status.PAUSED:
-            text.append(f"\npaused: {limit_reached_words(info.limit_reached)}")
+        elif (why := paused_by_words(info.paused_by)) is not None:
+            text.append(f"\npaused: {why}", style=self._style("bad"))
         if info.waiting_now is not None:
             text.append(f"\n{waiting_words(info.waiting_now)}", style=self._style("heading"))
         text.append(f"\nstarted {stamp(info.started)} · {duration(info.seconds())}")

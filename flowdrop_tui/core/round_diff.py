@@ -1,0 +1,140 @@
+"""``diff RUN [--round N]`` (SPEC §20): what one round of a run changed.
+
+A round's own commits run from its start commit (``round_started.head``) to its end
+commit (``round_ended.moved.head``). What it left uncommitted is known only while
+the working tree is still the one it left: the last round of the workspace's
+latest run, with nothing committed since, in a workspace where runs run (not a
+remote mode client: its runs ran in a worker's checkout). Then the diff runs from
+the start commit to the working tree, untracked files included
+(docs/decisions.md, "What a round changed").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowdrop_tui.core import git
+from flowdrop_tui.core.errors import NotARepositoryError, NotFoundError
+from flowdrop_tui.core.paths import CYCLE, Layout
+from flowdrop_tui.core.records.event_lines import event_batches
+from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+
+
+def _span(rounds: list[int]) -> str:
+    if not rounds:
+        return "no rounds"
+    first, last = rounds[0], rounds[-1]
+    return f"round {first}" if first == last else f"rounds {first}–{last}"
+
+
+class Round:
+    """What the record says of one round of the run's own flow."""
+
+    def __init__(self, start: str | None, before: dict[str, str] | None) -> None:
+        self.start = start  # its start commit
+        self.end: str | None = None  # its end commit
+        self.ended = False
+        self.before = before  # files differing from HEAD just before it, and digests
+        self.after: dict[str, str] | None = None  # and as it ended
+
+    def left(self) -> set[str] | None:
+        """The files this round changed and did not commit (by their digests), or None
+        when the record cannot tell (too many files, a round with no end)."""
+        if self.before is None or self.after is None:
+            return None
+        gone = {path for path in self.before if path not in self.after}
+        return gone | {p for p, d in self.after.items() if self.before.get(p) != d}
+
+
+def _paths(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, dict):
+        return None
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def round_commits(layout: Layout, run_id: str) -> tuple[Any, dict[int, Round]]:
+    """The run, and what its record says of each round of its own flow."""
+    info = load_run(layout, run_id)
+    found: dict[int, Round] = {}
+    previous: dict[str, str] | None = None  # the last round's end, in this record
+    for batch in event_batches(info.path / CYCLE):
+        for ev in batch:
+            number = ev.get("round")
+            if ev["event"] in ("resumed", "started"):
+                previous = None  # a new process: its first round carries its own
+            if ev.get("key") != info.key or not isinstance(number, int):
+                continue
+            if ev["event"] == "round_started":
+                head = ev.get("head")
+                before = _paths(ev["paths"]) if "paths" in ev else previous
+                found[number] = Round(head if isinstance(head, str) else None, before)
+            elif ev["event"] == "round_ended" and number in found:
+                moved = ev.get("moved")
+                moved = moved if isinstance(moved, dict) else {}
+                one = found[number]
+                end = moved.get("head")
+                one.end = end if isinstance(end, str) else None
+                one.ended = True
+                one.after = previous = _paths(moved.get("paths"))
+    return info, found
+
+
+def round_diff(
+    layout: Layout, run_id: str, number: int | None = None, *, worktree: bool = True
+) -> dict[str, Any]:
+    """``diff --json``: ``{"run", "round", "rounds", "start", "end", "uncommitted",
+    "files": [{"path", "status"}], "patch"}``. ``worktree``: runs run in this
+    workspace's working tree (local mode), so what a round left may still be there."""
+    info, commits = round_commits(layout, run_id)
+    ran = sorted(commits)
+    if not ran:
+        raise NotFoundError(f"run {run_id} ran no rounds: there is nothing to diff")
+    if number is None:
+        number = ran[-1]
+    if number not in commits:
+        raise NotFoundError(f"run {run_id} did not run round {number}; it ran {_span(ran)}")
+    if info.git_start is None or not git.is_repository(layout.workspace):
+        raise NotARepositoryError(
+            f"{layout.workspace} is not a git repository: a round's changes are read from "
+            "git, and this run recorded none"
+        )
+    this = commits[number]
+    start, end, ended = this.start, this.end, this.ended
+    last = number == ran[-1]
+    if end is None and last:  # in flight, or cut short: where the run stands now
+        for facts in (info.git_end, info.git_last):
+            if isinstance(facts, dict) and isinstance(facts.get("head"), str):
+                end = facts["head"]
+                break
+        else:
+            end = git.run_end(layout.workspace, run_id)[0]
+    now = git.head_now(layout.workspace)
+    uncommitted = (
+        worktree and last and list_run_ids(layout)[-1:] == [run_id] and (end is None or end == now)
+    )
+    if not uncommitted and end is None:
+        end = start  # nothing recorded of its end: no commits known
+    found = git.diff_between(layout.workspace, start, end if end is not None else now)
+    if found is not None and uncommitted:
+        # the working tree, but only the files the round committed or left changed:
+        # what was already there before it stays out (when the record can tell)
+        left = this.left()
+        only = None if left is None else left | {row["path"] for row in found[0]}
+        found = git.diff_between(layout.workspace, start, None, only)
+    if found is None:
+        raise NotFoundError(
+            f"git could not compare round {number}'s commits ({(start or '')[:12]}.."
+            f"{(end or 'the working tree')[:12]}): not in this repository any more?"
+        )
+    files, patch = found
+    return {
+        "run": run_id,
+        "round": number,
+        "rounds": [ran[0], ran[-1]],
+        "start": start,
+        "end": end if not uncommitted else now,
+        "ended": ended,
+        "uncommitted": bool(uncommitted),
+        "files": files,
+        "patch": patch,
+    }

@@ -1,0 +1,119 @@
+"""``d``: what one round of the selected run changed (SPEC §20) — its files and patch,
+as ``flowdrop-tui diff RUN --round N`` says it; ``[``/``]`` (or left/right) step
+through the run's rounds, escape closes. Read in a thread: git may take a moment."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.mode import Mode
+from flowdrop_tui.core.round_diff import round_diff
+from flowdrop_tui.format import diff_head
+
+PATCH_SHOWN = 400_000  # characters of a patch put on the screen (``diff RUN`` has all)
+
+_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+
+
+def patch_text(patch: str) -> Text:
+    """A patch with its added, removed and hunk lines coloured."""
+    text = Text()
+    cut = len(patch) > PATCH_SHOWN
+    for line in (patch[:PATCH_SHOWN] if cut else patch).splitlines():
+        style = "bold" if line.startswith("diff --git") else ""
+        for prefix, chosen in _STYLES:
+            if not style and line.startswith(prefix):
+                style = chosen
+        text.append(line + "\n", style=style)
+    if cut:
+        text.append("… cut short here: flowdrop-tui diff shows all of it\n", style="dim")
+    return text
+
+
+class DiffScreen(Screen[None]):
+    """One round's changes; the round stepped with keys."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,d", "app.pop_screen", "Close", id="close-diff"),
+        Binding(
+            "left_square_bracket,left",
+            "step(-1)",
+            "Earlier round",
+            id="diff-earlier",
+            key_display="[",
+        ),
+        Binding(
+            "right_square_bracket,right",
+            "step(1)",
+            "Later round",
+            id="diff-later",
+            key_display="]",
+        ),
+    ]
+
+    def __init__(self, mode: Mode, run_id: str, number: int | None = None) -> None:
+        super().__init__(id="diff")
+        self.mode = mode
+        self.run_id = run_id
+        self.number = number  # None: the run's last round
+        self.rounds: tuple[int, int] | None = None
+        self.found: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"run {self.run_id}: reading…", id="diff-head", markup=False)
+        with VerticalScroll(id="diff-body"):
+            yield Static("", id="diff-patch", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load(self.number)
+
+    @work(thread=True, exclusive=True, group="diff")
+    def load(self, number: int | None) -> None:
+        try:
+            self.mode.sync(run_refs=True)  # remote mode: the commits workers pushed, too
+            found = round_diff(self.mode.layout, self.run_id, number, worktree=self.mode.runs_here)
+        except FlowdropError as exc:
+            self.app.call_from_thread(self.show_error, exc.message)
+            return
+        self.app.call_from_thread(self.show, found)
+
+    def show(self, found: dict[str, Any]) -> None:
+        self.found = found
+        self.number = int(found["round"])
+        first, last = found["rounds"]
+        self.rounds = (int(first), int(last))
+        head = Text(f"run {self.run_id} {diff_head(found)}\n", style="bold")
+        for row in found.get("files") or []:
+            head.append(f"  {row.get('status'):<12} {row.get('path')}\n")
+        head.append("[ ] earlier / later round · escape closes", style="dim")
+        self.query_one("#diff-head", Static).update(head)
+        patch = str(found.get("patch") or "")
+        body = patch_text(patch) if patch else Text("this round changed nothing", style="dim")
+        self.query_one("#diff-patch", Static).update(body)
+        self.query_one("#diff-body", VerticalScroll).scroll_home(animate=False)
+
+    def show_error(self, message: str) -> None:
+        self.query_one("#diff-head", Static).update(Text(f"run {self.run_id}: {message}"))
+        self.query_one("#diff-patch", Static).update("")
+
+    def action_step(self, by: int) -> None:
+        if self.rounds is None or self.number is None:
+            return
+        first, last = self.rounds
+        number = min(last, max(first, self.number + by))
+        if number == self.number:
+            self.notify(f"round {number} is the run's {'first' if by < 0 else 'last'}")
+            return
+        self.number = number
+        self.query_one("#diff-head", Static).update(f"run {self.run_id}: round {number}…")
+        self.load(number)

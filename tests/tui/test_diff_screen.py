@@ -1,0 +1,104 @@
+"""``d`` on a run: what its round changed (SPEC §20), rounds stepped with ``[`` ``]``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from textual.widgets import Static
+
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.run_fold import list_run_ids
+from flowdrop_tui.tui.screens.diff_screen import DiffScreen
+from tests.conftest import CLI
+from tests.tui.tui_helpers import RecordingApp, until
+
+COMMITS = """
+import subprocess
+from flowdrop_tui import flow
+
+@flow(resumable=True, description="a file a round, committed")
+def main(run):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for n in run.rounds(range(3)):
+        run.state["n"] = n
+        name = f"round{run.round}.txt"
+        (run.workspace / name).write_text(f"written in round {run.round}\\n")
+        subprocess.run([*git, "add", name], cwd=run.workspace, check=True)
+        subprocess.run([*git, "commit", "-qm", name], cwd=run.workspace, check=True)
+"""
+
+
+def shown(app: RecordingApp) -> str:
+    screen = app.screen
+    assert isinstance(screen, DiffScreen)
+    head = screen.query_one("#diff-head", Static).render()
+    patch = screen.query_one("#diff-patch", Static).render()
+    return f"{head}\n{patch}"
+
+
+async def test_d_shows_the_last_rounds_diff_and_the_brackets_step_rounds(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    (layout.workspace / ".gitignore").write_text("flows/\n.gitignore\n")
+    flow_writer("commits", COMMITS)
+    cli("run", "commits", check=0)
+    [run_id] = list_run_ids(layout)
+    app = RecordingApp(layout)
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the run listed")
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, DiffScreen), what="the diff screen")
+        await until(pilot, lambda: "round3.txt" in shown(app), what="the last round's diff")
+        assert "round 3 of 1–3" in shown(app)
+        assert "+written in round 3" in shown(app)
+        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: "round 2 of 1–3" in shown(app), what="round 2")
+        assert "round2.txt" in shown(app) and "round3.txt" not in shown(app)
+        await pilot.press("left")
+        await until(pilot, lambda: "round 1 of 1–3" in shown(app), what="round 1")
+        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: app.heard("round 1 is the run's first"), what="the first")
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: "round 2 of 1–3" in shown(app), what="round 2 again")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is main, what="back to the main screen")
+        # the key is listed where keys are: help and the command palette read the bindings
+        assert any(key == "d" and words == "Diff" for key, words, _ in app.key_help())
+
+
+async def test_d_outside_git_says_why_and_without_a_run_says_so(
+    tmp_path: Path, flow_writer: Callable[[str, str], Path]
+) -> None:
+    plain = Layout(tmp_path / "plain")
+    (plain.workspace / "flows" / "once").mkdir(parents=True)
+    (plain.workspace / "flows" / "once" / "flow.py").write_text(
+        "from flowdrop_tui import flow\n\n@flow\ndef main(run):\n"
+        "    for n in run.rounds(range(2)):\n        run.state['n'] = n\n"
+    )
+    CLI(plain.workspace)("run", "once", check=0)
+    [run_id] = list_run_ids(plain)
+    (plain.workspace / "flows" / "zzz").mkdir()
+    (plain.workspace / "flows" / "zzz" / "flow.py").write_text(
+        "from flowdrop_tui import flow\n\n@flow\ndef main(run):\n    pass\n"
+    )
+    app = RecordingApp(plain)
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the run listed")
+        await pilot.press("d")
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, DiffScreen) and "not a git repository" in shown(app),
+            what="the reason",
+        )
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is main, what="closed")
+        await until(pilot, lambda: "zzz" in main.flows.rows_by_name, what="the other flow")
+        main.flows.focus()
+        await pilot.press("j")
+        await until(pilot, lambda: main.flows.selected_name == "zzz", what="a flow with no run")
+        await pilot.press("d")
+        await until(pilot, lambda: app.heard("no run selected"), what="the refusal")
+        assert app.screen is main
