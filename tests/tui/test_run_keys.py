@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,11 +56,22 @@ def status(layout: Layout, run_id: str) -> Status:
 
 
 async def launched(pilot: object, app: RecordingApp) -> str:
+    """The run enter started: still arriving, followed live, or — on a busy machine, a
+    run that paused or ended before this looked — the one its launch announced."""
     main = app.main_screen
-    await until(
-        pilot, lambda: main.arriving or main.selected_run in main.tracker.live, what="a launch"
-    )  # type: ignore[arg-type]
-    return str(main.arriving or main.selected_run)
+
+    def found() -> str | None:
+        if main.arriving:
+            return main.arriving
+        if main.selected_run in main.tracker.live:
+            return main.selected_run
+        for said in app.said:
+            announced = re.match(r"run (\S+) of \S+: ", said)
+            if announced:
+                return announced.group(1)
+        return None
+
+    return str(await until(pilot, found, what="a launch"))  # type: ignore[arg-type]
 
 
 async def test_enter_runs_the_flow_and_its_events_arrive_then_escape_stops_it(
