@@ -452,3 +452,14 @@ def prune_text(report: dict[str, Any]) -> str:
     if report.get("leftovers_swept"):
         lines.append(f"finished deleting {report['leftovers_swept']} runs a stopped prune left")
     return "\n".join(lines)
+
+
+def inbox_lines(items: list[dict[str, Any]]) -> list[str]:
+    """``inbox``: one item per two lines (what, then the command that acts on it)."""
+    if not items:
+        return ["nothing waits on you"]
+    lines = []
+    for item in items:
+        lines.append(f"{item['id']}  {item['flow']}  {item['message']}")
+        lines.append(f"    {item['action']}: {item['command']}")
+    return lines

@@ -3,7 +3,8 @@ says a failure as one line (and, with ``--json``, ``{"error": {"code", "message"
 
 A module per group of verbs, each imported when its verb is asked (the terminal UI
 only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
-pause, answer), ``attention`` (inbox), ``reads`` (flows, runs, show, logs, snapshot, reindex), ``keeping`` (prune,
+pause, answer), ``attention`` (inbox),
+``reads`` (flows, runs, show, logs, snapshot, reindex), ``keeping`` (prune,
 pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve). The workspace's mode
 (local or remote) is chosen once per command, in ``workspace.mode``.
 

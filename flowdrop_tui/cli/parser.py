@@ -139,7 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     inbox = sub.add_parser(
         "inbox", parents=[common, json_flag], help="what waits on a person, with the command for it"
     )
-    inbox.add_argument("--dismiss", metavar="ID", action="append", help="dismiss an item (repeatable)")
+    inbox.add_argument(
+        "--dismiss", metavar="ID", action="append", help="dismiss an item (repeatable)"
+    )
 
     sub.add_parser("flows", parents=[common, json_flag], help="list the flows")
     runs = sub.add_parser("runs", parents=[common, json_flag], help="list runs, newest first")

@@ -29,10 +29,11 @@ def still_open(info: RunInfo, gate_id: str | None) -> dict[str, Any]:
         if not info.gates:
             raise GateUnknownError(f"run {info.run} has not asked a question")
         gate_id = list(info.gates)[-1]
-    gate = info.gates.get(gate_id)
-    if gate is None:
+    found = info.gates.get(gate_id)
+    if found is None:
         known = ", ".join(info.gates) or "none"
         raise GateUnknownError(f"run {info.run} has no question {gate_id} (its questions: {known})")
+    gate = found
     if gate.get("status") == "answered":
         by = gate.get("by") or {}
         raise GateClosedError(

@@ -93,8 +93,12 @@ def in_run_tree(run_id: str, holders: list[dict[str, Any]]) -> str | None:
     being a process that held the run (pid and start time); being in a process group
     or session that a holder led (a foreground run's terminal session is not one)."""
     held = {(h.get("pid"), h.get("start")) for h in holders if isinstance(h.get("pid"), int)}
-    led_groups = {h["pid"] for h in holders if isinstance(h.get("pid"), int) and h.get("pgid") == h["pid"]}
-    led_sessions = {h["pid"] for h in holders if isinstance(h.get("pid"), int) and h.get("sid") == h["pid"]}
+    led_groups = {
+        h["pid"] for h in holders if isinstance(h.get("pid"), int) and h.get("pgid") == h["pid"]
+    }
+    led_sessions = {
+        h["pid"] for h in holders if isinstance(h.get("pid"), int) and h.get("sid") == h["pid"]
+    }
     for found in ancestry():
         if environ_value(found.pid, RUN_ENV) == run_id:
             return f"process {found.pid} carries the run's mark ({RUN_ENV})"

@@ -143,11 +143,17 @@ def sent(run_dir: Path, name: str) -> bool:
     return os.path.lexists(run_dir / MARKS / name)
 
 
-def announce(layout: Layout, run_dir: Path, name: str, body: dict[str, Any]) -> bool:
+def announce(
+    layout: Layout,
+    run_dir: Path,
+    name: str,
+    body: dict[str, Any],
+    found: Settings | None = None,
+) -> bool:
     """Send ``body`` once, if this process is the first to claim it and a sink is
-    configured. Whether this process sent it. Raises ``OSError`` when the mark
-    cannot be written (the caller says so as a warning)."""
-    found = settings(layout)
+    configured (``found``: ``[notify]`` as already read). Whether this process sent it.
+    Raises ``OSError`` when the mark cannot be written (the caller says so as a warning)."""
+    found = settings(layout) if found is None else found
     if not found.sends:
         return False
     if not claim(run_dir, name, {**body, "by": os.getpid()}):
@@ -237,13 +243,15 @@ def merged(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         last = dict(bodies[-1])
         if len(bodies) > 1:
             last["merged"] = [b.get("id") for b in bodies[:-1]]
-            last["message"] += " (and: " + "; ".join(str(b.get("message")) for b in bodies[:-1]) + ")"
+            last["message"] += (
+                " (and: " + "; ".join(str(b.get("message")) for b in bodies[:-1]) + ")"
+            )
         out.append(last)
     return out
 
 
 def send_all(layout: Layout, found: Settings, bodies: list[dict[str, Any]]) -> None:
-    sinks = []
+    sinks: list[tuple[str, dict[str, Any], Any]] = []
     for body in bodies:
         if found.command:
             sinks.append(("command", body, found.command))
@@ -281,7 +289,7 @@ def _one(layout: Layout, kind: str, body: dict[str, Any], target: Any) -> None:
             request = urllib.request.Request(
                 target, data=data, headers={"Content-Type": "application/json"}, method="POST"
             )
-            with urllib.request.urlopen(request, timeout=SINK_TIMEOUT) as answer:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=SINK_TIMEOUT) as answer:
                 answer.read()
         else:
             title = f"flowdrop: {body.get('flow')}"

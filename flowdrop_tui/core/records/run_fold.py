@@ -15,7 +15,6 @@ from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status, clean_position
 from flowdrop_tui.core.records.usage import Usage
 
-
 # Events after which a run pauses by itself, waiting on a person (SPEC §14, §19, §20, §21):
 # the inbox says which one paused it.
 PAUSE_CAUSES = frozenset(
@@ -171,9 +170,9 @@ class RunFold:
                 info.position = clean_position(ev.get("position"))
             self._stretch_ended(info, ev)
         elif name == "gate_answered":
-            gate = info.gates.get(str(ev.get("gate")))
-            if gate is not None:
-                gate.update(status="answered", answer=ev.get("answer"), by=ev.get("by"))
+            answered = info.gates.get(str(ev.get("gate")))
+            if answered is not None:
+                answered.update(status="answered", answer=ev.get("answer"), by=ev.get("by"))
             info.gate_answers.append(ev.get("answer"))
         elif name == "ended":
             for gate in info.gates.values():

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import deque
 import sys
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
