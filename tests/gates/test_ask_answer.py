@@ -73,9 +73,7 @@ def test_ask_pauses_holding_no_process_and_answers_resume_to_the_answer(
     assert answered[0]["by"]["host"] and isinstance(answered[0]["by"]["pid"], int)
 
 
-def test_an_answer_not_among_the_choices_is_refused_naming_them(
-    cli: CLI, workspace: Path
-) -> None:
+def test_an_answer_not_among_the_choices_is_refused_naming_them(cli: CLI, workspace: Path) -> None:
     run_id = paused_on_question(cli, workspace)
     done = cli("answer", run_id, "maybe", "--json", check=2)
     error = orjson.loads(done.stdout)["error"]
@@ -86,14 +84,18 @@ def test_an_answer_not_among_the_choices_is_refused_naming_them(
 def test_unknown_and_closed_gates_are_refused(cli: CLI, workspace: Path) -> None:
     run_id = paused_on_question(cli, workspace)
     first = str(gate_of(cli, run_id)["id"])
-    unknown = orjson.loads(cli("answer", run_id, "yes", "--gate", "gnope", "--json", check=2).stdout)
+    unknown = orjson.loads(
+        cli("answer", run_id, "yes", "--gate", "gnope", "--json", check=2).stdout
+    )
     assert unknown["error"]["code"] == "GATE_UNKNOWN" and first in unknown["error"]["message"]
     cli("answer", run_id, "yes", "--gate", first, check=0)
     wait_for(lambda: (cli.json("show", run_id)["gate"] or {}).get("question") == "ship 1?")
     closed = orjson.loads(cli("answer", run_id, "no", "--gate", first, "--json", check=3).stdout)
     assert closed["error"]["code"] == "GATE_CLOSED" and "'yes'" in closed["error"]["message"]
 
-    write_flow(workspace, "plain", "from flowdrop_tui import flow\n@flow()\ndef main(run):\n    return 1\n")
+    write_flow(
+        workspace, "plain", "from flowdrop_tui import flow\n@flow()\ndef main(run):\n    return 1\n"
+    )
     cli("run", "plain", check=0)
     plain = str(cli.json("runs", "plain")[0]["run"])
     never = orjson.loads(cli("answer", plain, "x", "--json", check=2).stdout)
@@ -240,9 +242,7 @@ def test_a_self_answer_from_a_detached_grandchild_is_refused(cli: CLI, workspace
     self_answer(cli, workspace, "0")
 
 
-def test_a_self_answer_through_a_scrubbed_environment_is_refused(
-    cli: CLI, workspace: Path
-) -> None:
+def test_a_self_answer_through_a_scrubbed_environment_is_refused(cli: CLI, workspace: Path) -> None:
     self_answer(cli, workspace, "1")
 
 
