@@ -197,10 +197,14 @@ while time.time() < deadline:
     if rows and rows[0].get("gate"):
         break
     time.sleep(0.1)
-env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")} if scrub else None
-done = subprocess.run(cmd + ["answer", rows[0]["run"], "yes", "--json"], capture_output=True, text=True, env=env)
+env = None
+if scrub:
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+answer = cmd + ["answer", rows[0]["run"], "yes", "--json"]
+done = subprocess.run(answer, capture_output=True, text=True, env=env)
+told = {"code": done.returncode, "out": done.stdout, "sid": os.getsid(0), "pid": os.getpid()}
 with open(out, "w") as f:
-    json.dump({"code": done.returncode, "out": done.stdout, "sid": os.getsid(0), "pid": os.getpid()}, f)
+    json.dump(told, f)
 '''
 
 @flow()
@@ -214,8 +218,9 @@ def main(run):
                 "start_new_session=True, stdin=subprocess.DEVNULL, "
                 "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)"
             )
-            subprocess.run([sys.executable, "-c", spawn, sys.executable, "-c", GRANDCHILD,
-                            str(run.workspace), str(run.workspace / "{out}"), "{scrub}"], check=True)
+            grandchild = [sys.executable, "-c", GRANDCHILD, str(run.workspace),
+                          str(run.workspace / "{out}"), "{scrub}"]
+            subprocess.run([sys.executable, "-c", spawn, *grandchild], check=True)
         answer = run.ask("merge?", choices=["yes", "no"])
     return answer
 """

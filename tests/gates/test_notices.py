@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import orjson
 import pytest
@@ -42,7 +43,7 @@ while not stop.exists():
 
 
 class Hook(http.server.BaseHTTPRequestHandler):
-    bodies: list[dict[str, object]] = []
+    bodies: ClassVar[list[dict[str, object]]] = []
 
     def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])

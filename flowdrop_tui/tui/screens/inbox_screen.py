@@ -92,6 +92,9 @@ class InboxScreen(Screen[None]):
         if not found:
             self.query_one("#inbox-command", Static).update("nothing waits on you")
 
+    def on_data_table_row_selected(self, _: DataTable.RowSelected) -> None:
+        self.action_act()  # enter on the table: the table takes the key first
+
     def on_data_table_row_highlighted(self, _: object = None) -> None:
         item = self.selected
         if item is not None:
