@@ -463,3 +463,10 @@ def inbox_lines(items: list[dict[str, Any]]) -> list[str]:
         lines.append(f"{item['id']}  {item['flow']}  {item['message']}")
         lines.append(f"    {item['action']}: {item['command']}")
     return lines
+
+
+def answer_words(run_id: str, gate: dict[str, Any]) -> str:
+    """How to answer a run's open question (SPEC §21)."""
+    choices = gate.get("choices")
+    shown = " | ".join(choices) if isinstance(choices, list) else "ANSWER"
+    return f"answer it with: flowdrop-tui answer {run_id} {shown}"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, CLI, events, state_of, wait_for
-from tests.test_real_agents import Agents, agent_bin, agents  # noqa: F401  (fixtures)
+from tests.conftest import CLI, REPO, events, state_of, wait_for
+from tests.test_real_agents import Agents
 
 pytestmark = pytest.mark.real_agents
 
@@ -34,7 +34,7 @@ def test_the_agent_loop_example_asks_before_it_lands(
     wait_for(lambda: cli.json("show", run_id)["status"] == "completed", 120)
     shown = cli.json("show", run_id)
     assert shown["result"] == "landed 1 change(s)"
-    assert [s["backend"] for s in shown["sessions"]][0] == "claude"
+    assert shown["sessions"][0]["backend"] == "claude"
     names = [e["event"] for e in events(workspace, run_id)]
     assert names.count("gate_opened") == 1 and names.count("gate_answered") == 1
     assert len(agents.mock.reported) == 1  # the agent ran once: the asking round only asks

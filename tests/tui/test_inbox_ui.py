@@ -88,5 +88,6 @@ async def test_raise_a_budget_and_dismiss_from_the_inbox(
         await until(pilot, lambda: app.heard(f"run {capped} resumes"), what="the resume")
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, InboxScreen), what="closed")
-    wait_for(lambda: load_run(layout, capped).status == Status.PAUSED and load_run(layout, capped).rounds == 5)
+    wait_for(lambda: load_run(layout, capped).rounds == 5)
+    wait_for(lambda: load_run(layout, capped).status == Status.PAUSED)
     assert load_run(layout, capped).budget_limits["rounds"] == 5
