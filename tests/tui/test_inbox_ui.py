@@ -91,3 +91,29 @@ async def test_raise_a_budget_and_dismiss_from_the_inbox(
     wait_for(lambda: load_run(layout, capped).rounds == 5)
     wait_for(lambda: load_run(layout, capped).status == Status.PAUSED)
     assert load_run(layout, capped).budget_limits["rounds"] == 5
+
+
+class RingingApp(RecordingApp):
+    def __init__(self, layout: Layout) -> None:
+        super().__init__(layout)
+        self.rang = 0
+
+    def bell(self) -> None:
+        self.rang += 1
+        super().bell()
+
+
+async def test_terminal_notices_ring_for_what_newly_waits_while_the_ui_is_open(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    cli = CLI(layout.workspace)
+    flow_writer("red", FAILS)
+    cli("run", "red", check=1)  # waited before the UI opened: no ring for it
+    (layout.root / "config.toml").write_text("[notify]\nterminal = true\n")
+    app = RingingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app._inbox_rang, what="the first look at the inbox")
+        assert app.rang == 0
+        flow_writer("capped", CAPPED)
+        cli("run", "capped", check=0)
+        await until(pilot, lambda: app.rang == 1, what="the bell")
