@@ -18,7 +18,9 @@ from typing import ClassVar
 import orjson
 import pytest
 
+from flowdrop_tui.core.control import notify
 from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.paths import Layout
 from tests.conftest import CLI, wait_for, write_flow
 from tests.gates.test_ask_answer import ASKS, paused_on_question, released
 from tests.gates.test_inbox import FAILS, FOREVER
@@ -179,22 +181,38 @@ def test_a_failing_sink_is_recorded_and_a_bad_setting_is_a_warning(
     assert "[notify] desktop must be true or false" in done.stderr
 
 
-def test_a_burst_of_one_runs_notices_is_merged_into_one(
+def test_the_first_notice_goes_at_once_and_a_burst_behind_it_is_merged(
     cli: CLI, workspace: Path, tmp_path: Path
 ) -> None:
+    """A run's notices that arrive while a delivery is under way (here: the sender's
+    lock held by the test) go out as one, its last naming the others."""
     out = tmp_path / "notices.jsonl"
     configure(workspace, command=orjson.dumps([sys.executable, "-c", SINK, str(out)]).decode())
     write_flow(workspace, "asks", ASKS)
     run_id = str(cli.json("run", "asks", "--detach")["run"])
-    wait_for(lambda: cli.json("show", run_id)["gate"] is not None)
-    first = cli.json("show", run_id)["gate"]["id"]
-    wait_for(lambda: released(workspace, run_id))
-    cli("resume", run_id, "--detach", check=0)  # asks again at once: a second notice
-    wait_for(lambda: (cli.json("show", run_id)["gate"] or {}).get("id") not in (None, first))
-    wait_for(lambda: received(out), 30)
+    first = wait_for(lambda: cli.json("show", run_id)["gate"])["id"]
+    [alone] = wait_for(lambda: received(out), 30)  # at once, not held for a window
+    assert alone["id"] == f"{run_id}/gate-{first}" and "merged" not in alone
     wait_for(lambda: settled(workspace), 30)
-    [notice] = received(out)
-    assert notice["merged"] == [f"{run_id}/gate-{first}"]
+    wait_for(lambda: released(workspace, run_id))
+    layout = Layout(workspace)
+    lock = workspace / ".flowdrop" / "notices" / "deliver.lock"
+    locks.acquire(lock)  # a delivery under way: what comes now waits for it
+    try:
+        cli("resume", run_id, "--detach", check=0)  # asks again: a second notice
+        second = wait_for(lambda: (cli.json("show", run_id)["gate"] or {}).get("id") != first)
+        assert second
+        wait_for(lambda: released(workspace, run_id))
+        cli("resume", run_id, "--detach", check=0)  # and a third
+        wait_for(lambda: len(list((workspace / ".flowdrop/notices/spool").glob("*.json"))) == 2)
+    finally:
+        locks.release(lock)
+    notify.start_sender(layout)
+    wait_for(lambda: len(received(out)) == 2, 30)
+    wait_for(lambda: settled(workspace), 30)
+    _, burst = received(out)
+    assert len(burst["merged"]) == 1 and burst["merged"][0].startswith(f"{run_id}/gate-")
+    assert burst["id"] == f"{run_id}/gate-{cli.json('show', run_id)['gate']['id']}"
 
 
 def test_no_notify_table_sends_nothing_and_claims_nothing(cli: CLI, workspace: Path) -> None:

@@ -11,10 +11,10 @@ before it records the event, so it wins), or, for a run that died, the first vie
 
 **Never in the run's way.** A claimed notice is written to ``.flowdrop/notices/spool/``
 and a detached sender (``python -m flowdrop_tui.core.control.notify WORKSPACE``, its
-own session) delivers it: one sender at a time (``deliver.lock``) waits until the
-spool has been quiet for ``DEBOUNCE`` seconds — a burst of one run's notices is
-merged into one, never one per round — then runs every sink in a thread with a
-timeout. A sink that fails or hangs is written to ``notices/failures.jsonl``.
+own session) delivers it: one sender at a time (``deliver.lock``). The first notice
+goes at once (after ``SETTLE`` s of quiet); what arrives in the ``DEBOUNCE`` seconds
+after a delivery is held, and a run's notices among it are merged into one — never
+one per round. Every sink runs in a thread with a timeout. A sink that fails or hangs is written to ``notices/failures.jsonl``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ from flowdrop_tui.core.paths import Layout, refuse_link
 from flowdrop_tui.core.times import now_iso
 
 CONFIG = "config.toml"
-DEBOUNCE = 2.0  # seconds of quiet before a burst is delivered
-DEBOUNCE_MAX = 10.0  # a burst that never goes quiet is delivered after this anyway
+SETTLE = 0.3  # seconds of quiet before the first notice goes (what comes with it joins it)
+DEBOUNCE = 2.0  # after a delivery, what arrives within this is held and merged
+DEBOUNCE_MAX = 10.0  # a spool that never goes quiet is delivered after this anyway
 SINK_TIMEOUT = 10.0  # one sink, at most
 MARKS = "notices"  # in a run's record folder: one file per notice sent
 
@@ -206,8 +207,10 @@ def deliver(layout: Layout) -> None:
             return  # the holder looks at the spool again after it lets go
         try:
             batch = _quiet_batch(spooled)
-            if batch:
+            while batch:
                 send_all(layout, settings(layout), merged(batch))
+                time.sleep(DEBOUNCE)  # what comes meanwhile is one burst
+                batch = _take(spooled, {p.name for p in spooled.iterdir()})
         finally:
             locks.release(lock)
         if not any(spooled.iterdir()):
@@ -222,9 +225,13 @@ def _quiet_batch(spooled: Path) -> list[dict[str, Any]]:
         if names == seen or time.monotonic() - began >= DEBOUNCE_MAX:
             break
         seen = names
-        time.sleep(DEBOUNCE)
+        time.sleep(SETTLE)
+    return _take(spooled, seen)
+
+
+def _take(spooled: Path, names: set[str]) -> list[dict[str, Any]]:
     batch = []
-    for name in sorted(seen):
+    for name in sorted(n for n in names if n.endswith(".json")):
         path = spooled / name
         with contextlib.suppress(OSError, orjson.JSONDecodeError):
             batch.append(orjson.loads(path.read_bytes()))
