@@ -159,9 +159,7 @@ def main(run):
 """
 
 
-def test_in_the_browser_a_question_is_answered_from_the_inbox(
-    workspace: Path, cli: CLI
-) -> None:
+def test_in_the_browser_a_question_is_answered_from_the_inbox(workspace: Path, cli: CLI) -> None:
     """Guards SPEC §21 in the served UI: `i` opens the inbox with the question, enter
     opens it with its choices, and the choice resumes the run to its answer."""
     write_flow(workspace, "asks", ASKS)
