@@ -14,7 +14,8 @@ and a detached sender (``python -m flowdrop_tui.core.control.notify WORKSPACE``,
 own session) delivers it: one sender at a time (``deliver.lock``). The first notice
 goes at once (after ``SETTLE`` s of quiet); what arrives in the ``DEBOUNCE`` seconds
 after a delivery is held, and a run's notices among it are merged into one — never
-one per round. Every sink runs in a thread with a timeout. A sink that fails or hangs is written to ``notices/failures.jsonl``.
+one per round. Every sink runs in a thread with a timeout; a sink that fails or
+hangs is written to ``notices/failures.jsonl``.
 """
 
 from __future__ import annotations
