@@ -504,3 +504,21 @@ def prune_text(report: dict[str, Any]) -> str:
     if report.get("leftovers_swept"):
         lines.append(f"finished deleting {report['leftovers_swept']} runs a stopped prune left")
     return "\n".join(lines)
+
+
+def inbox_lines(items: list[dict[str, Any]]) -> list[str]:
+    """``inbox``: one item per two lines (what, then the command that acts on it)."""
+    if not items:
+        return ["nothing waits on you"]
+    lines = []
+    for item in items:
+        lines.append(f"{item['id']}  {item['flow']}  {item['message']}")
+        lines.append(f"    {item['action']}: {item['command']}")
+    return lines
+
+
+def answer_words(run_id: str, gate: dict[str, Any]) -> str:
+    """How to answer a run's open question (SPEC §21)."""
+    choices = gate.get("choices")
+    shown = " | ".join(choices) if isinstance(choices, list) else "ANSWER"
+    return f"answer it with: flowdrop-tui answer {run_id} {shown}"

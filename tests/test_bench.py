@@ -45,6 +45,12 @@ def test_resolve_prints_a_ratio(tmp_path: Path) -> None:
     assert re.search(r"goal <= 1\.2: (met|NOT met)", out), out
 
 
+def test_inbox_prints_a_ratio(tmp_path: Path) -> None:
+    """Guards against bench/inbox.py breaking (SPEC §21: the inbox reads the index)."""
+    out = quick("inbox.py", tmp_path)
+    assert re.search(r"ratio \d+\.\d+ .*goal <= 1\.2: (met|NOT met)", out), out
+
+
 @pytest.mark.parametrize("script", ["runs_page.py", "describe_cold.py"])
 def test_paging_and_cold_listing_benches_print_ratios(script: str) -> None:
     """Guards against bench/runs_page.py or bench/describe_cold.py breaking."""

@@ -3,7 +3,8 @@ says a failure as one line (and, with ``--json``, ``{"error": {"code", "message"
 
 A module per group of verbs, each imported when its verb is asked (the terminal UI
 only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
-pause), ``reads`` (flows, runs, show, diff, logs, snapshot, reindex), ``keeping`` (prune,
+pause, answer), ``attention`` (inbox),
+``reads`` (flows, runs, show, diff, logs, snapshot, reindex), ``keeping`` (prune,
 pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve). The workspace's mode
 (local or remote) is chosen once per command, in ``workspace.mode``.
 
@@ -35,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("steering", "cmd_resume"),
     "stop": ("steering", "cmd_stop"),
     "pause": ("steering", "cmd_pause"),
+    "answer": ("steering", "cmd_answer"),
+    "inbox": ("attention", "cmd_inbox"),
     "flows": ("reads", "cmd_flows"),
     "runs": ("reads", "cmd_runs"),
     "show": ("reads", "cmd_show"),

@@ -23,6 +23,7 @@ from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import StartOptions, runnable
 from flowdrop_tui.format import (
+    answer_words,
     budget_reached_words,
     error_words,
     limit_reached_words,
@@ -108,6 +109,10 @@ def finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) -
         message += (
             f": {limit_reached_words(info.limit_reached)}; continue it (it waits out the rest) "
             f"with: flowdrop-tui resume {outcome.run_id}"
+        )
+    elif outcome.status == Status.PAUSED and info.open_gate is not None:
+        message += f": it asks {info.open_gate['question']!r}; " + answer_words(
+            outcome.run_id, info.open_gate
         )
     elif outcome.status == Status.PAUSED and paused_by_words(info.paused_by) is not None:
         message += (

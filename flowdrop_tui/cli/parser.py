@@ -123,6 +123,25 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--detach", action="store_true", help="continue in the background")
     resume.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
     resume.add_argument("--by", help=argparse.SUPPRESS)  # who asked, for a detached resume
+    resume.add_argument("--answer", help=argparse.SUPPRESS)  # {"gate", "answer"}: SPEC §21
+
+    answer = sub.add_parser(
+        "answer",
+        parents=[common, json_flag],
+        help="answer a run's question and resume it",
+        description="Answer the question a paused run asked (run.ask) and resume the same run"
+        " in the background: the round that asked runs again and ask returns the answer.",
+    )
+    answer.add_argument("run", metavar="RUN")
+    answer.add_argument("choice", metavar="ANSWER", help="the answer (one of its choices, if any)")
+    answer.add_argument("--gate", metavar="ID", help="the question's id (default: the open one)")
+
+    inbox = sub.add_parser(
+        "inbox", parents=[common, json_flag], help="what waits on a person, with the command for it"
+    )
+    inbox.add_argument(
+        "--dismiss", metavar="ID", action="append", help="dismiss an item (repeatable)"
+    )
 
     sub.add_parser("flows", parents=[common, json_flag], help="list the flows")
     runs = sub.add_parser("runs", parents=[common, json_flag], help="list runs, newest first")

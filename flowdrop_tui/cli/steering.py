@@ -1,14 +1,17 @@
-"""``resume``, ``stop`` and ``pause``: what a person asks of a run, in either mode."""
+"""``resume``, ``stop``, ``pause`` and ``answer``: what a person asks of a run, in either mode."""
 
 from __future__ import annotations
 
 import argparse
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import Warnings, dump
+from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
 from flowdrop_tui.format import asked_text
@@ -48,11 +51,42 @@ def cmd_resume(args: argparse.Namespace) -> int:
         info = verbs.check_resumable(layout, args.run)
         if info.key is not None:
             checked_flow(layout, info.key, flow_of_key(layout, info.key))
-        return reopen_paused(layout, args.run, options=asked, by=asker(args.by), notify=warnings)
+        return reopen_paused(
+            layout,
+            args.run,
+            options=asked,
+            by=asker(args.by),
+            notify=warnings,
+            answer=given_answer(args.answer),
+        )
 
     if args.handshake_fd is not None:
         return detached_child(args, make)
     return finish_foreground(make(args.warnings), args.json, args.warnings)
+
+
+def given_answer(text: str | None) -> dict[str, Any] | None:
+    """``resume --answer {"gate", "answer"}``: what a detached answer passes on."""
+    if text is None:
+        return None
+    try:
+        found = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        found = None
+    if not (isinstance(found, dict) and isinstance(found.get("gate"), str)):
+        raise UsageError('--answer takes {"gate": ID, "answer": TEXT}')
+    return {"gate": found["gate"], "answer": str(found.get("answer"))}
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    """SPEC §21: answer a run's question; the run resumes in the background."""
+    mode = workspace.mode(args)
+    done = mode.answer(args.run, args.choice, gate=args.gate, by={"via": "cli"})
+    if args.json:
+        print(dump({k: done.get(k) for k in ("run", "flow", "gate", "answer", "warnings")}))
+    else:
+        print(f"answered {done['gate']} of run {done['run']} with {args.choice!r}; resuming it")
+    return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

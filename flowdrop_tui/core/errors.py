@@ -173,6 +173,26 @@ class NotARepositoryError(RefusedError):
     code = "NOT_A_REPOSITORY"
 
 
+class GateSelfAnswerError(RefusedError):
+    """SPEC §21: an answer to a run's question from inside the run's own process tree
+    (its descendants, including ones that outlived it): a run never answers itself."""
+
+    code = "GATE_SELF_ANSWER"
+
+
+class GateUnknownError(NotFoundError):
+    """SPEC §21: ``answer`` names a gate the run never opened, or the run never asked."""
+
+    code = "GATE_UNKNOWN"
+
+
+class GateClosedError(RefusedError):
+    """SPEC §21: ``answer`` of a gate already answered, or closed (the run was resumed
+    without the answer, or ended)."""
+
+    code = "GATE_CLOSED"
+
+
 class BackendUnavailableError(FlowdropError):
     """A backend that cannot run here: its CLI is not installed, or it failed to load."""
 

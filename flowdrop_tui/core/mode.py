@@ -79,6 +79,13 @@ class Mode(Protocol):
         self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
     ) -> dict[str, Any]: ...
 
+    def answer(
+        self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """SPEC §21: answer the run's open question (or ``gate``) and resume it:
+        ``{"run", "flow", "gate", "answer", "warnings"}``, or the refusal."""
+        ...
+
     def stop(
         self,
         run_id: str,
@@ -152,6 +159,15 @@ class LocalMode:
         from flowdrop_tui.core.control import launch
 
         return launch.launch_resume(self.layout, run_id, by=by, extra=extra)
+
+    def answer(
+        self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        from flowdrop_tui.core.control import gates, launch
+
+        found = gates.check_answer(self.layout, run_id, answer, gate)
+        started = launch.launch_answer(self.layout, run_id, found["gate"], answer, by=by)
+        return {**started, "gate": found["gate"], "answer": answer}
 
     def stop(
         self,

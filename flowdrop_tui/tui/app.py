@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import events, on
+from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.notifications import Notify
@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from flowdrop_tui.core import watch
+from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.error_reports import report_worker
 from flowdrop_tui.tui.keys import AimedKey, aim, send_on
@@ -36,6 +37,7 @@ from flowdrop_tui.tui.widgets.run_table import RunTable
 if TYPE_CHECKING:
     from flowdrop_tui.core.mode import LiveFeed, Mode
 
+NOTICE_EVERY = 5.0  # seconds between the open UI's looks at the inbox (SPEC §21)
 TOASTS_SHOWN = 2  # at most this many notifications at once: the newest replace the oldest
 
 
@@ -55,6 +57,13 @@ class FlowdropApp(App[int]):
             key_display="?",
             tooltip="Every key, and what pick up and resume mean",
         ),
+        Binding(
+            "i",
+            "inbox",
+            "Inbox",
+            id="inbox",
+            tooltip="What waits on you: questions, budgets reached, stalled or failed runs",
+        ),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep going in the background"),
     ]
 
@@ -70,6 +79,8 @@ class FlowdropApp(App[int]):
         self.watcher = watch.WorkspaceWatch(layout)
         self.live_replica: LiveFeed | None = None
         self._replica_problem: str | None = None
+        self._inbox_seen: set[str] = set()
+        self._inbox_rang = False  # what waited before the UI opened rings nothing
 
     def get_default_screen(self) -> Screen[None]:
         return MainScreen(self.mode, self.watcher)
@@ -77,6 +88,9 @@ class FlowdropApp(App[int]):
     # -- a live feed (remote mode: the replica follows PostgreSQL) while the app is open ----
 
     def on_mount(self) -> None:
+        # SPEC §21: while the UI is open it is a viewer that notices (a died run's
+        # notices) and, with [notify] terminal = true, rings for what newly waits
+        self.set_interval(NOTICE_EVERY, self._look_at_inbox)
         self.live_replica = self.mode.live_feed()
         if self.live_replica is None:
             return
@@ -94,6 +108,20 @@ class FlowdropApp(App[int]):
                 self.notify(problem, title="Live updates stopped", severity="error")
             else:
                 self.notify("following the remote store again", title="Live updates")
+
+    @work(thread=True, exclusive=True, group="inbox-look", exit_on_error=False)
+    def _look_at_inbox(self) -> None:
+        from flowdrop_tui.core import inbox
+        from flowdrop_tui.core.control import notify
+
+        try:
+            found = {item["id"] for item in inbox.items(self.workspace)}
+        except (OSError, FlowdropError):
+            return
+        new, self._inbox_seen = found - self._inbox_seen, found
+        if new and self._inbox_rang and notify.settings(self.workspace).terminal:
+            self.call_from_thread(self.bell)
+        self._inbox_rang = True
 
     def stop_replica(self) -> None:
         replica, self.live_replica = self.live_replica, None
@@ -133,6 +161,12 @@ class FlowdropApp(App[int]):
                         found.append((self.get_key_display(one), one.description, one.tooltip))
         found.append(("ctrl+p", "Commands", "Search every command"))
         return found
+
+    def action_inbox(self) -> None:
+        from flowdrop_tui.tui.screens.inbox_screen import InboxScreen  # loaded when asked
+
+        if not isinstance(self.screen, InboxScreen):
+            self.push_screen(InboxScreen(self.mode))
 
     def action_help(self) -> None:
         from flowdrop_tui.tui.screens.help_screen import (

@@ -30,12 +30,13 @@ FLOWS_ROW = {
 RUNS_ROW = {
     "run", "flow", "status", "rounds", "first_round", "last_round", "started", "ended",
     "picked_up_from", "start", "duration", "budget", "usage", "pinned", "paused_by",
+    "waiting", "gate",
 }  # fmt: skip
 DIFF = {"run", "round", "rounds", "start", "end", "ended", "uncommitted", "files", "patch"}
 SHOW = (RUNS_ROW - {"pinned"}) | {
     "state", "state_error", "sessions", "git", "error", "result", "position", "warnings",
     "budget_reached", "called", "pid", "flow_path", "pinned", "output_tail", "output_more",
-    "output_error",
+    "output_error", "limit_reached",
 }  # fmt: skip
 PLAN = {
     "flow", "start", "source", "source_status", "next_round", "item_index", "state_keys",

@@ -122,3 +122,35 @@ def test_a_missing_or_malformed_run_is_a_usage_error(mode: Mode) -> None:
     assert mode.refused("run", "nosuchflow", "--detach", exit_code=2) == "NOT_FOUND"
     assert mode.refused("run", "gated", "--from", MISSING, "--detach", exit_code=2) == "NOT_FOUND"
     assert mode.json("runs") == []
+
+
+ASKS = """
+    from flowdrop_tui import flow
+
+    @flow()
+    def main(run):
+        for _ in run.rounds(range(1)):
+            answer = run.ask("land it?", choices=["land", "drop"])
+        return answer
+"""
+
+
+def test_a_question_pauses_the_run_and_its_answer_resumes_it(mode: Mode) -> None:
+    """Guards SPEC §21 in both modes: `ask` pauses with the gate in `show`; an answer
+    outside the choices is USAGE, an unknown gate GATE_UNKNOWN (exit 2); `answer`
+    resumes the same run to its end with the answer as its result; the answered gate
+    is then GATE_CLOSED, and the inbox lists the question while it is open."""
+    mode.add_flow("asks", ASKS)
+    run = mode.start("asks")
+    shown = mode.wait("the question", lambda: (s := mode.show(run))["gate"] and s)
+    assert shown["status"] == "paused" and shown["gate"]["question"] == "land it?"
+    gate = shown["gate"]["id"]
+    [item] = mode.json("inbox")
+    assert item["run"] == run and item["kind"] == "gate" and item["gate"] == gate
+    assert mode.refused("answer", run, "maybe", exit_code=2) == "USAGE"
+    assert mode.refused("answer", run, "land", "--gate", "gnope", exit_code=2) == "GATE_UNKNOWN"
+    answered = mode.json("answer", run, "land")
+    assert answered["run"] == run and answered["gate"] == gate and answered["answer"] == "land"
+    done = mode.wait_status(run, "completed")
+    assert done["result"] == "land" and done["gate"] is None
+    assert mode.refused("answer", run, "land", "--gate", gate) == "GATE_CLOSED"

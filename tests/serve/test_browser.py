@@ -146,3 +146,34 @@ def test_a_run_started_in_the_browser_outlives_the_tab_and_the_server(
 
     cli("stop", str(run["run"]), "--wait", check=0)
     assert _runs(cli, "ticker")[0]["status"] == "cancelled"
+
+
+ASKS = """
+from flowdrop_tui import flow
+
+@flow(description="Asks before it ships")
+def main(run):
+    for _ in run.rounds(range(1)):
+        answer = run.ask("ship it?", choices=["ship", "hold"])
+    return answer
+"""
+
+
+def test_in_the_browser_a_question_is_answered_from_the_inbox(workspace: Path, cli: CLI) -> None:
+    """Guards SPEC §21 in the served UI: `i` opens the inbox with the question, enter
+    opens it with its choices, and the choice resumes the run to its answer."""
+    write_flow(workspace, "asks", ASKS)
+    run = str(cli.json("run", "asks", "--detach")["run"])
+    wait_for(lambda: cli.json("show", run)["gate"] is not None, 60)
+    with serving(workspace) as served, chromium() as browser:
+        browser.open(served.base + "/")
+        browser.wait_for_screen(lambda s: "asks" in s and "paused" in s)
+        browser.focus()
+        browser.wait_for_screen(lambda s: s.splitlines()[-1].lstrip().startswith("⏎ Run"))
+        browser.press("i")
+        browser.wait_for_screen(lambda s: "Inbox: what waits on you" in s and "ship it?" in s)
+        browser.press("\ue007")  # enter: the question, its choices as buttons
+        browser.wait_for_screen(lambda s: "of asks asks" in s)
+        browser.press("\ue007")  # the first choice has the focus
+        wait_for(lambda: cli.json("show", run)["status"] == "completed", 60)
+    assert cli.json("show", run)["result"] == "ship"

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.control.gates import wait_released
 from flowdrop_tui.core.control.verbs import check_resumable
 from flowdrop_tui.core.errors import FlowdropError, error_for
 from flowdrop_tui.core.paths import OUTPUT, Layout
@@ -53,6 +54,16 @@ def launch_run(
         child.append("--fresh")
     child += extra or []  # budget and drift flags (--max-…, --strict), as given
     return _answer(launch(layout, child))
+
+
+def launch_answer(
+    layout: Layout, run_id: str, gate: str, answer: str, *, by: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``answer RUN ANSWER`` (SPEC §21): the paused run resumes in a background process
+    that records ``gate_answered`` (``by``: who answered, and from where) as it starts."""
+    wait_released(layout, run_id)
+    given = orjson.dumps({"gate": gate, "answer": answer}).decode()
+    return launch_resume(layout, run_id, by=by, extra=["--answer", given])
 
 
 def launch_resume(

@@ -29,8 +29,9 @@ from flowdrop_tui.core.records.run_info import RunInfo, Status
 from flowdrop_tui.core.records.usage import Usage
 
 CACHE_MIN = 1 << 20  # smaller records are folded whole: faster than a cache file
-# 3: budgets and drift (SPEC §14, §15); 4: usage-limit waits (§19); 5: progress streaks (§20)
-_VERSION = 5
+# 3: budgets and drift (SPEC §14, §15); 4: usage-limit waits (§19); 5: progress streaks
+# (§20); 6: gates (§21)
+_VERSION = 6
 # RunInfo fields a cached fold must hold with these types (anything else: not trusted)
 _SHAPES: dict[str, type | tuple[type, ...]] = {
     "position": dict,

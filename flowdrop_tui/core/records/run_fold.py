@@ -16,6 +16,12 @@ from flowdrop_tui.core.records.progress import Streaks, paused_by
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status, clean_position
 from flowdrop_tui.core.records.usage import Usage
 
+# Events after which a run pauses by itself, waiting on a person (SPEC §14, §19, §20, §21):
+# the inbox says which one paused it.
+PAUSE_CAUSES = frozenset(
+    {"budget_reached", "limit_reached", "gate_opened", "stalled", "same_failure"}
+)
+
 
 class RunFold:
     """``fold`` that can be fed more events later: a live run's new lines are folded
@@ -40,6 +46,8 @@ class RunFold:
 
     def _apply(self, info: RunInfo, ev: dict[str, Any]) -> None:
         name = ev["event"]
+        if name in PAUSE_CAUSES:
+            info.pause_cause = dict(ev)
         if name == "created":
             info.has_created = True
             info.key = ev.get("key") if isinstance(ev.get("key"), str) else None
@@ -66,6 +74,12 @@ class RunFold:
         elif name in ("started", "resumed"):
             info.recorded = Status.RUNNING
             info.pid = ev.get("pid", info.pid)
+            info.stretch += 1
+            info.pause_cause = None
+            info.holders.append({k: ev.get(k) for k in ("pid", "pgid", "sid", "start")})
+            for gate in info.gates.values():
+                if gate.get("status") == "open":  # resumed without its answer: asked again
+                    gate["status"] = "closed"
             if info.running_since is not None:  # a stretch a kill cut short
                 info.run_seconds += between(info.running_since, info.last_event)
             self._wait_over(info, info.last_event)
@@ -102,6 +116,7 @@ class RunFold:
                 if isinstance(ev.get("round"), int):
                     info.streaks.round_ended(ev["round"], ev.get("moved"))
                 if ev.get("outcome") == "ok":
+                    info.gate_answers = []  # SPEC §21: the round that asked is done
                     info.position["iterationCount"] += 1
                     if isinstance(ev.get("index"), int):
                         info.position["iterator"] = ev["index"] + 1
@@ -152,7 +167,29 @@ class RunFold:
         elif name == "budget_reached":
             info.budget_reached = {k: ev.get(k) for k in ("budget", "limit", "used")}
             info.pause_reason = {"kind": "budget", **info.budget_reached}
+        elif name == "gate_opened" and isinstance(ev.get("gate"), str):
+            # SPEC §21: the question is the pause: a kill before `paused` leaves it paused
+            info.gates[ev["gate"]] = {
+                "gate": ev["gate"],
+                **{k: ev.get(k) for k in ("question", "choices", "key", "round")},
+                "opened": ev.get("t"),
+                "status": "open",
+            }
+            info.recorded = Status.PAUSED
+            info.pause_pending = False
+            if "position" in ev:
+                info.position = clean_position(ev.get("position"))
+            self._stretch_ended(info, ev)
+            info.pause_reason = {"kind": "gate", **info.gates[ev["gate"]]}
+        elif name == "gate_answered":
+            answered = info.gates.get(str(ev.get("gate")))
+            if answered is not None:
+                answered.update(status="answered", answer=ev.get("answer"), by=ev.get("by"))
+            info.gate_answers.append(ev.get("answer"))
         elif name == "ended":
+            for gate in info.gates.values():
+                if gate.get("status") == "open":
+                    gate["status"] = "closed"
             outcome = ev.get("outcome")
             info.recorded = (
                 Status(outcome)

@@ -108,6 +108,18 @@ class RunInfo:
     # and why the run last paused (``budget``, ``stalled``, ``same_failure``, ``request``)
     streaks: Streaks = field(default_factory=Streaks)
     pause_reason: dict[str, Any] | None = None
+    # SPEC §21: every gate the run opened, by id ({"gate", "question", "choices", "key",
+    # "round", "opened", "status": "open"|"answered"|"closed", "answer", "by"}); the
+    # answers ``ask`` returns again while the round that asked re-runs (cleared when a
+    # round of the run's key ends ok); the processes that held it ({pid, pgid, sid,
+    # start}), for refusing a self-answer; how many took it (started + resumed); what
+    # paused it last ({"event", "t", …}: budget_reached, limit_reached, gate_opened,
+    # stalled, same_failure), until it is resumed.
+    gates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gate_answers: list[Any] = field(default_factory=list)
+    holders: list[dict[str, Any]] = field(default_factory=list)
+    stretch: int = 0
+    pause_cause: dict[str, Any] | None = None
 
     @property
     def round(self) -> int:
@@ -170,7 +182,22 @@ class RunInfo:
             "usage": usage.to_json() if usage is not None else None,
             "waiting": self.waiting_now,
             "paused_by": self.paused_by,
+            "gate": self.open_gate,
         }
+
+    @property
+    def open_gate(self) -> dict[str, Any] | None:
+        """SPEC §21: the question a paused run waits on (``{"id", "question", "choices",
+        "key", "round", "opened"}``), else ``None``."""
+        if self.status != Status.PAUSED:
+            return None
+        for gate in reversed(self.gates.values()):
+            if gate.get("status") == "open":
+                return {
+                    "id": gate["gate"],
+                    **{k: gate.get(k) for k in ("question", "choices", "key", "round", "opened")},
+                }
+        return None
 
     @property
     def waiting_now(self) -> dict[str, Any] | None:

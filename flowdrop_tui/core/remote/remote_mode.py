@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
+
 from flowdrop_tui.core import retention
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.flows.discovery import FlowRef
@@ -59,6 +61,20 @@ class RemoteMode:
     ) -> dict[str, Any]:
         answer: dict[str, Any] = self._runs().resume(run_id, extra, by=by)
         return answer
+
+    def answer(
+        self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """SPEC §21 in remote mode: checked here against the replica (self-answer, gate,
+        choices), then carried to a worker as a resume that brings the answer (the run
+        child records ``gate_answered`` and checks the gate again under the run's lock)."""
+        from flowdrop_tui.core.control import gates
+
+        self.sync()
+        found = gates.check_answer(self.layout, run_id, answer, gate)
+        given = orjson.dumps({"gate": found["gate"], "answer": answer}).decode()
+        started = self.resume(run_id, ["--answer", given], by=by)
+        return {**started, "gate": found["gate"], "answer": answer}
 
     def stop(
         self,

@@ -54,6 +54,8 @@ class RunHost(Protocol):
         self, caller: Frame, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any: ...
 
+    def ask(self, frame: Frame, question: str, choices: list[str] | None) -> Any: ...
+
 
 class RunContext:
     """What a flow's function receives as ``run``."""
@@ -154,6 +156,18 @@ class RunContext:
         holds until another is."""
         self._host.reap()
         self._host.declare_progress(value)
+
+    def ask(self, question: str, choices: Iterable[Any] | None = None) -> str:
+        """Ask a person (SPEC §21): the run pauses with the question open and its process
+        exits; ``flowdrop-tui answer RUN ANSWER`` resumes it, the round that asked runs
+        again from its start, and this call returns the answer. Code before ``ask`` in
+        that round runs again: keep it idempotent. ``choices``: the answers allowed."""
+        self._host.reap()
+        listed = None if choices is None else [str(choice) for choice in choices]
+        if listed is not None and not listed:
+            raise ValueError("run.ask: choices must name at least one answer (or be None)")
+        answer: str = self._host.ask(self._frame, str(question), listed)
+        return answer
 
     def log(self, message: str, **fields: Any) -> None:
         """Record an event in ``cycle.jsonl``."""

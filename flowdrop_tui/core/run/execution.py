@@ -12,12 +12,14 @@ import os
 import sys
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from flowdrop_tui.core import git
+from flowdrop_tui.core.control.lineage import RUN_ENV, own_facts
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info
@@ -30,6 +32,7 @@ from flowdrop_tui.core.records.progress import Streaks
 from flowdrop_tui.core.records.run_fold import fold
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.state import StateFile
+from flowdrop_tui.core.run import notices
 from flowdrop_tui.core.run.budget_meter import BudgetMeter
 from flowdrop_tui.core.run.calls import call_flow
 from flowdrop_tui.core.run.context import RunContext
@@ -84,6 +87,9 @@ class Execution:
         resumed_by: dict[str, Any] | None,
         resumed_fields: dict[str, Any] | None = None,
         limit_wait: float | None = None,
+        stretch: int = 1,
+        answered: dict[str, Any] | None = None,
+        answers: list[Any] | None = None,
     ) -> None:
         self.layout = layout
         self.run_id = run_id
@@ -123,6 +129,12 @@ class Execution:
         )
         self._end_position: dict[str, Any] | None = None
         self._owner = os.getpid()  # the process holding the run; a fork of it never writes
+        # SPEC §21: which process of the run this is (started: 1, each resume: +1), the
+        # answer a resume brings (``gate_answered``, recorded as it starts), and the
+        # answers ``ask`` returns again, in order, while the round that asked re-runs
+        self.stretch = stretch
+        self.answered = answered
+        self.answers: deque[Any] = deque(answers or [])
 
     # -- what the flow sees ---------------------------------------------------------
     @property
@@ -190,12 +202,14 @@ class Execution:
         reached = self.budget_meter.reached(rounds=frame is self.main)
         if reached is None:
             return
-        self.log.append("budget_reached", key=frame.key, **reached.to_json())
         unit = " minutes" if reached.budget == "minutes" else ""
-        self.notify(
+        said = (
             f"budget reached: {reached.budget} {reached.used}{unit} used of {reached.limit}; "
             f"pausing before round {frame.round + 1}"
         )
+        notices.announce(self, f"budget-{self.stretch}", "budget_reached", said)
+        self.log.append("budget_reached", key=frame.key, **reached.to_json())
+        self.notify(said)
         raise PauseRun
 
     def check_stall(self) -> None:
@@ -222,6 +236,13 @@ class Execution:
     def declare_progress(self, value: Any) -> None:
         """``run.progress(value)``: what the round in flight compares on (SPEC §20)."""
         self.progress_value = value
+
+    def ask(self, frame: Frame, question: str, choices: list[str] | None) -> Any:
+        """SPEC §21: the answer recorded for this question while its round re-runs, else
+        open a gate and pause (no process waits for the answer)."""
+        if self.answers:
+            return self.answers.popleft()
+        return notices.open_gate(self, frame, question, choices)
 
     def begin_round(self, loop: Loop, index_: int | None) -> int:
         self.reap()
@@ -335,6 +356,8 @@ class Execution:
                     process_setup(self.layout.workspace, capture, output, self.signals)
                 )
                 self._announce_start()
+                stack.callback(_restore_env, os.environ.get(RUN_ENV))
+                os.environ[RUN_ENV] = self.run_id  # SPEC §21: the run's tree carries its id
                 try:
                     result = self.loaded.function(RunContext(self, self.main))
                     if os.getpid() != self._owner:
@@ -362,20 +385,20 @@ class Execution:
         return outcome
 
     def _announce_start(self) -> None:
+        facts = own_facts()  # pid, group, session, start: whose answers are the run's own
+        if self.answered is not None:
+            self.log.commit("gate_answered", **self.answered)
         if self.resumed_by is not None:
             self.log.append(
                 "resumed",
-                pid=os.getpid(),
-                pgid=os.getpgrp(),
+                **facts,
                 by=self.resumed_by,
                 limit_wait=self.limit_wait,
                 **self.resumed_fields,
             )
             self.update_index(lambda: index.record_status(self.layout, self._folded(), [self.key]))
         else:
-            self.log.append(
-                "started", pid=os.getpid(), pgid=os.getpgrp(), limit_wait=self.limit_wait
-            )
+            self.log.append("started", **facts, limit_wait=self.limit_wait)
 
     def _classify(self, exc: BaseException) -> tuple[Status, dict[str, Any] | None]:
         if isinstance(exc, PauseRun):
@@ -402,6 +425,7 @@ class Execution:
         self.states.close()
         # Durable before the run says so (a power cut must not lose a pause the user
         # was told about, or an end): committed, not just appended.
+        notices.at_end(self, status, result, error)
         try:
             if status == Status.PAUSED:
                 # git at the pause: what a resume compares with (SPEC §15 drift)
@@ -460,6 +484,13 @@ def _leave_forked_child(exc: BaseException | None) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def _restore_env(value: str | None) -> None:
+    if value is None:
+        os.environ.pop(RUN_ENV, None)
+    else:
+        os.environ[RUN_ENV] = value
 
 
 def _round_outcome(status: Status) -> str:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from flowdrop_tui.core.control.gates import still_open
 from flowdrop_tui.core.control.verbs import check_resumable
 from flowdrop_tui.core.errors import AlreadyRunningError, RecordsUnwritableError
 from flowdrop_tui.core.files import locks
@@ -64,7 +65,7 @@ def open_run(
             for warning in found.start_warnings:
                 notify(f"warning: {warning}")
             locks.write_content(key_lock, found.resume)
-            return _reopen(layout, found.resume, by, notify, key_lock, loaded, options)
+            return _reopen(layout, found.resume, by, notify, key_lock, loaded, options, None)
         for warning in found.warnings:
             notify(f"warning: {warning}")
         start_plan = found.plan
@@ -140,14 +141,18 @@ def reopen_paused(
     options: StartOptions | None = None,
     by: dict[str, Any] | None = None,
     notify: Notify = quiet,
+    answer: dict[str, Any] | None = None,
 ) -> Execution:
-    """``resume RUN``: the paused run continues in its own record (SG-12 clause 3)."""
+    """``resume RUN``: the paused run continues in its own record (SG-12 clause 3);
+    ``answer`` (``{"gate", "answer"}``, SPEC §21) is recorded as it starts."""
     info = check_resumable(layout, run_id)
     layout.check_writable()
     assert info.key is not None
     key_lock = take_key(layout, info.key, run_id)
     try:
-        return _reopen(layout, run_id, by, notify, key_lock, None, options or StartOptions())
+        return _reopen(
+            layout, run_id, by, notify, key_lock, None, options or StartOptions(), answer
+        )
     except BaseException:
         locks.release(key_lock)
         raise
@@ -161,6 +166,7 @@ def _reopen(
     key_lock: Path,
     loaded: LoadedFlow | None,
     options: StartOptions,
+    answer: dict[str, Any] | None,
 ) -> Execution:
     run_dir = layout.run_dir(run_id)
     refuse_links(run_dir)
@@ -173,6 +179,8 @@ def _reopen(
     try:
         info = check_resumable(layout, run_id)  # again, now that we hold it
         assert info.key is not None
+        if answer is not None:
+            still_open(info, str(answer.get("gate")))  # another answer may have come first
         ref = flow_of_key(layout, info.key)
         if loaded is None:
             loaded = load_flow(ref.file, layout.workspace)
@@ -203,6 +211,9 @@ def _reopen(
             raise unwritable(run_dir / CYCLE, exc) from exc
         _record_warnings(log, found)
         by = {**who(), **(by or {})}
+        answered = None
+        if answer is not None:
+            answered = {"gate": answer.get("gate"), "answer": answer.get("answer"), "by": by}
         resumed_fields = {
             "budget": found.budget_record(new_run=False),
             "flow_digest": found.flow_digest,
@@ -220,6 +231,9 @@ def _reopen(
             resumed_by=by,
             resumed_fields=resumed_fields,
             limit_wait=options.limit_wait,
+            stretch=info.stretch + 1,
+            answered=answered,
+            answers=[*info.gate_answers, *([answer.get("answer")] if answer else [])],
         )
     except BaseException:
         locks.release(run_dir / LIVE_LOCK)

@@ -1,0 +1,33 @@
+"""``inbox``: what waits on a person (SPEC §21), and dismissing an item."""
+
+from __future__ import annotations
+
+import argparse
+
+from flowdrop_tui.cli import workspace
+from flowdrop_tui.cli.output import dump, err
+from flowdrop_tui.core import inbox
+from flowdrop_tui.core.control import notify
+from flowdrop_tui.format import inbox_lines
+
+
+def cmd_inbox(args: argparse.Namespace) -> int:
+    mode = workspace.mode(args)
+    mode.sync()
+    layout = mode.layout
+    for problem in notify.settings(layout).problems:
+        err(f"warning: {problem}")
+    if args.dismiss:
+        done = inbox.dismiss(layout, list(args.dismiss))
+        if args.json:
+            print(dump({"dismissed": done}))
+        else:
+            print(f"dismissed {', '.join(done)}")
+        return 0
+    found = inbox.items(layout)
+    if args.json:
+        print(dump(found))
+    else:
+        for line in inbox_lines(found):
+            print(line)
+    return 0

@@ -1,0 +1,325 @@
+"""Notices (SPEC §21): where ``[notify]`` sends them, and sending each exactly once.
+
+A notice is ``{"id", "run", "flow", "kind", "message", "at"}``; its id is
+``<run>/<name>``, and ``name`` says which event of the run it is about
+(``gate-<gate id>``, ``budget-<stretch>``, ``failed-<stretch>``…: the inbox item's id).
+
+**Exactly once.** Whoever sends a notice first creates ``runs/<run>/notices/<name>``
+with ``O_CREAT|O_EXCL`` (links refused): the run itself for what it does (it claims
+before it records the event, so it wins), or, for a run that died, the first viewer
+(``inbox``, the UI) to see the item. Whoever fails to create it sends nothing.
+
+**Never in the run's way.** A claimed notice is written to ``.flowdrop/notices/spool/``
+and a detached sender (``python -m flowdrop_tui.core.control.notify WORKSPACE``, its
+own session) delivers it: one sender at a time (``deliver.lock``). The first notice
+goes at once (after ``SETTLE`` s of quiet); what arrives in the ``DEBOUNCE`` seconds
+after a delivery is held, and a run's notices among it are merged into one — never
+one per round. Every sink runs in a thread with a timeout; a sink that fails or
+hangs is written to ``notices/failures.jsonl``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from flowdrop_tui.core.control.lineage import RUN_ENV
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import open_fd, write_atomic
+from flowdrop_tui.core.paths import Layout, refuse_link
+from flowdrop_tui.core.times import now_iso
+
+CONFIG = "config.toml"
+SETTLE = 0.3  # seconds of quiet before the first notice goes (what comes with it joins it)
+DEBOUNCE = 2.0  # after a delivery, what arrives within this is held and merged
+DEBOUNCE_MAX = 10.0  # a spool that never goes quiet is delivered after this anyway
+SINK_TIMEOUT = 10.0  # one sink, at most
+MARKS = "notices"  # in a run's record folder: one file per notice sent
+
+
+@dataclass
+class Settings:
+    """``[notify]`` of ``.flowdrop/config.toml``."""
+
+    command: list[str] | None = None
+    webhook: str | None = None
+    desktop: bool = False
+    terminal: bool = False
+    completed: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def sends(self) -> bool:
+        """Whether any sink outside this process is named (``terminal`` is the UI's)."""
+        return bool(self.command or self.webhook or self.desktop)
+
+
+def settings(layout: Layout) -> Settings:
+    """``[notify]`` as configured; what cannot be used is left out and said in
+    ``problems`` (a notice setting never stops a run or a view)."""
+    found = Settings()
+    path = layout.root / CONFIG
+    try:
+        refuse_link(path)
+        with open(path, "rb") as handle:
+            table = tomllib.load(handle).get("notify")
+    except FileNotFoundError:
+        return found
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        found.problems.append(f"{path} could not be read: {exc}")
+        return found
+    if table is None:
+        return found
+    if not isinstance(table, dict):
+        found.problems.append(f"{path}: [notify] is not a table")
+        return found
+    command = table.get("command")
+    if command is not None:
+        if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
+            found.command = list(command)
+        else:
+            found.problems.append('[notify] command must be a list of strings: ["prog", "arg"]')
+    webhook = table.get("webhook")
+    if webhook is not None:
+        if isinstance(webhook, str) and webhook.startswith(("http://", "https://")):
+            found.webhook = webhook
+        else:
+            found.problems.append("[notify] webhook must be an http:// or https:// URL")
+    for name in ("desktop", "terminal", "completed"):
+        value = table.get(name, False)
+        if isinstance(value, bool):
+            setattr(found, name, value)
+        else:
+            found.problems.append(f"[notify] {name} must be true or false")
+    unknown = sorted(set(table) - {"command", "webhook", "desktop", "terminal", "completed"})
+    if unknown:
+        found.problems.append(f"[notify] does not know {', '.join(unknown)}")
+    return found
+
+
+def notice(run: str, flow: str | None, name: str, kind: str, message: str) -> dict[str, Any]:
+    return {
+        "id": f"{run}/{name}",
+        "run": run,
+        "flow": flow,
+        "kind": kind,
+        "message": message,
+        "at": now_iso(),
+    }
+
+
+def claim(run_dir: Path, name: str, content: dict[str, Any]) -> bool:
+    """Create ``notices/<name>`` in the run's folder, exclusively: True for the one
+    process that created it (it sends the notice), False for every other."""
+    folder = run_dir / MARKS
+    refuse_link(run_dir)
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir()
+    refuse_link(folder)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = open_fd(folder / name, flags)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, orjson.dumps(content) + b"\n")
+    finally:
+        os.close(fd)
+    return True
+
+
+def sent(run_dir: Path, name: str) -> bool:
+    return os.path.lexists(run_dir / MARKS / name)
+
+
+def announce(
+    layout: Layout,
+    run_dir: Path,
+    name: str,
+    body: dict[str, Any],
+    found: Settings | None = None,
+) -> bool:
+    """Send ``body`` once, if this process is the first to claim it and a sink is
+    configured (``found``: ``[notify]`` as already read). Whether this process sent it.
+    Raises ``OSError`` when the mark cannot be written (the caller says so as a warning)."""
+    found = settings(layout) if found is None else found
+    if not found.sends:
+        return False
+    if not claim(run_dir, name, {**body, "by": os.getpid()}):
+        return False
+    spool(layout, body)
+    return True
+
+
+def _folder(layout: Layout, *parts: str) -> Path:
+    return layout.folder(layout.root.joinpath(MARKS, *parts))
+
+
+def spool(layout: Layout, body: dict[str, Any]) -> None:
+    """Hand a claimed notice to the sender, and start one (it exits at once when another
+    is already delivering: that one takes this notice too)."""
+    folder = _folder(layout, "spool")
+    write_atomic(folder / f"{time.time_ns()}-{secrets.token_hex(4)}.json", orjson.dumps(body))
+    start_sender(layout)
+
+
+def start_sender(layout: Layout) -> None:
+    log = open_fd(_folder(layout) / "sender.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    env = {k: v for k, v in os.environ.items() if k != RUN_ENV}  # a sink is not the run's
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "flowdrop_tui.core.control.notify", str(layout.workspace)],
+            cwd=layout.workspace,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env=env,
+        )
+    finally:
+        os.close(log)
+    threading.Thread(target=child.wait, daemon=True).start()  # reaped, never waited on
+
+
+# -- the sender -------------------------------------------------------------------------
+
+
+def deliver(layout: Layout) -> None:
+    """Deliver what the spool holds, debounced, while no other sender does."""
+    lock = _folder(layout) / "deliver.lock"
+    spooled = _folder(layout, "spool")
+    while True:
+        try:
+            locks.acquire(lock)
+        except locks.LockHeld:
+            return  # the holder looks at the spool again after it lets go
+        try:
+            batch = _quiet_batch(spooled)
+            while batch:
+                send_all(layout, settings(layout), merged(batch))
+                time.sleep(DEBOUNCE)  # what comes meanwhile is one burst
+                batch = _take(spooled, {p.name for p in spooled.iterdir()})
+        finally:
+            locks.release(lock)
+        if not any(spooled.iterdir()):
+            return
+
+
+def _quiet_batch(spooled: Path) -> list[dict[str, Any]]:
+    began = time.monotonic()
+    seen: set[str] = set()
+    while True:
+        names = {p.name for p in spooled.iterdir() if p.suffix == ".json"}
+        if names == seen or time.monotonic() - began >= DEBOUNCE_MAX:
+            break
+        seen = names
+        time.sleep(SETTLE)
+    return _take(spooled, seen)
+
+
+def _take(spooled: Path, names: set[str]) -> list[dict[str, Any]]:
+    batch = []
+    for name in sorted(n for n in names if n.endswith(".json")):
+        path = spooled / name
+        with contextlib.suppress(OSError, orjson.JSONDecodeError):
+            batch.append(orjson.loads(path.read_bytes()))
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return [b for b in batch if isinstance(b, dict)]
+
+
+def merged(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One notice per run: a run's burst is its last notice, naming the ones before."""
+    by_run: dict[Any, list[dict[str, Any]]] = {}
+    for body in batch:
+        by_run.setdefault(body.get("run"), []).append(body)
+    out = []
+    for bodies in by_run.values():
+        last = dict(bodies[-1])
+        if len(bodies) > 1:
+            last["merged"] = [b.get("id") for b in bodies[:-1]]
+            last["message"] += (
+                " (and: " + "; ".join(str(b.get("message")) for b in bodies[:-1]) + ")"
+            )
+        out.append(last)
+    return out
+
+
+def send_all(layout: Layout, found: Settings, bodies: list[dict[str, Any]]) -> None:
+    sinks: list[tuple[str, dict[str, Any], Any]] = []
+    for body in bodies:
+        if found.command:
+            sinks.append(("command", body, found.command))
+        if found.webhook:
+            sinks.append(("webhook", body, found.webhook))
+        if found.desktop and shutil.which("notify-send"):
+            sinks.append(("desktop", body, None))
+    threads = [
+        threading.Thread(target=_one, args=(layout, kind, body, target), daemon=True)
+        for kind, body, target in sinks
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(SINK_TIMEOUT + 2)
+
+
+def _one(layout: Layout, kind: str, body: dict[str, Any], target: Any) -> None:
+    data = orjson.dumps(body)
+    try:
+        if kind == "command":
+            done = subprocess.run(
+                target,
+                input=data,
+                cwd=layout.workspace,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=SINK_TIMEOUT,
+                check=False,
+            )
+            if done.returncode != 0:
+                tail = done.stderr.decode(errors="replace").strip()[-300:]
+                raise OSError(f"{target[0]} exited with {done.returncode}: {tail}")
+        elif kind == "webhook":
+            request = urllib.request.Request(
+                target, data=data, headers={"Content-Type": "application/json"}, method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=SINK_TIMEOUT) as answer:
+                answer.read()
+        else:
+            title = f"flowdrop: {body.get('flow')}"
+            subprocess.run(
+                ["notify-send", title, str(body.get("message"))],
+                timeout=SINK_TIMEOUT,
+                check=False,
+                capture_output=True,
+            )
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        _failed(layout, kind, body, exc)
+
+
+def _failed(layout: Layout, kind: str, body: dict[str, Any], exc: BaseException) -> None:
+    line = {"t": now_iso(), "id": body.get("id"), "sink": kind, "error": str(exc)[:500]}
+    with contextlib.suppress(OSError):
+        fd = open_fd(_folder(layout) / "failures.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, orjson.dumps(line) + b"\n")
+        finally:
+            os.close(fd)
+
+
+if __name__ == "__main__":
+    deliver(Layout(Path(sys.argv[1])))
