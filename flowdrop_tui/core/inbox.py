@@ -124,8 +124,9 @@ def _items_of(info: RunInfo, now: str) -> list[dict[str, Any]]:
             ]
         if kind in ("stalled", "same_failure"):
             said = "no progress" if kind == "stalled" else "the same failure again and again"
-            rounds = cause.get("rounds")
-            said += f" for {rounds} rounds" if isinstance(rounds, int) else ""
+            rounds = cause.get("rounds")  # the rounds compared (SPEC §20), or their count
+            count = len(rounds) if isinstance(rounds, list) else rounds
+            said += f" for {count} rounds" if isinstance(count, int) else ""
             return [
                 _item(
                     info,

@@ -114,7 +114,11 @@ def test_runs_paused_by_a_stall_a_repeated_failure_or_a_usage_limit_are_listed(
     locks.acquire(run_dir / "live.lock", content=str(os.getpid()))  # the test holds the run
     log = EventLog(run_dir / "cycle.jsonl")
     log.append("resumed", pid=os.getpid(), pgid=os.getpgrp(), by={"via": "test"})
-    fields = {"rounds": 5} if cause != "limit_reached" else {"backend": "claude", "until": None}
+    fields: dict[str, object] = (
+        {"rounds": [2, 3, 4, 5, 6], "limit": 5}  # the rounds compared, as SPEC §20 records them
+        if cause != "limit_reached"
+        else {"backend": "claude", "until": None}
+    )
     log.append(cause, **fields)
     log.commit("paused", position=None, round=1)
     log.close()
@@ -178,3 +182,25 @@ def test_a_link_planted_as_inbox_json_is_never_written_through(
 def test_an_empty_inbox_says_so(cli: CLI, workspace: Path) -> None:
     assert cli.json("inbox") == []
     assert cli("inbox", check=0).stdout.strip() == "nothing waits on you"
+
+
+SPINS = """
+from flowdrop_tui import flow
+
+@flow(resumable=True, stall=2)
+def main(run):
+    for _ in run.rounds():
+        pass
+"""
+
+
+def test_a_loop_that_stalled_is_in_the_inbox_with_its_rounds(cli: CLI, workspace: Path) -> None:
+    """Guards the inbox against the real ``stalled`` pause (SPEC §20 → §21): a loop that
+    changes nothing pauses itself, and the inbox says so, how long, and how to go on."""
+    write_flow(workspace, "spins", SPINS)
+    cli("run", "spins", check=0)
+    run_id = run_id_of(cli, "spins")
+    assert cli.json("show", run_id)["paused_by"]["kind"] == "stalled"
+    [item] = [i for i in cli.json("inbox") if i["run"] == run_id]
+    assert item["kind"] == "stalled" and "for 2 rounds" in str(item["message"])
+    assert item["command"] == f"flowdrop-tui resume {run_id}"

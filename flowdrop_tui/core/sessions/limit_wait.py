@@ -120,16 +120,7 @@ class LimitWaits:
             return
         began = time.monotonic()
         shown = window
-        self._host.log.append(
-            "limit_wait",
-            key=self._frame.key,
-            backend=self.backend,
-            until=iso(window.until),
-            next_probe=iso(window.next_probe),
-            source=window.source,
-            session=session,
-            shared=window.run != self._host.run_id,
-        )
+        self._log_wait(window, session)
         self._host.notify(f"waiting for {self.backend}'s usage limit {_until_words(window)}")
         cap = self._host.limit_wait
         try:
@@ -149,16 +140,7 @@ class LimitWaits:
                     window = fallback if fallback.closed(datetime.now(UTC)) else None
                 if window is not None and window.opens != shown.opens:
                     shown = window
-                    self._host.log.append(
-                        "limit_wait",
-                        key=self._frame.key,
-                        backend=self.backend,
-                        until=iso(window.until),
-                        next_probe=iso(window.next_probe),
-                        source=window.source,
-                        session=None,
-                        shared=window.run != self._host.run_id,
-                    )
+                    self._log_wait(window, None)
         except KeyboardInterrupt:  # stop now (a second Ctrl-C) while waiting
             self._ended(began, "stopped")
             raise
@@ -182,6 +164,20 @@ class LimitWaits:
         )
         self._ended(began, "limit_reached")
         self._host.leave_wait("pause")
+
+    def _log_wait(self, window: Window, session: str | None) -> None:
+        """``limit_wait``: a wait begins, or the window it waits on moved (a probe
+        another run took); ``session``: the limited one, ``None`` for a window found."""
+        self._host.log.append(
+            "limit_wait",
+            key=self._frame.key,
+            backend=self.backend,
+            until=iso(window.until),
+            next_probe=iso(window.next_probe),
+            source=window.source,
+            session=session,
+            shared=window.run != self._host.run_id,
+        )
 
     def _ended(self, began: float, outcome: str) -> None:
         seconds = round(time.monotonic() - began, 3)
