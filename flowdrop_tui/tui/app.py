@@ -38,6 +38,13 @@ if TYPE_CHECKING:
     from flowdrop_tui.core.mode import LiveFeed, Mode
 
 NOTICE_EVERY = 5.0  # seconds between the open UI's looks at the inbox (SPEC §21)
+def listed(binding: Binding) -> bool:
+    """Whether help and the command palette list a binding: what the footer shows, and
+    what it leaves out only for room (it carries a tooltip; ``m`` has none: help's
+    words say it)."""
+    return bool(binding.description) and (binding.show or bool(binding.tooltip))
+
+
 TOASTS_SHOWN = 2  # at most this many notifications at once: the newest replace the oldest
 
 
@@ -152,12 +159,13 @@ class FlowdropApp(App[int]):
     # -- keys everywhere: help and the command palette list the same bindings -------------------
 
     def key_help(self) -> list[tuple[str, str, str]]:
-        """(key, description, tooltip) for every key the main screen answers."""
+        """(key, description, tooltip) for every key the main screen answers: those in the
+        footer, and those kept out of it for room that carry a tooltip (``d``)."""
         found: list[tuple[str, str, str]] = []
         for owner in (FlowTable, RunTable, MainScreen, FlowdropApp):
             for binding in merged_bindings(owner).key_to_bindings.values():
                 for one in binding:
-                    if one.show and one.description:
+                    if listed(one):
                         found.append((self.get_key_display(one), one.description, one.tooltip))
         found.append(("ctrl+p", "Commands", "Search every command"))
         return found
@@ -193,7 +201,7 @@ class FlowdropApp(App[int]):
         for owner, prefix in ((FlowTable, ""), (RunTable, ""), (MainScreen, "screen.")):
             for bindings in merged_bindings(owner).key_to_bindings.values():
                 for one in bindings:
-                    if one.show and one.description:
+                    if listed(one):
                         action = (
                             one.action
                             if one.action.startswith("screen.")

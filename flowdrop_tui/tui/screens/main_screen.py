@@ -87,6 +87,7 @@ class MainScreen(Screen[None]):
             id="diff",
             tooltip="What the selected run's last round changed (its commits, what it left); "
             "[ ] step through its rounds",
+            show=False,  # not in the footer, which it would push past 80 columns: help lists it
         ),
         Binding("m", "more_runs", "More runs", show=False),  # help's words say it
     ]
