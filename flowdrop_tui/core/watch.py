@@ -253,7 +253,14 @@ class WorkspaceWatch:
                 return IndexChanged()
             return IndexChanged() if path.name == "index.json" else None
         if parent == self.runs:
-            return RunChanged(path.name) if RUN_ID_RE.match(path.name) else None
+            if not RUN_ID_RE.match(path.name):
+                return None
+            if path.name in self._followed and path.name not in self._watching:
+                # A followed run's folder appeared after it was followed (remote mode: a
+                # run launched here reaches this replica a moment after its launch
+                # answered): watch it now, or its later writes would go unseen.
+                self._records_stale = True
+            return RunChanged(path.name)
         if parent.parent == self.runs and RUN_ID_RE.match(parent.name):
             return RunChanged(parent.name) if path.name in _RUN_FILES else None
         if path.is_relative_to(self.flows):

@@ -117,6 +117,34 @@ async def test_a_new_run_folder_is_reported(workspace: Path) -> None:
     assert found[0] == [RunChanged(RUN)]
 
 
+async def test_a_run_followed_before_its_folder_appears_is_watched_once_it_does(
+    workspace: Path,
+) -> None:
+    """Guards remote mode's launch: the UI follows the run it launched before the
+    replica has its folder; once the folder appears, the run's later writes must be
+    reported too (they went unseen, and the UI kept showing a paused run as running)."""
+    runs = workspace / ".flowdrop" / "runs"
+    runs.mkdir(parents=True)
+    watch = WorkspaceWatch(Layout(workspace))
+
+    def follow() -> None:
+        watch.follow([RUN])
+
+    def appears() -> None:
+        hidden = runs / f".new-{RUN}"
+        hidden.mkdir()
+        (hidden / "cycle.jsonl").write_text('{"event": "created"}\n')
+        os.rename(hidden, runs / RUN)
+
+    def writes() -> None:
+        with open(runs / RUN / "cycle.jsonl", "a") as log:
+            log.write('{"event": "paused"}\n')
+
+    found = await collect(watch, [follow, appears, writes])
+    assert RunChanged(RUN) in found[1]
+    assert RunChanged(RUN) in found[2]
+
+
 async def test_a_followed_run_whose_process_dies_is_reported(workspace: Path) -> None:
     """Guards kill -9: it changes no file, yet the UI must learn the run is interrupted."""
     import signal

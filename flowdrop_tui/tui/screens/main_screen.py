@@ -468,7 +468,10 @@ class MainScreen(Screen[None]):
         self.arriving = message.run_id
         self.notify(f"run {message.run_id} of {message.key}: {message.what}", markup=False)
         self._refollow()
-        self.reads.poll_run(message.run_id)
+        if (self.workspace.runs / message.run_id).is_dir():
+            self.reads.poll_run(message.run_id)
+        # else (remote mode) it reaches this replica in a moment: its folder's appearing
+        # is a RunChanged, and the watch takes the followed folder in then.
 
     def on_run_action_taken(self, message: RunActionTaken) -> None:
         self.notify(message.text, markup=False)
