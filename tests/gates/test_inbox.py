@@ -204,3 +204,24 @@ def test_a_loop_that_stalled_is_in_the_inbox_with_its_rounds(cli: CLI, workspace
     [item] = [i for i in cli.json("inbox") if i["run"] == run_id]
     assert item["kind"] == "stalled" and "for 2 rounds" in str(item["message"])
     assert item["command"] == f"flowdrop-tui resume {run_id}"
+
+
+def test_a_pause_behind_a_stop_the_run_has_not_taken_yet_is_refused(
+    cli: CLI, workspace: Path
+) -> None:
+    """Guards INWARD_SIGNAL_ALREADY_PENDING in the moment between `stop` and the run
+    taking it (its request file is there, its record does not say it yet): a `pause`
+    then was let through under load. The test holds the run, so nothing takes it."""
+    run_id = paused_run(cli, workspace)
+    run_dir = workspace / ".flowdrop" / "runs" / run_id
+    locks.acquire(run_dir / "live.lock", content=str(os.getpid()))
+    try:
+        log = EventLog(run_dir / "cycle.jsonl")
+        log.append("resumed", pid=os.getpid(), pgid=os.getpgrp(), by={"via": "test"})
+        log.close()
+        assert cli.json("stop", run_id)["action"] == "stop"
+        refused = cli.json("pause", run_id, check=3)
+        assert refused["error"]["code"] == "INWARD_SIGNAL_ALREADY_PENDING"
+        assert "a stop pending" in refused["error"]["message"]
+    finally:
+        locks.release(run_dir / "live.lock")

@@ -119,8 +119,14 @@ def pause(layout: Layout, run_id: str, *, by: dict[str, Any] | None = None) -> A
         raise AlreadyPausedError(
             f"run {run_id} is already paused; resume it with: flowdrop-tui resume {run_id}"
         )
-    if info.pause_pending or info.stop_pending or not requests.post(info.path, requests.PAUSE, by):
-        what = "a stop" if info.stop_pending else "a pause"
+    # A stop asked but not yet taken by the run is as pending as one it recorded: its
+    # request file is there until the run acts on it (the contract suite caught a pause
+    # let through in that moment under load).
+    stop_asked = info.stop_pending or any(
+        requests.is_pending(info.path, kind) for kind in (requests.STOP, requests.STOP_NOW)
+    )
+    if info.pause_pending or stop_asked or not requests.post(info.path, requests.PAUSE, by):
+        what = "a stop" if stop_asked else "a pause"
         raise SignalPendingError(
             f"run {run_id} already has {what} pending; it acts on it after round {info.round}"
         )
