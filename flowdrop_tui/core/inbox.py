@@ -111,34 +111,15 @@ def _items_of(info: RunInfo, now: str) -> list[dict[str, Any]]:
             ]
         if kind == "limit_reached":
             said = f"{cause.get('backend')}'s usage limit until {cause.get('until') or 'unknown'}"
-            return [
-                _item(
-                    info,
-                    f"{kind}-{stretch}",
-                    kind,
-                    said,
-                    at,
-                    "resume",
-                    f"flowdrop-tui resume {run}",
-                )
-            ]
-        if kind in ("stalled", "same_failure"):
+        elif kind in ("stalled", "same_failure"):
             said = "no progress" if kind == "stalled" else "the same failure again and again"
             rounds = cause.get("rounds")  # the rounds compared (SPEC §20), or their count
             count = len(rounds) if isinstance(rounds, list) else rounds
             said += f" for {count} rounds" if isinstance(count, int) else ""
-            return [
-                _item(
-                    info,
-                    f"{kind}-{stretch}",
-                    kind,
-                    said,
-                    at,
-                    "resume",
-                    f"flowdrop-tui resume {run}",
-                )
-            ]
-        return []  # paused by a person: nothing waits on another
+        else:
+            return []  # paused by a person: nothing waits on another
+        command = f"flowdrop-tui resume {run}"
+        return [_item(info, f"{kind}-{stretch}", kind, said, at, "resume", command)]
     if info.status == Status.RUNNING and info.waiting is not None:
         since = info.waiting.get("since")
         if between(since, now) >= LONG_WAIT:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from flowdrop_tui.core.mode import LiveFeed, Mode
 
 NOTICE_EVERY = 5.0  # seconds between the open UI's looks at the inbox (SPEC §21)
+
+
 def listed(binding: Binding) -> bool:
     """Whether help and the command palette list a binding: what the footer shows, and
     what it leaves out only for room (it carries a tooltip; ``m`` has none: help's

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -23,6 +23,9 @@ from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.run.forecast import StartOptions
 
+if TYPE_CHECKING:  # temporalio: imported when a verb first needs it
+    from flowdrop_tui.core.remote.temporal_executor import TemporalExecutor
+
 
 class RemoteMode:
     """One workspace configured for remote mode, for the life of one process."""
@@ -33,7 +36,8 @@ class RemoteMode:
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
         self.layout = layout
         self.settings = settings
-        self._executor: Any = None  # made on first use: reads never load temporalio
+        # Made on first use: reads never load temporalio.
+        self._executor: TemporalExecutor | None = None
 
     @property
     def store_label(self) -> str:
@@ -43,7 +47,7 @@ class RemoteMode:
     def exit_without_teardown(self) -> bool:
         return self._executor is not None
 
-    def _runs(self) -> Any:
+    def _runs(self) -> TemporalExecutor:
         if self._executor is None:
             from flowdrop_tui.core.remote.temporal_executor import TemporalExecutor
 
@@ -53,14 +57,12 @@ class RemoteMode:
     # -- the executor verbs -------------------------------------------------------------
 
     def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
-        answer: dict[str, Any] = self._runs().start(ref, options, extra)
-        return answer
+        return self._runs().start(ref, options, extra)
 
     def resume(
         self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        answer: dict[str, Any] = self._runs().resume(run_id, extra, by=by)
-        return answer
+        return self._runs().resume(run_id, extra, by=by)
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
@@ -84,12 +86,10 @@ class RemoteMode:
         by: dict[str, Any] | None = None,
         keep_paused: bool = False,
     ) -> verbs.Asked:
-        asked: verbs.Asked = self._runs().stop(run_id, now=now, by=by, keep_paused=keep_paused)
-        return asked
+        return self._runs().stop(run_id, now=now, by=by, keep_paused=keep_paused)
 
     def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked:
-        asked: verbs.Asked = self._runs().pause(run_id, by=by)
-        return asked
+        return self._runs().pause(run_id, by=by)
 
     # -- reads --------------------------------------------------------------------------
 
