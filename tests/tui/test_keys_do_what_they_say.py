@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -463,3 +464,43 @@ async def test_at_80x24_the_selected_flow_stays_in_view_as_the_list_changes(
         await until(pilot, lambda: not main.has_class("-narrow"), what="wide again")
         assert "LAST RUN" in [str(c.label) for c in main.flows.columns.values()]
         assert "PICKED UP FROM" in [str(c.label) for c in main.runs.columns.values()]
+
+
+async def test_a_key_acts_on_the_store_when_the_runs_pane_is_behind(
+    layout: Layout, cli: CLI
+) -> None:
+    """Guards a remote CI failure: the run had paused, the runs pane (read on its own
+    change, a moment later; in remote mode, from a replica) still showed it running, and
+    ``x`` said "no paused run to close". A key that finds no run in the state it acts on
+    now syncs and reads the runs again before it says so — once a key, never in a loop."""
+    run_id = paused_mid_run(layout.workspace, cli, "held", ITEMS_HELD_BY_GATE)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the paused run")
+        await until(pilot, lambda: settled(app), what="the first reads")
+        reads: list[str] = []
+        read_runs = main.reads.read_runs
+
+        def counted(key: str, synced: bool = False) -> None:
+            reads.append(key)
+            read_runs(key, synced)
+
+        main.reads.read_runs = counted  # type: ignore[method-assign]
+        # The runs pane one read behind: the run as it was while it ran.
+        main.runs.runs[run_id] = replace(main.runs.runs[run_id], status=Status.RUNNING)
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, CloseRunModal), what="asked")
+        assert not app.heard("has no paused run to close")
+        assert main.runs.runs[run_id].status == Status.PAUSED and reads == ["held"]
+        await pilot.press("n")
+        await until(pilot, lambda: app.screen is main, what="kept")
+        # Nothing live to pause, before and after the second look: said once per key.
+        await pilot.press("p")
+        await until(pilot, lambda: app.heard("has no live run to pause"), what="told")
+        await pilot.press("p")
+        await until(
+            pilot, lambda: sum("no live run to pause" in s for s in app.said) == 2, what="again"
+        )
+        assert reads == ["held"] * 3
+        assert status(layout, run_id) == Status.PAUSED

@@ -55,7 +55,7 @@ from flowdrop_tui.tui.screens.open_files import OpenFiles
 from flowdrop_tui.tui.screens.run_actions import RunActions
 from flowdrop_tui.tui.screens.workspace_reads import RUNS_SHOWN, WorkspaceReads
 from flowdrop_tui.tui.widgets.event_feed import EventFeed
-from flowdrop_tui.tui.widgets.filter_bar import FilterBar
+from flowdrop_tui.tui.widgets.filter_bar import FilterBar, filtered_title
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.no_flows import NoFlows
 from flowdrop_tui.tui.widgets.run_detail import RunDetail
@@ -222,6 +222,12 @@ class MainScreen(Screen[None]):
         if name != self.selected_flow:
             self._select_flow(name)  # the highlight message is still on its way
         return True
+
+    def read_runs_again(self, retry: Callable[[], None]) -> None:
+        if not self.ready or self.selected_flow is None:
+            return
+        self.after_runs = retry
+        self.reads.read_runs(self.selected_flow, synced=True)
 
     def no_flow_text(self) -> str:
         if self.flows.filter_text and self.flows.rows_by_name:
@@ -523,11 +529,11 @@ class MainScreen(Screen[None]):
 
     def _show_titles(self) -> None:
         flows = self.query_one("#flows-pane")
-        flows.border_title = "Flows" + _filtered(self.flows.filter_text)
+        flows.border_title = "Flows" + filtered_title(self.flows.filter_text)
         runs = self.query_one("#runs-pane")
         name = self.selected_flow
         shown = self.runs.filter_text if self.ready else ""
-        runs.border_title = (f"Runs of {name}" if name else "Runs") + _filtered(shown)
+        runs.border_title = (f"Runs of {name}" if name else "Runs") + filtered_title(shown)
         if self.ready:  # narrow: the id is in the Run pane; a title would cut it
             run_id = self.selected_run
             wide = run_id is not None and not self.has_class("-narrow")
@@ -571,13 +577,7 @@ class MainScreen(Screen[None]):
         self.run_actions.fresh_run_planned(message)
 
     def action_show_diff(self) -> None:
-        info = self.selected_run_info()
-        if info is None:
-            self.notify("no run selected", severity="warning")
-            return
-        from flowdrop_tui.tui.screens.diff_screen import DiffScreen  # loaded when asked
-
-        self.app.push_screen(DiffScreen(self.mode, info.run))
+        self.open_files.show_diff()
 
     def action_edit_flow(self) -> None:
         self.open_files.edit_flow()
@@ -592,7 +592,3 @@ class MainScreen(Screen[None]):
     def _worker_failed(self, event: Worker.StateChanged) -> None:
         """The parts' workers run on this screen: a failure is reported, never fatal."""
         report_worker(self.app, event)
-
-
-def _filtered(text: str) -> str:
-    return f" · filter: {text}" if text else ""

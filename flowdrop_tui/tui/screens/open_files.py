@@ -1,5 +1,6 @@
 """``e``, ``o``, ``t``: a flow's ``flow.py`` in ``$EDITOR``, a run's ``state.json`` or its
-newest transcript in ``$PAGER`` — the terminal handed over, the screen back after.
+newest transcript in ``$PAGER`` — the terminal handed over, the screen back after;
+``d``: what each round of the selected run changed, on a screen of its own.
 
 The app is suspended (``App.suspend``) while the program runs in the same terminal;
 runs are not touched, and the watch catches up with whatever changed meanwhile.
@@ -85,6 +86,15 @@ class OpenFiles:
             self.screen.notify(f"run {info.run} has no transcript on disk", markup=False)
             return
         self.hand_over(command_for("PAGER", PAGER_DEFAULT), transcript)
+
+    def show_diff(self) -> None:
+        info = self.screen.selected_run_info()
+        if info is None:
+            self.screen.notify("no run selected", severity="warning")
+            return
+        from flowdrop_tui.tui.screens.diff_screen import DiffScreen  # loaded when asked
+
+        self.screen.app.push_screen(DiffScreen(self.screen.mode, info.run))
 
     def hand_over(self, command: list[str], path: Path) -> None:
         """Run ``command path`` in this terminal, the UI suspended until it exits."""

@@ -87,6 +87,7 @@ class RunActions:
         self.mode: Mode = screen.mode  # chosen once, at the app's start
         # The keys whose plan is being read (a press meanwhile does nothing).
         self.planning: set[str] = set()
+        self.rereading = False  # a key's second look, after the records were synced
 
     def _current_run(self, *statuses: Status) -> RunInfo | None:
         """The selected flow's newest run in one of ``statuses`` (the selected run first)."""
@@ -97,6 +98,24 @@ class RunActions:
             if info.status in statuses:
                 return info
         return None
+
+    def _none_after_sync(self, retry: Callable[[], None]) -> bool:
+        """The key found no run in the state it acts on. The runs shown may be behind the
+        store (in remote mode this replica; anywhere, a change still being read): the
+        records are synced and read again and ``retry`` called once they are shown.
+        True when it then found none again (say so), False while they are read again."""
+        if self.rereading:
+            return True
+
+        def again() -> None:
+            self.rereading = True
+            try:
+                retry()
+            finally:
+                self.rereading = False
+
+        self.screen.read_runs_again(again)
+        return False
 
     def _need_flow(self) -> str | None:
         name = self.screen.selected_flow_name()
@@ -271,6 +290,8 @@ class RunActions:
         if name is None or self.screen.runs_not_shown_yet(again or self.stop_run):
             return
         info = self._current_run(*LIVE)  # one live run per flow
+        if info is None and not self._none_after_sync(lambda: self.stop_run(again)):
+            return
         if info is None:
             paused = self._current_run(Status.PAUSED)
             if paused is not None:
@@ -307,8 +328,9 @@ class RunActions:
         if name is None or self.screen.runs_not_shown_yet(self.close_run):
             return
         info = self._current_run(Status.PAUSED)
-        if info is None:
+        if info is None and self._none_after_sync(self.close_run):
             self.screen.notify(f"{name} has no paused run to close", markup=False)
+        if info is None:
             return
         from flowdrop_tui.tui.screens.close_run_modal import (  # loaded when first asked
             CloseRunModal,
@@ -335,7 +357,8 @@ class RunActions:
             return
         info = self._current_run(*LIVE)
         if info is None:
-            self.screen.notify(f"{name} has no live run to pause", markup=False)
+            if self._none_after_sync(self.pause_run):
+                self.screen.notify(f"{name} has no live run to pause", markup=False)
         else:
             self.pause(info.run)
 
@@ -355,7 +378,8 @@ class RunActions:
             return
         info = self._current_run(Status.PAUSED)
         if info is None or info.key is None:
-            self.screen.notify(f"{name} has no paused run to resume", markup=False)
+            if self._none_after_sync(self.resume_run):
+                self.screen.notify(f"{name} has no paused run to resume", markup=False)
         else:
             self.resume(info.run, info.key)
 

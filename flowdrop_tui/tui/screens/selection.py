@@ -60,6 +60,10 @@ class Selection(Protocol):
         called once they are shown (a key typed right after moving the cursor acts on
         the runs of the flow the cursor is on, not on none)."""
 
+    def read_runs_again(self, retry: Callable[[], None]) -> None:
+        """Bring the records up to date (``Mode.sync``), read the selected flow's runs
+        again and call ``retry`` once they are shown."""
+
 
 class SelectionScreen(Selection, Protocol):
     """The selection, and the screen the parts answer through."""

@@ -7,9 +7,12 @@ the screen shows (STYLE habits 2 and 3).
 
 from __future__ import annotations
 
+import contextlib
+
 from textual.worker import get_current_worker
 
 from flowdrop_tui.core import views, watch
+from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached, discover
 from flowdrop_tui.core.git import isolated
 from flowdrop_tui.core.paths import Layout
@@ -88,8 +91,12 @@ class WorkspaceReads:
             self.screen.post_message(UsageRead(used.runs, used.bytes))
 
     @work_on_screen(thread=True, exclusive=True, group="runs")
-    def read_runs(self, key: str) -> None:
-        """The newest page of ``key``'s runs."""
+    def read_runs(self, key: str, synced: bool = False) -> None:
+        """The newest page of ``key``'s runs (``synced``: the records brought up to date
+        first; unreachable, the page is read as it is here)."""
+        if synced:
+            with contextlib.suppress(FlowdropError):
+                self.screen.mode.sync()
         runs = self.catalog.runs_of(key, RUNS_SHOWN)
         pinned = frozenset(pins.pinned(self.workspace))
         self.screen.post_message(RunsRead(key, runs, self.catalog.count(key), pinned=pinned))

@@ -50,3 +50,8 @@ class FilterBar(Input):
 
     async def action_submit(self) -> None:
         self.on_close(False)
+
+
+def filtered_title(text: str) -> str:
+    """What a pane's title adds while a filter is kept."""
+    return f" · filter: {text}" if text else ""
