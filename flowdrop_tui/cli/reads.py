@@ -153,8 +153,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     layout = workspace.read_layout(args)
     from flowdrop_tui.core.records import index
 
+    from flowdrop_tui.core.records.ledger import workspace_usage
+
     data = index.rebuild(layout, strict=True)
     count = len(list_run_ids(layout))
+    workspace_usage(layout)  # the ledger learnt now: the UI's next open counts nothing
     if args.json:
         print(dump({"runs": count, "keys": len(data["keys"])}))
     else:

@@ -19,12 +19,14 @@ import re
 import stat as stat_module
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.child_read import child_output, never
 from flowdrop_tui.core.times import parse_time
 
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
@@ -399,17 +401,15 @@ _STATUS_WORDS = {
 }
 
 
-def isolated(workspace: Path, read: str, *args: str) -> Any:
+def isolated(workspace: Path, read: str, *args: str, cancelled: Callable[[], bool] = never) -> Any:
     """``facts`` (no args) or ``commits`` (START END [UNTIL [RUN]], ``""`` for none; END may
     be ``HEAD``: the run's pushed ref when there is one, as ``run_end`` reads it) in a child
-    process; the same answer the in-process read gives, ``None`` on failure."""
+    process; the same answer the in-process read gives, ``None`` on failure or once
+    ``cancelled()`` (the child killed: the UI's quit never waits for git)."""
     command = [sys.executable, "-m", "flowdrop_tui.core.git", read, str(workspace), *args]
     try:
-        done = subprocess.run(
-            command, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, check=False
-        )
-        return orjson.loads(done.stdout)
-    except (OSError, subprocess.SubprocessError, orjson.JSONDecodeError):
+        return orjson.loads(child_output(command, timeout=60, cancelled=cancelled) or b"")
+    except orjson.JSONDecodeError:
         return None
 
 

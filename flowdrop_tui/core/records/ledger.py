@@ -15,15 +15,18 @@ checks each run it deletes against its record again (``retention``).
 from __future__ import annotations
 
 import os
+import signal
 import stat
-import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.child_read import child_output, never
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
@@ -34,6 +37,7 @@ from flowdrop_tui.core.records.trash import keeps_transcripts, linked_transcript
 
 LEDGER_VERSION = 1
 _TAIL = 8192
+SAVE_EVERY = 2.0  # seconds: a cold ledger is kept as it is learnt, not only at the end
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class Ledger:
         self.path = layout.cache / "runs.json"
         self._known: dict[str, list[Any]] = {}
         self._dirty = False
+        self._saved = time.monotonic()
         try:
             data = orjson.loads(self.path.read_bytes())
         except (OSError, orjson.JSONDecodeError):
@@ -145,6 +150,8 @@ class Ledger:
             if facts.status in ENDED and facts.key is not None:
                 self._known[run_id] = [facts.key, str(facts.status), facts.ended, facts.bytes]
                 self._dirty = True
+                if time.monotonic() - self._saved > SAVE_EVERY:
+                    self.save()  # killed meanwhile (the UI quit): the next read goes on
         return found
 
     def forget(self, run_ids: list[str] | set[str]) -> None:
@@ -167,6 +174,7 @@ class Ledger:
         except OSError:
             return
         self._dirty = False
+        self._saved = time.monotonic()
 
 
 def _valid(run_id: Any, value: Any) -> bool:
@@ -195,7 +203,11 @@ def workspace_usage(layout: Layout) -> Usage:
     runs not ended yet (few) are measured each time."""
     ids = list_run_ids(layout)
     ledger = Ledger(layout)
-    facts = ledger.facts(ids)
+    try:
+        facts = ledger.facts(ids)
+    except BaseException:
+        ledger.save()  # stopped part way (SIGTERM: the UI quit): the next count goes on
+        raise
     total = 0
     for run_id, fact in facts.items():
         total += fact.bytes if fact.status in ENDED else disk_bytes(layout, run_id)
@@ -219,22 +231,22 @@ def _orphan_bytes(layout: Layout, run_ids: set[str]) -> int:
     return total
 
 
-def isolated_usage(layout: Layout) -> Usage | None:
+def isolated_usage(layout: Layout, cancelled: Callable[[], bool] = never) -> Usage | None:
     """``workspace_usage`` in a child process, for the UI: learning a large workspace's
     runs the first time reads thousands of files, which must not hold the UI's GIL.
-    ``None`` on failure."""
+    ``None`` on failure, or once ``cancelled()`` (the child is killed: quitting never
+    waits for it; what it learnt so far is kept, ``Ledger.facts`` saves as it goes)."""
     command = [sys.executable, "-m", "flowdrop_tui.core.records.ledger", str(layout.workspace)]
+    out = child_output(command, timeout=300, cancelled=cancelled)
     try:
-        done = subprocess.run(
-            command, stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=False
-        )
-        answer = orjson.loads(done.stdout)
+        answer = orjson.loads(out or b"")
         return Usage(int(answer["runs"]), int(answer["bytes"]))
-    except (OSError, subprocess.SubprocessError, orjson.JSONDecodeError, KeyError, TypeError):
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
 
 
 if __name__ == "__main__":
     os.nice(10)  # a background measurement: the UI (and its runs) come first
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     used = workspace_usage(Layout(Path(sys.argv[1])))
     sys.stdout.buffer.write(orjson.dumps({"runs": used.runs, "bytes": used.bytes}))

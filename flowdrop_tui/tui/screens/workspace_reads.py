@@ -81,12 +81,13 @@ class WorkspaceReads:
 
     @work_on_screen(thread=True, exclusive=True, group="workspace")
     def read_workspace(self) -> None:
-        self.screen.post_message(WorkspaceRead(isolated(self.workspace.workspace, "facts")))
+        found = isolated(self.workspace.workspace, "facts", cancelled=_cancelled)
+        self.screen.post_message(WorkspaceRead(found))
 
     @work_on_screen(thread=True, exclusive=True, group="usage")
     def read_usage(self) -> None:
         """Runs and disk used (in a child process: a cold ledger reads every run once)."""
-        used = isolated_usage(self.workspace)
+        used = isolated_usage(self.workspace, cancelled=_cancelled)
         if used is not None:
             self.screen.post_message(UsageRead(used.runs, used.bytes))
 
@@ -135,3 +136,8 @@ class WorkspaceReads:
         else:
             git = self.tracker.git.get(info.run)
         self.screen.post_message(RunDetailRead(info.run, state, sessions, git))
+
+
+def _cancelled() -> bool:
+    """The worker this runs on was cancelled (the screen closing, the app quitting)."""
+    return get_current_worker().is_cancelled
