@@ -1,0 +1,207 @@
+"""A graph's runs as flowdrop runs of its thread's key (SPEC §22).
+
+The first root checkpoint a process puts on a thread opens a run of that key, as
+``flowdrop-tui run`` would: the key's lock (one live run per key), ``live.lock``, a
+``created`` event picking up from the key's last run (its round counter goes on), and
+``started``. Each root checkpoint is a round boundary: super-step ``s`` is round
+``s + 1`` (``round_started``, ``round_ended``), and ``state.json`` holds the channel
+values. A run whose key's last run is *paused* (a graph stopped at ``interrupt()``) is
+that run resumed: the same record goes on (``resumed``).
+
+The run ends when the process lets it go (``close``, or at exit): ``paused`` when the
+graph's last checkpoint waits on an ``interrupt()``, ``failed`` when a task failed,
+else ``completed``; a killed process leaves it ``interrupted``, as any run. A stop
+asked of the run (``flowdrop-tui stop``, escape) is taken at the next checkpoint: the
+run ends ``cancelled`` and the graph is stopped by ``GraphStopped`` raised from
+``put``. While another process holds the key, this one's checkpoints go to the
+thread's log only (docs/decisions.md, "LangGraph runs").
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from flowdrop_tui.core import git
+from flowdrop_tui.core.control import requests
+from flowdrop_tui.core.control.lineage import own_facts
+from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, RefusedError
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.records.event_log import RECORD_VERSION, EventLog
+from flowdrop_tui.core.records.run_fold import fold
+from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.spending import chain_usage_field
+from flowdrop_tui.core.records.state import encode_states
+from flowdrop_tui.core.run.creation import create_record, take_key
+
+FLOW = "langgraph"  # the "flow" a graph's run names: it has no folder under flows/
+INTERRUPT, ERROR = "__interrupt__", "__error__"
+
+
+class GraphStopped(RefusedError):
+    """A stop was asked of the graph's run: the graph stops at this checkpoint."""
+
+
+@dataclass
+class _Open:
+    run_id: str
+    key: str
+    log: EventLog
+    key_lock: Any
+    round: int
+    last_writes: set[str] = field(default_factory=set)
+
+
+class GraphRuns:
+    """The runs this process holds, one per thread it checkpoints."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self._open: dict[str, _Open] = {}
+        self._mutex = threading.Lock()
+        atexit.register(self.close)
+
+    def checkpoint(
+        self,
+        key: str,
+        ns: str,
+        checkpoint: Any,
+        metadata: Any,
+        values: dict[str, Any],
+    ) -> None:
+        """A checkpoint was put: a round boundary of the thread's run (root only)."""
+        if ns:
+            return  # a subgraph's checkpoint: kept in the thread's log, not a round
+        step = metadata.get("step") if isinstance(metadata, dict) else None
+        with self._mutex:
+            run = self._open.get(key) or self._take(key, step)
+            if run is None:
+                return
+            if isinstance(step, int) and step >= 0:
+                number = step + 1
+                run.log.append("round_started", key=key, round=number, index=None)
+                run.log.append("round_ended", key=key, round=number, outcome="ok",
+                               super_step=step, checkpoint=checkpoint["id"])
+                run.round = number
+            run.last_writes = set()
+            data, _, _ = encode_states({key: values})
+            write_atomic(self.layout.runs / run.run_id / STATE, data, durable=False)
+            if requests.is_pending(self.layout.runs / run.run_id, "stop"):
+                self._end(key, run, Status.CANCELLED, stopped=True)
+                raise GraphStopped(f"run {run.run_id} of {key} was asked to stop")
+
+    def writes(self, key: str, ns: str, channels: list[str]) -> None:
+        """Writes were put: an ``interrupt()`` or a failed task is what the run ends on."""
+        if ns:
+            return
+        with self._mutex:
+            run = self._open.get(key)
+            if run is not None:
+                run.last_writes.update(channels)
+
+    def close(self) -> None:
+        """Let every run go: each ends as its graph's last checkpoint says."""
+        with self._mutex:
+            for key, run in list(self._open.items()):
+                if INTERRUPT in run.last_writes:
+                    status = Status.PAUSED
+                elif ERROR in run.last_writes:
+                    status = Status.FAILED
+                else:
+                    status = Status.COMPLETED
+                self._end(key, run, status)
+
+    # opening and ending ---------------------------------------------------------------
+
+    def _take(self, key: str, step: Any) -> _Open | None:
+        entry = index.lookup(self.layout, key) or {}
+        last = entry.get("last_run")
+        if entry.get("status") == str(Status.PAUSED) and isinstance(last, str):
+            resumed = self._resume(key, last, int(entry.get("round") or 0))
+            if resumed is not None:
+                return resumed
+        run_id = new_run_id()
+        try:
+            key_lock = take_key(self.layout, key, run_id)
+        except AlreadyRunningError:
+            return None  # another process holds the key: its run shows the thread
+        source = last if isinstance(last, str) and (self.layout.runs / last).is_dir() else None
+        first = int(entry.get("round") or 0) + 1 if source else 1
+        if isinstance(step, int):
+            first = max(first, step + 1)
+        created = {
+            "v": RECORD_VERSION,
+            "run": run_id,
+            "key": key,
+            "flow": FLOW,
+            "start": "thread" if source else "fresh",
+            "source": source,
+            "source_status": entry.get("status") if source else None,
+            "snapshot": None,
+            "first_round": first,
+            "chain_usage": chain_usage_field(self.layout, key, source),
+            "resumable": True,
+            "pid": os.getpid(),
+            "pgid": os.getpgrp(),
+            "host": socket.gethostname(),
+            "git": git.facts(self.layout.workspace),
+        }
+        try:
+            log = create_record(self.layout, run_id, key, created, {})
+        except BaseException:
+            locks.release(key_lock)
+            raise
+        log.append("started", **own_facts(), limit_wait=None)
+        run = _Open(run_id, key, log, key_lock, first - 1)
+        self._open[key] = run
+        return run
+
+    def _resume(self, key: str, run_id: str, round_: int) -> _Open | None:
+        run_dir = self.layout.runs / run_id
+        try:
+            locks.acquire(run_dir / LIVE_LOCK, content=str(os.getpid()))
+        except (locks.LockHeld, OSError):
+            return None
+        try:
+            key_lock = take_key(self.layout, key, run_id)
+        except FlowdropError:
+            locks.release(run_dir / LIVE_LOCK)
+            return None
+        log = EventLog(run_dir / CYCLE)
+        log.append("resumed", **own_facts(), by={"graph": "Command(resume=…)"}, limit_wait=None)
+        run = _Open(run_id, key, log, key_lock, round_)
+        self._open[key] = run
+        with contextlib.suppress(OSError):
+            index.record_status(self.layout, self._folded(run_id), [key])
+        return run
+
+    def _end(self, key: str, run: _Open, status: Status, *, stopped: bool = False) -> None:
+        del self._open[key]
+        run_dir = self.layout.runs / run.run_id
+        facts = git.facts(self.layout.workspace)
+        with contextlib.suppress(OSError):
+            if stopped:
+                run.log.append("stop_requested", by={"request": "stop"}, now=False)
+            if status == Status.PAUSED:
+                run.log.commit("paused", position=None, round=run.round, git=facts)
+            else:
+                run.log.commit("ended", outcome=str(status), result=None, error=None,
+                               git=facts, position=None, round=run.round)
+        with contextlib.suppress(OSError):
+            index.record_status(self.layout, self._folded(run.run_id), [key])
+        run.log.close()
+        locks.release(run.key_lock)
+        locks.release(run_dir / LIVE_LOCK)
+
+    def _folded(self, run_id: str) -> Any:
+        run_dir = self.layout.runs / run_id
+        return fold(run_id, run_dir, read_events(run_dir / CYCLE))
