@@ -24,7 +24,8 @@ import contextlib
 import os
 import socket
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from flowdrop_tui.core import git
@@ -43,8 +44,8 @@ from flowdrop_tui.core.records.spending import chain_usage_field
 from flowdrop_tui.core.records.state import encode_states
 from flowdrop_tui.core.run.creation import create_record, take_key
 
-FLOW = "langgraph"  # the "flow" a graph's run names: it has no folder under flows/
 INTERRUPT, ERROR = "__interrupt__", "__error__"
+INTERNAL = ("__", "branch:")  # LangGraph's own channels: not the graph's state
 
 
 class GraphStopped(RefusedError):
@@ -58,14 +59,15 @@ class _Open:
     log: EventLog
     key_lock: Any
     round: int
-    last_writes: set[str] = field(default_factory=set)
 
 
 class GraphRuns:
     """The runs this process holds, one per thread it checkpoints."""
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, pending: Callable[[str], set[str]]) -> None:
+        """``pending(key)``: the channels written since the thread's last root checkpoint."""
         self.layout = layout
+        self.pending = pending
         self._open: dict[str, _Open] = {}
         self._mutex = threading.Lock()
         atexit.register(self.close)
@@ -89,32 +91,33 @@ class GraphRuns:
             if isinstance(step, int) and step >= 0:
                 number = step + 1
                 run.log.append("round_started", key=key, round=number, index=None)
-                run.log.append("round_ended", key=key, round=number, outcome="ok",
-                               super_step=step, checkpoint=checkpoint["id"])
+                run.log.append(
+                    "round_ended",
+                    key=key,
+                    round=number,
+                    outcome="ok",
+                    super_step=step,
+                    checkpoint=checkpoint["id"],
+                )
                 run.round = number
-            run.last_writes = set()
-            data, _, _ = encode_states({key: values})
+            shown = {k: v for k, v in values.items() if not k.startswith(INTERNAL)}
+            data, _, _ = encode_states({key: shown})
             write_atomic(self.layout.runs / run.run_id / STATE, data, durable=False)
             if requests.is_pending(self.layout.runs / run.run_id, "stop"):
                 self._end(key, run, Status.CANCELLED, stopped=True)
                 raise GraphStopped(f"run {run.run_id} of {key} was asked to stop")
 
-    def writes(self, key: str, ns: str, channels: list[str]) -> None:
-        """Writes were put: an ``interrupt()`` or a failed task is what the run ends on."""
-        if ns:
-            return
-        with self._mutex:
-            run = self._open.get(key)
-            if run is not None:
-                run.last_writes.update(channels)
-
     def close(self) -> None:
         """Let every run go: each ends as its graph's last checkpoint says."""
         with self._mutex:
             for key, run in list(self._open.items()):
-                if INTERRUPT in run.last_writes:
+                try:
+                    written = self.pending(key)
+                except (OSError, FlowdropError):
+                    written = set()
+                if INTERRUPT in written:
                     status = Status.PAUSED
-                elif ERROR in run.last_writes:
+                elif ERROR in written:
                     status = Status.FAILED
                 else:
                     status = Status.COMPLETED
@@ -142,7 +145,7 @@ class GraphRuns:
             "v": RECORD_VERSION,
             "run": run_id,
             "key": key,
-            "flow": FLOW,
+            "flow": index.GRAPH_FLOW,
             "start": "thread" if source else "fresh",
             "source": source,
             "source_status": entry.get("status") if source else None,
@@ -194,8 +197,15 @@ class GraphRuns:
             if status == Status.PAUSED:
                 run.log.commit("paused", position=None, round=run.round, git=facts)
             else:
-                run.log.commit("ended", outcome=str(status), result=None, error=None,
-                               git=facts, position=None, round=run.round)
+                run.log.commit(
+                    "ended",
+                    outcome=str(status),
+                    result=None,
+                    error=None,
+                    git=facts,
+                    position=None,
+                    round=run.round,
+                )
         with contextlib.suppress(OSError):
             index.record_status(self.layout, self._folded(run.run_id), [key])
         run.log.close()

@@ -10,6 +10,7 @@ see the same records.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from flowdrop_tui.langgraph.thread_log import (
     Fold,
     Row,
     ThreadLog,
+    as_version,
     checkpoint_line,
     thread_ids,
     writes_line,
@@ -61,7 +63,7 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
         self.layout = Layout(find_workspace(override=workspace))
         self.layout.ensure()
         self._logs: dict[str, ThreadLog] = {}
-        self.runs = GraphRuns(self.layout) if record_runs else None
+        self.runs = GraphRuns(self.layout, self._pending_channels) if record_runs else None
 
     # the thread logs -------------------------------------------------------------------
 
@@ -95,6 +97,19 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
             parent_config=parent,
             pending_writes=pending,
         )
+
+    def _pending_channels(self, thread_id: str) -> set[str]:
+        """The channels written since the thread's newest root checkpoint."""
+        fold = self._log(thread_id).fold()
+        root = [cid for ns, cid in fold.rows if ns == ""]
+        if not root:
+            return set()
+        return {write[1] for write in (fold.writes.get(("", max(root))) or {}).values()}
+
+    def close(self) -> None:
+        """End this process's runs of the graph's threads now (else at exit)."""
+        if self.runs is not None:
+            self.runs.close()
 
     # the sync API -------------------------------------------------------------------------
 
@@ -197,8 +212,6 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
             for idx, (channel, value) in enumerate(writes)
         ]
         log.append(writes_line(ns, checkpoint_id, task_id, task_path, entries))
-        if self.runs is not None:
-            self.runs.writes(log.thread_id, ns, [channel for channel, _ in writes])
 
     def delete_thread(self, thread_id: str) -> None:
         self._log(thread_id).delete()
@@ -286,16 +299,15 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions as ``SqliteSaver`` makes them: a zero-padded counter, then a random
-        tail, so they sort as strings."""
-        import random
-
-        if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
+        tail, so they sort as strings (a thread begun with integer versions goes on)."""
+        previous: Any = current
+        if previous is None:
+            number = 0
+        elif isinstance(previous, int):
+            number = previous
         else:
-            current_v = int(current.split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+            number = int(str(previous).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -338,6 +350,5 @@ def _holds(fold: Fold, row: Row, channel: str) -> bool:
     """Whether ``row``'s checkpoint holds a value for ``channel`` (not an empty blob)."""
     if channel not in row.versions:
         return False
-    version = row.versions[channel]
-    blob = fold.blobs.get((row.ns, channel, tuple(version) if isinstance(version, list) else version))
+    blob = fold.blobs.get((row.ns, channel, as_version(row.versions[channel])))
     return blob is not None and blob[0] != "empty"

@@ -71,7 +71,7 @@ class Fold:
     def apply(self, line: dict[str, Any]) -> None:
         kind = line.get("k")
         if kind == "c":
-            blobs = [(str(b[0]), _version(b[1]), _dec(b[2:])) for b in line.get("b") or []]
+            blobs = [(str(b[0]), as_version(b[1]), _dec(b[2:])) for b in line.get("b") or []]
             row = Row(
                 ns=str(line["ns"]),
                 id=str(line["id"]),
@@ -102,12 +102,20 @@ class Fold:
         for row in sorted(self.rows.values(), key=lambda r: (r.id, r.ns)):
             blobs = []
             for channel, version in row.versions.items():
-                key = (row.ns, channel, _version(version))
+                key = (row.ns, channel, as_version(version))
                 if key in self.blobs and key not in emitted:
                     emitted.add(key)
                     blobs.append((channel, version, self.blobs[key]))
-            kept = Row(row.ns, row.id, row.parent, row.checkpoint, row.metadata, row.run_id,
-                       row.versions, blobs)
+            kept = Row(
+                row.ns,
+                row.id,
+                row.parent,
+                row.checkpoint,
+                row.metadata,
+                row.run_id,
+                row.versions,
+                blobs,
+            )
             yield checkpoint_line(thread_id, kept)
             for (task, idx), (_, channel, value, path) in (
                 self.writes.get((row.ns, row.id)) or {}
@@ -115,7 +123,7 @@ class Fold:
                 yield writes_line(row.ns, row.id, task, path, [(idx, channel, value)])
 
 
-def _version(raw: Any) -> Any:
+def as_version(raw: Any) -> Any:
     return raw if not isinstance(raw, list) else tuple(raw)
 
 
@@ -137,7 +145,11 @@ def checkpoint_line(thread_id: str, row: Row) -> bytes:
 
 
 def writes_line(
-    ns: str, checkpoint_id: str, task_id: str, task_path: str, writes: Iterable[tuple[int, str, Typed]]
+    ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: Iterable[tuple[int, str, Typed]],
 ) -> bytes:
     line = {
         "k": "w",
