@@ -69,6 +69,11 @@ class GraphRuns:
         self.layout = layout
         self.pending = pending
         self._open: dict[str, _Open] = {}
+        # A stop taken and not yet seen by the graph: raised from the thread's next put
+        # and from the saver's next get_next_version (the graph's own thread calls it
+        # while it applies a super-step's writes; a put may run in the background).
+        self._stopping: dict[str, GraphStopped] = {}
+        self.stop_due: GraphStopped | None = None
         self._mutex = threading.Lock()
         atexit.register(self.close)
 
@@ -85,6 +90,8 @@ class GraphRuns:
             return  # a subgraph's checkpoint: kept in the thread's log, not a round
         step = metadata.get("step") if isinstance(metadata, dict) else None
         with self._mutex:
+            if key in self._stopping:
+                raise self._stopping.pop(key)
             run = self._open.get(key) or self._take(key, step)
             if run is None:
                 return
@@ -105,7 +112,9 @@ class GraphRuns:
             write_atomic(self.layout.runs / run.run_id / STATE, data, durable=False)
             if requests.is_pending(self.layout.runs / run.run_id, "stop"):
                 self._end(key, run, Status.CANCELLED, stopped=True)
-                raise GraphStopped(f"run {run.run_id} of {key} was asked to stop")
+                stop = GraphStopped(f"run {run.run_id} of {key} was asked to stop")
+                self._stopping[key] = self.stop_due = stop
+                raise stop
 
     def close(self) -> None:
         """Let every run go: each ends as its graph's last checkpoint says."""

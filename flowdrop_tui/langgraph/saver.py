@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,12 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
         if not root:
             return set()
         return {write[1] for write in (fold.writes.get(("", max(root))) or {}).values()}
+
+    def _delta_channels(self, row: Row) -> set[str]:
+        """The ``DeltaChannel``s a checkpoint's metadata counts (beta in LangGraph)."""
+        metadata = self.serde.loads_typed(row.metadata)
+        counters = metadata.get("counters_since_delta_snapshot") if metadata else None
+        return set(counters) if isinstance(counters, dict) else set()
 
     def close(self) -> None:
         """End this process's runs of the graph's threads now (else at exit)."""
@@ -246,7 +252,7 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
             if strategy == "delete":
                 log.delete()
             else:
-                log.rewrite(_keep_latest)
+                log.rewrite(lambda fold: _keep_latest(fold, self._delta_channels))
 
     # the async API: the same work in a worker thread -----------------------------------
 
@@ -299,7 +305,13 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Versions as ``SqliteSaver`` makes them: a zero-padded counter, then a random
-        tail, so they sort as strings (a thread begun with integer versions goes on)."""
+        tail, so they sort as strings (a thread begun with integer versions goes on).
+
+        The graph calls this from its own thread as it applies a super-step's writes:
+        a stop its run took (``GraphStopped``) is raised here, once, to end the graph."""
+        if self.runs is not None and self.runs.stop_due is not None:
+            stop, self.runs.stop_due = self.runs.stop_due, None
+            raise stop
         previous: Any = current
         if previous is None:
             number = 0
@@ -325,16 +337,16 @@ def _run_id(metadata: Any) -> str | None:
     return str(run) if run is not None else None
 
 
-def _keep_latest(fold: Fold) -> bool:
+def _keep_latest(fold: Fold, delta_channels: Callable[[Row], set[str]]) -> bool:
     """Per namespace the newest checkpoint, its writes, and the ancestors it still needs:
-    back to the nearest that holds a value for each channel the newest holds none of (a
-    ``DeltaChannel`` between its snapshots is rebuilt from those ancestors' writes)."""
+    back to the nearest that holds a value for each ``DeltaChannel`` the newest holds
+    none of (between its snapshots it is rebuilt from those ancestors' writes)."""
     keep: set[tuple[str, str]] = set()
     for ns in {ns for ns, _ in fold.rows}:
         newest = max(cid for row_ns, cid in fold.rows if row_ns == ns)
         keep.add((ns, newest))
         row = fold.rows[(ns, newest)]
-        missing = {ch for ch in row.versions if not _holds(fold, row, ch)}
+        missing = {ch for ch in delta_channels(row) if not _holds(fold, row, ch)}
         while missing and row.parent and (ns, row.parent) in fold.rows:
             row = fold.rows[(ns, row.parent)]
             keep.add((ns, row.id))
