@@ -5,7 +5,8 @@ The first root checkpoint a process puts on a thread opens a run of that key, as
 ``created`` event picking up from the key's last run (its round counter goes on), and
 ``started``. Each root checkpoint is a round boundary: super-step ``s`` is round
 ``s + 1`` (``round_started``, ``round_ended``), and ``state.json`` holds the channel
-values. A run whose key's last run is *paused* (a graph stopped at ``interrupt()``) is
+values (replaced at most every ``STATE_EVERY`` seconds, and as the run ends). A run
+whose key's last run is *paused* (a graph stopped at ``interrupt()``) is
 that run resumed: the same record goes on (``resumed``).
 
 The run ends when the process lets it go (``close``, or at exit): ``paused`` when the
@@ -24,6 +25,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +48,9 @@ from flowdrop_tui.core.run.creation import create_record, take_key
 
 INTERRUPT, ERROR = "__interrupt__", "__error__"
 INTERNAL = ("__", "branch:")  # LangGraph's own channels: not the graph's state
+# state.json is a view of the thread's log (docs/decisions.md, "LangGraph runs"): replaced
+# at most this often while checkpoints come fast, and always as the run ends.
+STATE_EVERY = 0.25
 
 
 class GraphStopped(RefusedError):
@@ -59,6 +64,8 @@ class _Open:
     log: EventLog
     key_lock: Any
     round: int
+    state: bytes | None = None  # the channel values not yet in state.json
+    state_written: float = 0.0  # when state.json was last replaced (monotonic)
 
 
 class GraphRuns:
@@ -108,8 +115,9 @@ class GraphRuns:
                 )
                 run.round = number
             shown = {k: v for k, v in values.items() if not k.startswith(INTERNAL)}
-            data, _, _ = encode_states({key: shown})
-            write_atomic(self.layout.runs / run.run_id / STATE, data, durable=False)
+            run.state, _, _ = encode_states({key: shown})
+            if time.monotonic() - run.state_written >= STATE_EVERY:
+                self._write_state(run)
             if requests.is_pending(self.layout.runs / run.run_id, "stop"):
                 self._end(key, run, Status.CANCELLED, stopped=True)
                 stop = GraphStopped(f"run {run.run_id} of {key} was asked to stop")
@@ -196,8 +204,16 @@ class GraphRuns:
             index.record_status(self.layout, self._folded(run_id), [key])
         return run
 
+    def _write_state(self, run: _Open) -> None:
+        if run.state is None:
+            return
+        with contextlib.suppress(OSError):  # a view: the thread's log holds the checkpoint
+            write_atomic(self.layout.runs / run.run_id / STATE, run.state, durable=False)
+        run.state, run.state_written = None, time.monotonic()
+
     def _end(self, key: str, run: _Open, status: Status, *, stopped: bool = False) -> None:
         del self._open[key]
+        self._write_state(run)
         run_dir = self.layout.runs / run.run_id
         facts = git.facts(self.layout.workspace)
         with contextlib.suppress(OSError):
