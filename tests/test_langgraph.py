@@ -253,24 +253,39 @@ def test_two_processes_on_one_thread_keep_every_line(workspace: Path) -> None:
         assert run["status"] == "completed"
 
 
-def test_stop_ends_a_graph_run_at_its_next_checkpoint(workspace: Path) -> None:
-    proc = subprocess.Popen(
-        [*CHILD, str(workspace), "spin", "spinner"],
+def spin(ws: Path, thread: str) -> subprocess.Popen[str]:
+    """A graph that loops for ever, in a session of its own (stop --now signals its group)."""
+    return subprocess.Popen(
+        [*CHILD, str(ws), "spin", thread],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
+
+
+@pytest.mark.parametrize("now", [False, True], ids=["stop", "stop-now"])
+def test_stop_ends_a_graph_run(workspace: Path, now: bool) -> None:
+    """stop: taken at the graph's next checkpoint (GraphStopped out of invoke); stop --now:
+    SIGINT to the run's group, the graph interrupted at once. Either way: cancelled."""
+    proc = spin(workspace, "spinner")
     try:
         run = wait_for(lambda: live_run(workspace, "spinner"))
-        CLI(workspace)("stop", run["run"], check=0)
+        CLI(workspace)("stop", run["run"], *(["--now"] if now else []), check=0)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130 and out.startswith("stopped:"), (out, err)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if now:
+        assert proc.returncode != 0 and "KeyboardInterrupt" in err, (out, err)
+    else:
+        assert proc.returncode == 130 and out.startswith("stopped:"), (out, err)
     (stopped,) = runs_of(workspace, "spinner")
     assert stopped["status"] == "cancelled"
+    (asked,) = [e for e in events(workspace, run["run"]) if e["event"] == "stop_requested"]
+    assert asked["now"] is now and asked["by"]["pid"] > 0  # who asked, from the request
 
 
 def extend(state: list[int], writes: Any) -> list[int]:

@@ -24,11 +24,15 @@ import atexit
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from flowdrop_tui.core import git
 from flowdrop_tui.core.control import requests
@@ -36,10 +40,10 @@ from flowdrop_tui.core.control.lineage import own_facts
 from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, RefusedError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
-from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id
+from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, REQUESTS, STATE, Layout, new_run_id
 from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.event_lines import read_events
-from flowdrop_tui.core.records.event_log import RECORD_VERSION, EventLog
+from flowdrop_tui.core.records.event_log import RECORD_VERSION, EventLog, who
 from flowdrop_tui.core.records.run_fold import fold
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.spending import chain_usage_field
@@ -51,6 +55,44 @@ INTERNAL = ("__", "branch:")  # LangGraph's own channels: not the graph's state
 # state.json is a view of the thread's log (docs/decisions.md, "LangGraph runs"): replaced
 # at most this often while checkpoints come fast, and always as the run ends.
 STATE_EVERY = 0.25
+
+
+# The exception that ended the process, if one did (sys.excepthook, chained): a graph
+# interrupted by Ctrl-C or stop --now ends its run cancelled, one that raised failed.
+_UNCAUGHT: list[BaseException | None] = [None]
+_HOOKED: list[bool] = [False]
+
+
+def _hook_uncaught() -> None:
+    if _HOOKED[0]:
+        return
+    _HOOKED[0] = True
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        _UNCAUGHT[0] = exc
+        previous(kind, exc, tb)
+
+    sys.excepthook = hook
+
+
+def stop_asked(run_dir: Path) -> dict[str, Any] | None:
+    """A stop (or stop now) asked of the run, taken: ``stop_requested``'s fields."""
+    for kind in (requests.STOP_NOW, requests.STOP):
+        path = run_dir / REQUESTS / f"{kind}.json"
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            data = {}
+        by = data.get("by") if isinstance(data, dict) else None
+        return {"by": by if isinstance(by, dict) else {}, "now": kind == requests.STOP_NOW}
+    return None
 
 
 class GraphStopped(RefusedError):
@@ -118,8 +160,9 @@ class GraphRuns:
             run.state, _, _ = encode_states({key: shown})
             if time.monotonic() - run.state_written >= STATE_EVERY:
                 self._write_state(run)
-            if requests.is_pending(self.layout.runs / run.run_id, "stop"):
-                self._end(key, run, Status.CANCELLED, stopped=True)
+            asked = stop_asked(self.layout.runs / run.run_id)
+            if asked is not None:
+                self._end(key, run, Status.CANCELLED, stopped=asked)
                 stop = GraphStopped(f"run {run.run_id} of {key} was asked to stop")
                 self._stopping[key] = self.stop_due = stop
                 raise stop
@@ -132,7 +175,13 @@ class GraphRuns:
                     written = self.pending(key)
                 except (OSError, FlowdropError):
                     written = set()
-                if INTERRUPT in written:
+                asked = stop_asked(self.layout.runs / run.run_id)
+                if asked is not None or isinstance(_UNCAUGHT[0], KeyboardInterrupt):
+                    self._end(key, run, Status.CANCELLED, stopped=asked)
+                    continue
+                if _UNCAUGHT[0] is not None:
+                    status = Status.FAILED
+                elif INTERRUPT in written:
                     status = Status.PAUSED
                 elif ERROR in written:
                     status = Status.FAILED
@@ -197,7 +246,8 @@ class GraphRuns:
             locks.release(run_dir / LIVE_LOCK)
             return None
         log = EventLog(run_dir / CYCLE)
-        log.append("resumed", **own_facts(), by={"graph": "Command(resume=…)"}, limit_wait=None)
+        by = {**who(), "via": "langgraph"}  # the process that invoked the graph again
+        log.append("resumed", **own_facts(), by=by, limit_wait=None)
         run = _Open(run_id, key, log, key_lock, round_)
         self._open[key] = run
         with contextlib.suppress(OSError):
@@ -211,14 +261,16 @@ class GraphRuns:
             write_atomic(self.layout.runs / run.run_id / STATE, run.state, durable=False)
         run.state, run.state_written = None, time.monotonic()
 
-    def _end(self, key: str, run: _Open, status: Status, *, stopped: bool = False) -> None:
+    def _end(
+        self, key: str, run: _Open, status: Status, *, stopped: dict[str, Any] | None = None
+    ) -> None:
         del self._open[key]
         self._write_state(run)
         run_dir = self.layout.runs / run.run_id
         facts = git.facts(self.layout.workspace)
         with contextlib.suppress(OSError):
-            if stopped:
-                run.log.append("stop_requested", by={"request": "stop"}, now=False)
+            if stopped is not None:
+                run.log.append("stop_requested", **stopped)
             if status == Status.PAUSED:
                 run.log.commit("paused", position=None, round=run.round, git=facts)
             else:
