@@ -165,6 +165,9 @@ def test_interrupt_in_one_process_resumes_in_another(workspace: Path) -> None:
     assert asked.returncode == 0 and asked.stdout.strip() == "interrupted", asked.stderr
     (paused,) = runs_of(workspace, "review")
     assert paused["status"] == "paused"
+    refused = CLI(workspace).json("resume", paused["run"], check=3)  # no flow to run
+    assert refused["error"]["code"] == "SIGNAL_REFUSED"
+    assert "Command(resume=" in refused["error"]["message"]
 
     answered = child(workspace, "answer", "ship")
     assert answered.returncode == 0, answered.stderr
@@ -181,6 +184,12 @@ def test_interrupt_in_one_process_resumes_in_another(workspace: Path) -> None:
     newest = runs_of(workspace, "review")[0]
     assert newest["picked_up_from"] == done["run"] and newest["status"] == "paused"
     assert newest["first_round"] == done["last_round"] + 1  # round numbers go on
+
+    CLI(workspace)("prune", "--keep", "1", check=0)  # the ended run goes, the paused one stays
+    assert [r["run"] for r in runs_of(workspace, "review")] == [newest["run"]]
+    final = child(workspace, "answer", "later")  # the thread's checkpoints are all there
+    assert final.returncode == 0 and final.stdout.strip() == "answer=later count=3", final.stderr
+    assert runs_of(workspace, "review")[0]["status"] == "completed"
 
 
 def test_kill_9_during_put_leaves_a_consistent_last_checkpoint(workspace: Path) -> None:
@@ -272,6 +281,8 @@ def test_stop_ends_a_graph_run(workspace: Path, now: bool) -> None:
     proc = spin(workspace, "spinner")
     try:
         run = wait_for(lambda: live_run(workspace, "spinner"))
+        refused = CLI(workspace).json("pause", run["run"], check=3)  # a graph pauses itself
+        assert refused["error"]["code"] == "SIGNAL_REFUSED", refused
         CLI(workspace)("stop", run["run"], *(["--now"] if now else []), check=0)
         out, err = proc.communicate(timeout=60)
     finally:
