@@ -139,6 +139,15 @@ def test_bad_inputs_are_refused_clearly(tmp_path: Path) -> None:
         FlowdropSaver(workspace=tmp_path / "missing")
 
 
+def test_the_workspace_is_found_as_the_cli_finds_it(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workspace / "agents").mkdir()
+    monkeypatch.chdir(workspace / "agents")
+    assert FlowdropSaver().layout.workspace == workspace.resolve()  # the git top-level
+    assert FlowdropSaver(workspace=".").layout.workspace == (workspace / "agents").resolve()
+
+
 def test_a_graph_run_is_a_flowdrop_run_of_its_thread(workspace: Path) -> None:
     """Rounds are super-steps, state.json the channel values, listed by flows and runs."""
     saver = FlowdropSaver(workspace=workspace)

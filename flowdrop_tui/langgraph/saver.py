@@ -47,20 +47,22 @@ EMPTY = ("empty", b"")
 class FlowdropSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer keeping a graph's checkpoints in the workspace's records.
 
-    ``FlowdropSaver(workspace=".")``: the workspace is the folder given (its
-    ``.flowdrop/`` is made on first use); ``record_runs=False`` keeps only the
-    checkpoints, with no flowdrop run records beside them.
+    ``FlowdropSaver(workspace=".")``: the workspace is the folder given, as
+    ``--workspace`` gives it; ``FlowdropSaver()`` finds it as ``flowdrop-tui`` does (the
+    git top-level of the current folder, else the folder). Its ``.flowdrop/`` is made on
+    first use. ``record_runs=False`` keeps only the checkpoints, with no flowdrop run
+    records beside them.
     """
 
     def __init__(
         self,
-        workspace: str | Path = ".",
+        workspace: str | Path | None = None,
         *,
         serde: SerializerProtocol | None = None,
         record_runs: bool = True,
     ) -> None:
         super().__init__(serde=serde)
-        self.layout = Layout(find_workspace(override=workspace))
+        self.layout = Layout(find_workspace(override=workspace))  # None: as the CLI finds it
         self.layout.ensure()
         self._logs: dict[str, ThreadLog] = {}
         self.runs = GraphRuns(self.layout, self._pending_channels) if record_runs else None

@@ -273,9 +273,13 @@ class ThreadLog:
 
     def _locked(self) -> Any:
         if not (self.folder / NAME).is_file():
-            self.folder.mkdir(parents=True, exist_ok=True)
+            root = self.folder.parent
+            if not root.is_dir():
+                root.mkdir(exist_ok=True)
+                sync_dir(root.parent)  # .flowdrop/ names langgraph/ durably
+            self.folder.mkdir(exist_ok=True)
             write_atomic(self.folder / NAME, self.thread_id.encode())
-            sync_dir(self.folder.parent)
+            sync_dir(root)
         return locks.exclusive(self.folder / LOCK)
 
 
