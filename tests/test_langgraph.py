@@ -336,3 +336,26 @@ def test_prune_keeps_what_a_delta_channel_needs(tmp_path: Path) -> None:
     assert 1 < kept < total  # back to the nearest snapshot, no further
     fresh = graph.compile(checkpointer=FlowdropSaver(workspace=tmp_path, record_runs=False))
     assert fresh.get_state(config("delta")).values == before
+
+
+async def test_the_ui_lists_a_graph_thread_beside_the_flows(
+    workspace: Path, flow_writer: Any
+) -> None:
+    """The thread is a row of the flow table (after the flows), its run in the runs pane,
+    and reading them says nothing went wrong (the rows were once zipped with the flows)."""
+    from tests.flow_bodies import counts_rounds
+    from tests.tui.tui_helpers import RecordingApp, settled, until
+
+    flow_writer("alpha", counts_rounds(description="counts"))
+    asked = child(workspace, "ask")
+    assert asked.returncode == 0, asked.stderr
+    (run,) = runs_of(workspace, "review")
+    app = RecordingApp(Layout(workspace))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: settled(app), what="the first reads")
+        table = app.main_screen.flows
+        assert str(table.get_cell("review", "status")) == "paused"
+        assert str(table.get_cell("review", "round")) == f"round {run['last_round']}"
+        table.move_cursor(row=1)
+        await until(pilot, lambda: list(app.main_screen.runs.runs) == [run["run"]])
+        assert not app.said, app.said
