@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,30 +234,22 @@ class ThreadLog:
             if created:
                 sync_dir(self.folder)
 
-    def replace(self, fold: Fold) -> None:
-        """Replace the log by one holding exactly ``fold`` (atomically, durably)."""
-        with self._mutex, self._locked():
-            data = b"".join(fold.lines(self.thread_id))
-            if data:
-                write_atomic(self.path, data)
-            else:
-                self._unlink()
-
-    def rewrite(self, change: Any) -> bool:
+    def rewrite(self, change: Callable[[Fold], bool]) -> bool:
         """Under the lock: read the log whole, let ``change(fold)`` edit it (returning
-        whether it did), and replace the log if so."""
+        whether it did), and replace the log by one holding exactly that (atomically)."""
         with self._mutex, self._locked():
             self._refresh()
-            fold = self._fold
-            if not change(fold):
-                return False
-            data = b"".join(fold.lines(self.thread_id))
-            if data:
-                write_atomic(self.path, data)
-            else:
-                self._unlink()
-            self._seen = None
-            return True
+            try:
+                if not change(self._fold):
+                    return False
+                data = b"".join(self._fold.lines(self.thread_id))
+                if data:
+                    write_atomic(self.path, data)
+                else:
+                    self._unlink()
+                return True
+            finally:
+                self._seen = None  # read again: the fold was edited, the write may have failed
 
     def delete(self) -> None:
         with self._mutex, self._locked():
