@@ -37,6 +37,15 @@ def test_state_write_prints_a_ratio(tmp_path: Path) -> None:
     assert "synchronous=2" in out and re.search(r"goal <= 1\.0: (met|NOT met)", out), out
 
 
+def test_langgraph_put_prints_a_ratio(tmp_path: Path) -> None:
+    """Guards against bench/langgraph_put.py breaking (SPEC §22; the langgraph extra)."""
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="pip install -e '.[langgraph]'")
+    out = quick("langgraph_put.py", tmp_path)
+    match = RATIO.search(out)
+    assert match and float(match.group(1)) > 0, out
+    assert "the log alone" in out and re.search(r"goal <= 1\.0: (met|NOT met)", out), out
+
+
 def test_resolve_prints_a_ratio(tmp_path: Path) -> None:
     """Guards against bench/resolve.py breaking, or its workspaces no longer resolving."""
     out = quick("resolve.py", tmp_path)

@@ -38,6 +38,7 @@ from flowdrop_tui.core.records import folded, index, key_runs, pins
 from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
 from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.event_log import side_value
+from flowdrop_tui.core.records.index import GRAPH_FLOW
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.output_log import tail_lines
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
@@ -55,7 +56,7 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
     infos = describe(layout, refs) if infos is None else infos
     data = index.load(layout)
     rows = []
-    for info in infos:
+    for info in [*infos, *_graph_threads(data, {info.name for info in infos})]:
         entry = data["keys"].get(info.name) or {}
         row: dict[str, Any] = {
             "name": info.name,
@@ -119,6 +120,16 @@ def thread_budget(info: FlowInfo, last: RunInfo | None) -> ChainBudget:
     return ChainBudget(effective(info.budget, last.budget_overrides), chain.used)
 
 
+def _graph_threads(data: Any, named: set[str]) -> list[FlowInfo]:
+    """LangGraph threads run with ``FlowdropSaver`` (SPEC §22), listed after the flows:
+    keys whose runs name ``GRAPH_FLOW`` and no flow folder of their own."""
+    return [
+        FlowInfo(key, GRAPH_FLOW, True, "a LangGraph thread (FlowdropSaver)", None)
+        for key, entry in sorted(data["keys"].items())
+        if isinstance(entry, dict) and entry.get("flow") == GRAPH_FLOW and key not in named
+    ]
+
+
 def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
     """The flow list as far as it can be told without starting a process or reading runs:
     names from discovery, declarations from the describe cache (``described`` is False
@@ -140,6 +151,21 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
                 "last_run": entry.get("last_run"),
                 "status": entry.get("status"),
                 "described": info is not None,
+            }
+        )
+    for graph in _graph_threads(data, {ref.name for ref in refs}):
+        entry = data["keys"][graph.name]
+        rows.append(
+            {
+                "name": graph.name,
+                "path": graph.path,
+                "resumable": True,
+                "error": None,
+                "description": graph.description,
+                "round": int(entry.get("round") or 0),
+                "last_run": entry.get("last_run"),
+                "status": entry.get("status"),
+                "described": True,
             }
         )
     return rows

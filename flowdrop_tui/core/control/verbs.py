@@ -19,6 +19,7 @@ from flowdrop_tui.core.errors import (
     AlreadyPausedError,
     NoActivePauseError,
     SignalPendingError,
+    SignalRefusedError,
     TerminalSnapshotError,
 )
 from flowdrop_tui.core.files import locks
@@ -110,11 +111,22 @@ def stop(
     return Asked(run_id, info.key, Action.STOP_AFTER_ROUND, info.round)
 
 
+def refuse_graph(info: RunInfo, verb: str) -> None:
+    """A LangGraph graph's run (SPEC §22) pauses at its ``interrupt()`` and goes on when
+    the graph is invoked again: there is no flow for ``pause`` or ``resume`` to run."""
+    if info.flow == index.GRAPH_FLOW:
+        raise SignalRefusedError(
+            f"cannot {verb} run {info.run}: it is a LangGraph graph's run; a graph pauses "
+            "at interrupt() and goes on when invoked again with Command(resume=…)"
+        )
+
+
 def pause(layout: Layout, run_id: str, *, by: dict[str, Any] | None = None) -> Asked:
     """Ask a run to pause after its round; its process saves and exits."""
     by = {**who(), "via": "cli", **(by or {})}
     info = load_run(layout, run_id)
     _refuse_ended(info, "pause")
+    refuse_graph(info, "pause")
     if info.status == Status.PAUSED:
         raise AlreadyPausedError(
             f"run {run_id} is already paused; resume it with: flowdrop-tui resume {run_id}"
@@ -145,6 +157,7 @@ def check_resumable(layout: Layout, run_id: str) -> RunInfo:
         raise NoActivePauseError(
             f"run {run_id} is not paused (it is {info.status}); only a paused run is resumed"
         )
+    refuse_graph(info, "resume")
     return info
 
 

@@ -43,6 +43,10 @@ Entry = dict[str, Any]
 Index = dict[str, Any]
 
 
+# The "flow" a LangGraph thread's runs name (SPEC §22): a key with no folder under flows/.
+GRAPH_FLOW = "langgraph"
+
+
 def _empty() -> Index:
     return {"v": INDEX_VERSION, "keys": {}}
 

@@ -70,8 +70,10 @@ class WorkspaceReads:
         ]
         missing = [ref for ref, info in zip(refs, cached, strict=True) if info is None]
         rows = views.flow_rows(self.workspace, known)
-        for row, info in zip(rows, cached, strict=True):
+        for row, info in zip(rows[: len(cached)], cached, strict=True):
             row["described"] = info is not None
+        for row in rows[len(cached) :]:  # LangGraph threads (SPEC §22): nothing to describe
+            row["described"] = True
         self.screen.post_message(FlowRowsRead(rows, described=not missing))
         if missing and not get_current_worker().is_cancelled:
             infos = describe(self.workspace, refs)
