@@ -152,7 +152,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     layout = workspace.read_layout(args)
     from flowdrop_tui.core.records import index
-
     from flowdrop_tui.core.records.ledger import workspace_usage
 
     data = index.rebuild(layout, strict=True)
