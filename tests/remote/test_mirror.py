@@ -35,7 +35,10 @@ from flowdrop_tui import flow
 
 @flow(resumable=True)
 def main(run):
+    hold = os.environ.get("HOLD")  # a file: at round 5 the run waits until it exists
     for r in run.rounds(range(int(os.environ.get("ROUNDS", "12")))):
+        while hold and r == 5 and not os.path.exists(hold):
+            time.sleep(0.01)
         run.state["n"] = r
         run.log("tick", r=r)
         print("round", r, flush=True)
@@ -189,10 +192,11 @@ def test_an_outage_is_waited_out_and_no_write_is_skipped(
         write_flow(workspace, "counts", COUNTS)
         ticket = ticket_for(pg_store, "counts", url=proxy.url())
         errors = workspace.parent / "stderr"
+        cut = workspace.parent / "cut"  # the run holds at round 5 until the server is cut:
+        # on a busy machine it could otherwise end before the cut, and nothing would wait
         with open(errors, "wb") as sink:
-            child = run_child(
-                workspace, ticket, "counts", {"ROUNDS": "40", "PAUSE": "0.05"}, stderr=sink
-            )
+            env = {"ROUNDS": "40", "PAUSE": "0.05", "HOLD": str(cut)}
+            child = run_child(workspace, ticket, "counts", env, stderr=sink)
 
         def ticks() -> int:
             runs = pg_store.run_ids()
@@ -202,7 +206,8 @@ def test_an_outage_is_waited_out_and_no_write_is_skipped(
         wait_for(lambda: ticks() >= 3, timeout=60)
         proxy.cut()
         stalled = ticks()
-        wait_for(lambda: b"the run waits and retries" in _read_bytes(errors), timeout=30)
+        cut.touch()
+        wait_for(lambda: b"the run waits and retries" in _read_bytes(errors), timeout=60)
         assert child.poll() is None and ticks() == stalled  # waiting, not skipping
         proxy.restore()
         child.communicate(timeout=120)

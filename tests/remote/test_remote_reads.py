@@ -17,6 +17,7 @@ import pytest
 from flowdrop_tui import cli
 from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.store import PostgresStore
+from tests.conftest import wait_for
 from tests.flow_bodies import adds_one_a_round, counts_rounds
 from tests.remote.machines import (
     Machine,
@@ -295,6 +296,9 @@ def test_logs_follow_stops_with_the_clear_error_when_the_server_goes(
                 monkeypatch.setenv(name, value)
         monkeypatch.setenv("FLOWDROP_POSTGRES", proxy.url())
         monkeypatch.setattr(reading, "SYNC_TIMEOUT", 2.0)  # the deadline, shortened
+        # The run in the store first: its folder appears on the worker before its record
+        # reaches PostgreSQL, and on a busy machine the cut came first ("no run", exit 2).
+        wait_for(lambda: child.run_id in child.store.run_ids(), timeout=60)
         threading.Timer(1.5, proxy.cut).start()
         codes: list[int] = []
         argv = ["logs", child.run_id, "-f", "--workspace", str(client.ws)]
