@@ -5,8 +5,10 @@ naming the package to install.
 
 It listens on loopback only (``--ip 127.0.0.1``): an unauthenticated frontend lets
 whoever reaches it start workflows that run code on the test's workers. A test that
-needs it from a network namespace starts its own on the host's veth address
-(``DevServer(folder, ip=…)``), reachable from the host and that namespace only.
+needs it from a network namespace starts its own and a forwarder on the host's veth
+address (``servers.TcpProxy(port, listen=…)``), reachable from the host and that
+namespace only (the dev server's own services dial each other on its ``--ip``'s
+loopback: bound to another address it cannot serve).
 
 One server per pytest process (xdist worker) serves every test; each test keeps
 apart by its own ``space`` (Workflow IDs are ``<space>/<key>``) and task queue. A
@@ -129,7 +131,7 @@ class DevServer:
     """``temporal server start-dev`` on fixed ports and one ``--db-filename``: stop it
     and start it again and it is the same server, with its state (workflows, timers)."""
 
-    def __init__(self, folder: Path, *, ip: str = LOOPBACK) -> None:
+    def __init__(self, folder: Path, *, ip: str = LOOPBACK) -> None:  # only loopback works
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.ip = folder, ip
         self.port = free_port(ip)
