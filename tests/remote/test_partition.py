@@ -4,8 +4,9 @@
 Worker A runs in its own network namespace (tests/remote/netns.py) and reaches
 Temporal and PostgreSQL through the host's veth address; worker B runs on the
 host. A's run sets a key every 0.2 s. The link is cut: within the heartbeat
-timeout (A's lease in PostgreSQL lapsed too) the run is declared lost (``interrupted`` on the client) and its key's
-epoch is bumped; a ``run`` then picks up on B from the last state PostgreSQL holds.
+timeout (A's lease in PostgreSQL lapsed too) the run is declared lost
+(``interrupted`` on the client) and its key's epoch is bumped; a ``run`` then picks
+up on B from the last state PostgreSQL holds.
 The link is healed, and A's side had every chance to write again: PostgreSQL
 must hold nothing new from it (no file or line row of its run changed, no change
 recorded for it after the bump), the picked-up run's state only ever the new
