@@ -31,7 +31,7 @@ from temporalio import activity
 
 from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.control.launch import launch_process
-from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError
+from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError, error_for
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
@@ -112,7 +112,13 @@ class WorkerActivities:
 
     @activity.defn(name="run_flow")
     async def run_flow(self, request: FlowInput) -> dict[str, Any]:
-        store = await asyncio.to_thread(self.access.open, request.space)
+        try:
+            store = await asyncio.to_thread(self.access.open, request.space)
+        except FlowdropError as exc:  # PostgreSQL down (exit 4) or refusing: nothing claimed
+            handle = activity.client().get_workflow_handle(activity.info().workflow_id or "")
+            refusal = error_for(exc.code, f"worker {self.worker_id}: {exc.message}")
+            await handle.signal("started", _refusal(refusal))
+            return {"run": None, "outcome": "refused", "code": exc.code}
         handed = False  # once a run child exists, its keeper owns the store
         try:
             made = await self._run(request, store)
