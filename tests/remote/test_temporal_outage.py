@@ -20,6 +20,7 @@ import pytest
 
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.workflow import HEARTBEAT_TIMEOUT
+from tests.contract.test_workflow_replay import closed_histories, record, replay
 from tests.remote.cluster import COUNTER, Client, Cluster, make_client, wait_for
 from tests.remote.temporal_server import DevServer
 
@@ -114,5 +115,10 @@ def test_a_run_outlives_a_temporal_outage_and_counts_on(
             f"run still live and counting; stop --now accepted {took:.1f} s after the restart"
         )
         assert "fenced out" not in client.cli("logs", run).stdout
+        # The workflow's history through the outage (timed out, leased, attended)
+        # replays without non-determinism, and is kept with the recorded ones.
+        histories = closed_histories(own_temporal.info.address, space)
+        replay(histories)
+        record(histories, {"counter#1": "attended_after_temporal_outage"})
     finally:
         store.close()

@@ -45,6 +45,7 @@ WORKER_QUEUE_PREFIX = "flowdrop-worker-"
 # since is alive, whatever Temporal says (an outage of the Temporal server times out
 # every heartbeat, and must not kill a run: the workflow attends it again).
 LEASE_EVERY = 1.0
+LEASE_PATCH = "lease-before-reap"
 LEASE_GONE = 6.0
 HOLDER_LIMIT = timedelta(seconds=15)  # the lease's read: a few ms of PostgreSQL
 # How long an attend waits for the holding worker to poll again (after an outage its
@@ -155,8 +156,12 @@ class FlowKeyWorkflow:
             }
         cause: ActivityError = exc
         wait = ATTEND_WAIT
+        # Histories from before the lease (a workflow that reaped at once) replay as
+        # they ran: ``patched`` is False there, True (and recorded) from now on.
+        leased = workflow.patched(LEASE_PATCH)
         while (
-            isinstance(cause.cause, ActivityTimeout)
+            leased
+            and isinstance(cause.cause, ActivityTimeout)
             and isinstance(run_id, str)
             and isinstance(worker, str)
             and isinstance(queue, str)
