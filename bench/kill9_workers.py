@@ -466,14 +466,14 @@ def main_workers(args: Any, root: Path, seed: int) -> int:
     """``kill9.py --scenario workers``: servers given (``--postgres``/``--temporal``,
     the test suite's) or started here for the length of the run."""
     from tests.remote.servers import PostgresServer
-    from tests.remote.temporal_server import TemporalServer, start_temporal, stop_process_group
+    from tests.remote.temporal_server import DevServer, TemporalServer
 
     def interrupted(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # SIGTERM: stop, report, and take the servers down
 
     signal.signal(signal.SIGTERM, interrupted)
     pg: PostgresServer | None = None
-    temporal_proc = None
+    dev: DevServer | None = None
     try:
         if args.postgres:
             template = str(args.postgres)
@@ -486,8 +486,8 @@ def main_workers(args: Any, root: Path, seed: int) -> int:
         if args.temporal:
             server = TemporalServer(str(args.temporal), "default", root / "none")
         else:
-            temporal_proc, port = start_temporal(root / "temporal")
-            server = TemporalServer(f"127.0.0.1:{port}", "default", root / "temporal")
+            dev = DevServer(root / "temporal").start()
+            server = dev.info
         harness = WorkerHarness(root, seed, args.verbose, postgres_url, server.at)
         began = time.monotonic()
         stopped = False
@@ -498,8 +498,8 @@ def main_workers(args: Any, root: Path, seed: int) -> int:
             tally = harness.tally
         figures = {"seed": seed, **report(tally, time.monotonic() - began)}
     finally:
-        if temporal_proc is not None:
-            stop_process_group(temporal_proc)
+        if dev is not None:
+            dev.stop()
         if pg is not None:
             pg.stop()
     if args.json:

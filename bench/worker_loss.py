@@ -37,7 +37,7 @@ from tests.remote.cluster import (  # noqa: E402
     wait_for,
 )
 from tests.remote.servers import PostgresServer, new_space  # noqa: E402
-from tests.remote.temporal_server import start_temporal, stop_process_group  # noqa: E402
+from tests.remote.temporal_server import DevServer  # noqa: E402
 
 
 def one_kill(
@@ -76,8 +76,8 @@ def main() -> int:
     n = 1 if args.quick else args.n
     root = Path(tempfile.mkdtemp(prefix="worker-loss-", dir=args.dir))
     postgres = PostgresServer.start()
-    temporal, port = start_temporal(root / "temporal")
-    cluster = Cluster(f"127.0.0.1:{port}", postgres.url(), root / "cluster")
+    temporal = DevServer(root / "temporal").start()
+    cluster = Cluster(temporal.info.address, postgres.url(), root / "cluster")
     times: list[float] = []
     try:
         space = new_space("bench")
@@ -98,7 +98,7 @@ def main() -> int:
         store.close()
     finally:
         cluster.stop()
-        stop_process_group(temporal)
+        temporal.stop()
         postgres.stop()
     median = statistics.median(times)
     timeout = HEARTBEAT_TIMEOUT.total_seconds()

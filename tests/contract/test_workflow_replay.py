@@ -6,7 +6,8 @@ one paused then closed, one refused on the worker (over budget), and one whose w
 died (the ``reap`` local activity) — each execution's history fetched from Temporal
 and replayed by ``temporalio.worker.Replayer``.
 
-Recorded (no server needed): the histories committed under ``histories/`` replay too,
+Recorded (no server needed): the histories committed under ``histories/`` replay too
+(``attended_after_temporal_outage`` is recorded by tests/remote/test_temporal_outage.py),
 so a change to the workflow that would break runs already in flight fails here.
 Record them again with ``FLOWDROP_RECORD_HISTORIES=1 pytest
 tests/contract/test_workflow_replay.py`` — only when old histories may go.

@@ -2,9 +2,12 @@
 
 ``PostgresServer.start()`` runs Debian's (or any) PostgreSQL from ``initdb``/``pg_ctl``
 found on PATH or in ``/usr/lib/postgresql/*/bin``, in a temporary data folder on a
-free port, with trust authentication, listening on every address (``*``) so a test in
-its own network namespace reaches it through a veth address. As root (CI) the server
-runs as the ``postgres`` user (else ``nobody``): ``initdb`` refuses root.
+free port, with trust authentication, listening on loopback only (a test in a network
+namespace starts its own, on the host's veth address too: ``listen=``). As root (CI)
+the server runs as the ``postgres`` user (else ``nobody``): ``initdb`` refuses root.
+The postmaster is this process's child (not ``pg_ctl``'s daemon): it gets SIGKILL
+when the pytest that started it dies (``PR_SET_PDEATHSIG``) and is recorded in the
+pidfiles ``temporal_server.sweep_orphans`` clears at the next start.
 
 The fixtures in ``conftest.py`` start one server per test session (per xdist worker)
 and give each test a fresh ``space`` in it, instead of a new server.
@@ -17,14 +20,19 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import struct
 import subprocess
 import tempfile
 import threading
+import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from tests.remote.temporal_server import die_with_parent, forget, record, sweep_orphans
 
 SUPERUSER = "flowdrop"
 DATABASE = "postgres"
@@ -49,7 +57,7 @@ def find_pg_binary(name: str) -> str:
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("0.0.0.0", 0))
+        sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
@@ -71,7 +79,8 @@ class PostgresServer:
     port: int
     log: Path
     user: pwd.struct_passwd | None = None
-    pg_ctl: str = field(default_factory=lambda: find_pg_binary("pg_ctl"))
+    listen: tuple[str, ...] = ("127.0.0.1",)
+    process: subprocess.Popen[bytes] | None = None
 
     @property
     def data(self) -> Path:
@@ -83,27 +92,69 @@ class PostgresServer:
         return f"postgresql://{SUPERUSER}@{host}:{self.port}/{DATABASE}"
 
     @classmethod
-    def start(cls, *, durable: bool = False) -> PostgresServer:
-        """initdb + start on a free port. ``durable=False`` (tests) turns fsync off:
-        the tests are about what is committed, not about power cuts."""
+    def start(
+        cls, *, durable: bool = False, listen: tuple[str, ...] = ("127.0.0.1",)
+    ) -> PostgresServer:
+        """initdb + start on a free port of loopback (and of each of ``listen``).
+        ``durable=False`` (tests) turns fsync off: the tests are about what is
+        committed, not about power cuts."""
+        sweep_orphans()
         user = _server_user()
         folder = Path(tempfile.mkdtemp(prefix="flowdrop-pg-"))  # /tmp: reachable as `user`
         folder.chmod(0o755)
         if user is not None:
             os.chown(folder, user.pw_uid, user.pw_gid)
-        server = cls(folder=folder, port=free_port(), log=folder / "server.log", user=user)
+        server = cls(
+            folder=folder, port=free_port(), log=folder / "server.log", user=user, listen=listen
+        )
         try:
             server._initdb(durable)
-            server._ctl("start", "-w", "-t", "60", "-l", str(server.log))
+            server._serve()
         except BaseException:
             server.stop()
             raise
         return server
 
+    def _ids(self) -> dict[str, Any]:
+        if self.user is None:
+            return {}
+        return {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+
+    def _serve(self, timeout: float = 60.0) -> None:
+        """The postmaster as our child, dying with us; wait until it takes connections."""
+        env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [find_pg_binary("postgres"), "-D", str(self.data)],
+                cwd=self.folder,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,  # after the change of user: it would clear it
+                **self._ids(),
+            )
+        record(self.process.pid)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    pass
+                if (self.data / "postmaster.pid").exists() and "ready" in self._status():
+                    return
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                text = self.log.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"PostgreSQL did not start:\n{text}")
+            time.sleep(0.1)
+
+    def _status(self) -> str:
+        lines = (self.data / "postmaster.pid").read_text(errors="replace").splitlines()
+        return lines[7] if len(lines) > 7 else ""
+
     def _run(self, argv: list[str]) -> None:
-        kwargs = {}
-        if self.user is not None:
-            kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+        kwargs = self._ids()
         env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
         done = subprocess.run(
             argv, cwd=self.folder, env=env, capture_output=True, text=True, **kwargs
@@ -131,7 +182,7 @@ class PostgresServer:
             ]
         )
         settings = {
-            "listen_addresses": "'*'",
+            "listen_addresses": "'" + ",".join(self.listen) + "'",
             "port": str(self.port),
             "unix_socket_directories": "''",  # TCP only: no socket path to outgrow
             "max_connections": "200",
@@ -145,16 +196,22 @@ class PostgresServer:
             conf.write("\n# flowdrop tests\n")
             for name, value in settings.items():
                 conf.write(f"{name} = {value}\n")
-        with open(self.data / "pg_hba.conf", "a") as hba:  # a namespace's veth address too
-            hba.write("host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n")
-
-    def _ctl(self, *args: str) -> None:
-        self._run([self.pg_ctl, "-D", str(self.data), *args])
+        with open(self.data / "pg_hba.conf", "a") as hba:  # a namespace's veth peer too
+            hba.write("host all all 127.0.0.1/32 trust\n")
+            if self.listen != ("127.0.0.1",):
+                hba.write("host all all samenet trust\n")
 
     def stop(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            with contextlib.suppress(RuntimeError):
-                self._ctl("stop", "-m", "immediate", "-w", "-t", "30")
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGQUIT)  # immediate shutdown
+                try:
+                    self.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(timeout=10)
+            forget(self.process.pid)
+            self.process = None
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -168,9 +225,14 @@ class TcpProxy:
     a client and its server without touching the shared server (the client sees its
     connections reset and new ones refused, as when the network goes)."""
 
-    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, target_port: int, target_host: str = "127.0.0.1", *, listen: str = "127.0.0.1"
+    ) -> None:
         self.target = (target_host, target_port)
-        self.port = free_port()
+        self.listen = listen
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((listen, 0))
+            self.port = int(sock.getsockname()[1])
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._listener: socket.socket | None = None
@@ -184,7 +246,7 @@ class TcpProxy:
         """Accept connections again (on the same port)."""
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        listener.bind((self.listen, self.port))
         listener.listen(64)
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote.config import RemoteConfig, load
+from flowdrop_tui.core.remote.config import RemoteConfig, load, space_of_origin
 
 PG = "postgresql://u@db:5432/flowdrop"
 
@@ -28,16 +29,54 @@ def test_no_table_and_no_variable_is_local_mode(tmp_path: Path) -> None:
 
 
 def test_the_file_gives_the_settings_and_defaults_fill_the_rest(tmp_path: Path) -> None:
-    layout = layout_with(tmp_path, f'[remote]\ntemporal = "t:7233"\npostgres = "{PG}"\n')
-    assert load(layout, {}) == RemoteConfig(temporal="t:7233", postgres=PG)
-    config = load(layout, {})
-    assert config is not None
-    assert (config.namespace, config.task_queue, config.space, config.origin) == (
-        "default",
-        "flowdrop",
-        "default",
-        None,
+    origin = "git@git.internal:team/myrepo.git"
+    layout = layout_with(
+        tmp_path, f'[remote]\ntemporal = "t:7233"\npostgres = "{PG}"\norigin = "{origin}"\n'
     )
+    config = load(layout, {})
+    assert config == RemoteConfig(
+        temporal="t:7233", postgres=PG, space="git.internal:team:myrepo", origin=origin
+    )
+    assert (config.namespace, config.task_queue) == ("default", "flowdrop")
+
+
+@pytest.mark.parametrize(
+    ("origin", "space"),
+    [
+        ("git@github.com:Team/repo.git", "github.com:Team:repo"),
+        ("https://user:secret@GitHub.com/Team/repo/", "github.com:Team:repo"),
+        ("ssh://git@git.internal:2222/a/b.git", "git.internal:2222:a:b"),
+        ("/srv/git/repo.git", "local:srv:git:repo"),
+        ("file:///srv/git/repo.git", "local:srv:git:repo"),
+        ("https://host/group/sub/repo.git", "host:group:sub:repo"),
+    ],
+)
+def test_an_unset_space_is_the_origins_url_normalised(origin: str, space: str) -> None:
+    """Guards against two repositories sharing the space `default` (one's run refused
+    ALREADY_RUNNING by the other's, then picking up the other's state): the space
+    names the repository, never its credentials, and one word (no '/')."""
+    assert space_of_origin(origin) == space
+    assert "secret" not in space_of_origin(origin) and "/" not in space
+
+
+def test_an_unset_space_comes_from_the_workspaces_git_origin_or_is_refused(
+    tmp_path: Path,
+) -> None:
+    env = {"FLOWDROP_TEMPORAL": "t:1", "FLOWDROP_POSTGRES": PG}
+    git = ["git", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    with pytest.raises(UsageError) as refused:  # a repository without an origin
+        load(layout_with(tmp_path, None), env)
+    assert "remote mode needs a space" in refused.value.message
+    assert (
+        "FLOWDROP_SPACE" in refused.value.message
+        and "git remote add origin" in refused.value.message
+    )
+    subprocess.run([*git, "remote", "add", "origin", "https://tok@h.example/t/r.git"], check=True)
+    config = load(layout_with(tmp_path, None), env)
+    assert config is not None and config.space == "h.example:t:r"
+    given = load(layout_with(tmp_path, None), {**env, "FLOWDROP_SPACE": "mine"})
+    assert given is not None and given.space == "mine"  # a space given is used as given
 
 
 def test_the_environment_overrides_the_file_key_by_key(tmp_path: Path) -> None:
@@ -57,8 +96,8 @@ def test_the_environment_overrides_the_file_key_by_key(tmp_path: Path) -> None:
         space="repo2",
         origin="git@example:repo.git",
     )
-    only_env = {"FLOWDROP_TEMPORAL": "a:1", "FLOWDROP_POSTGRES": PG}
-    assert load(layout_with(tmp_path / "x", None), only_env) == RemoteConfig("a:1", PG)
+    only_env = {"FLOWDROP_TEMPORAL": "a:1", "FLOWDROP_POSTGRES": PG, "FLOWDROP_SPACE": "s"}
+    assert load(layout_with(tmp_path / "x", None), only_env) == RemoteConfig("a:1", PG, space="s")
 
 
 @pytest.mark.parametrize(
@@ -111,7 +150,9 @@ def test_the_temporal_address_loses_an_http_scheme_and_needs_a_port(tmp_path: Pa
         ("http://t:7233/", "t:7233"),
         ("[::1]:7233", "[::1]:7233"),
     ]:
-        config = load(layout, {"FLOWDROP_TEMPORAL": given, "FLOWDROP_POSTGRES": PG})
+        config = load(
+            layout, {"FLOWDROP_TEMPORAL": given, "FLOWDROP_POSTGRES": PG, "FLOWDROP_SPACE": "s"}
+        )
         assert config is not None and config.temporal == used
     for bad in ("https://t:7233", "t", "t:0", "t:99999", "t:7233/x"):
         with pytest.raises(UsageError, match=r"FLOWDROP_TEMPORAL.*e\.g\. temporal\.internal:7233"):
@@ -123,7 +164,8 @@ def test_the_postgres_setting_must_be_a_url_or_conninfo(tmp_path: Path) -> None:
     libpq's key=value form is refused here, naming the setting and an example."""
     for good in (PG, "postgres://u@db/x", "host=db dbname=x user=u"):
         config = load(
-            layout_with(tmp_path, None), {"FLOWDROP_TEMPORAL": "t:1", "FLOWDROP_POSTGRES": good}
+            layout_with(tmp_path, None),
+            {"FLOWDROP_TEMPORAL": "t:1", "FLOWDROP_POSTGRES": good, "FLOWDROP_SPACE": "s"},
         )
         assert config is not None and config.postgres == good
     layout = layout_with(tmp_path, '[remote]\ntemporal = "t:1"\npostgres = "db:5432"\n')

@@ -4,8 +4,9 @@
 Worker A runs in its own network namespace (tests/remote/netns.py) and reaches
 Temporal and PostgreSQL through the host's veth address; worker B runs on the
 host. A's run sets a key every 0.2 s. The link is cut: within the heartbeat
-timeout the run is declared lost (``interrupted`` on the client) and its key's
-epoch is bumped; a ``run`` then picks up on B from the last state PostgreSQL holds.
+timeout (A's lease in PostgreSQL lapsed too) the run is declared lost
+(``interrupted`` on the client) and its key's epoch is bumped; a ``run`` then picks
+up on B from the last state PostgreSQL holds.
 The link is healed, and A's side had every chance to write again: PostgreSQL
 must hold nothing new from it (no file or line row of its run changed, no change
 recorded for it after the bump), the picked-up run's state only ever the new
@@ -25,8 +26,8 @@ import pytest
 from flowdrop_tui.core.remote.workflow import HEARTBEAT_TIMEOUT
 from tests.remote import netns
 from tests.remote.netns import Netns
-from tests.remote.servers import PostgresServer
-from tests.remote.temporal_server import TemporalServer
+from tests.remote.servers import PostgresServer, TcpProxy
+from tests.remote.temporal_server import DevServer
 from tests.remote.world import RemoteWorld, pid_alive, wait_until
 
 KEY = "tick"
@@ -55,14 +56,32 @@ def ns() -> Iterator[Netns]:
 
 
 @pytest.fixture
-def world(
-    tmp_path: Path, postgres_server: PostgresServer, temporal_server: TemporalServer
-) -> Iterator[RemoteWorld]:
-    made = RemoteWorld(tmp_path / "world", postgres_server.url, temporal_server.at)
+def world(tmp_path: Path, ns: Netns) -> Iterator[RemoteWorld]:
+    """Servers of this test's own, reached on loopback and the host's veth address only
+    (the session's listen on loopback): the namespace reaches them, nothing else does.
+    The dev server serves loopback alone (its services dial each other there), so the
+    namespace reaches it through a forwarder on the veth address."""
+    postgres = PostgresServer.start(listen=("127.0.0.1", ns.host_ip))
+    temporal = DevServer(tmp_path / "temporal")
+    forward: TcpProxy | None = None
     try:
-        yield made
+        temporal.start()
+        forward = TcpProxy(temporal.port, listen=ns.host_ip)
+        through = f"{ns.host_ip}:{forward.port}"
+
+        def temporal_at(host: str) -> str:
+            return through if host == ns.host_ip else temporal.info.address
+
+        made = RemoteWorld(tmp_path / "world", postgres.url, temporal_at)
+        try:
+            yield made
+        finally:
+            made.close()
     finally:
-        made.close()
+        if forward is not None:
+            forward.cut()
+        temporal.stop()
+        postgres.stop()
 
 
 class StateWatch:

@@ -22,7 +22,6 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from subprocess import Popen
 from typing import Any, Protocol
@@ -32,26 +31,27 @@ from temporalio import activity
 
 from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.control.launch import launch_process
-from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError
+from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError, error_for
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
-from flowdrop_tui.core.remote.remote_errors import LostContactError, StoreUnreachableError
+from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_EVERY,
-    HEARTBEAT_TIMEOUT,
+    LEASE_GONE,
     RESUME,
     RUN,
     WORKER_QUEUE_PREFIX,
+    AttendInput,
     DeliverInput,
     FlowInput,
+    HolderInput,
     ReapInput,
 )
 from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
 from flowdrop_tui.core.remote.write_through import RunTicket, ship_output
 
-CONTACT_EVERY = 2.0  # seconds between checks that the Temporal server still answers
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
 SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
 CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
@@ -81,6 +81,8 @@ class Holding:
     tree: Path
     child: Popen[bytes]
     shipped: int  # bytes of its output.log the store holds
+    child_ended: asyncio.Future[int]  # set once the child ended and its liveness is cleared
+    done: asyncio.Future[int]  # set once its worktree is let go: its exit status
 
 
 @dataclass
@@ -91,6 +93,16 @@ class WorkerActivities:
     home: Path
     access: StoreAccess
     runs: dict[str, Holding] = field(default_factory=dict)
+    finished: dict[str, int] = field(default_factory=dict)  # ended, not yet attended to
+    _keepers: set[asyncio.Task[None]] = field(default_factory=set)
+
+    async def let_go(self, limit: float) -> None:
+        """Kill the runs still kept here (a worker stopping past its drain) and wait
+        up to ``limit`` s for their keepers to clear their liveness and worktrees."""
+        for holding in list(self.runs.values()):
+            process.kill_group(holding.child.pid)
+        if self._keepers:
+            await asyncio.wait(set(self._keepers), timeout=limit)
 
     @property
     def own_queue(self) -> str:
@@ -100,13 +112,25 @@ class WorkerActivities:
 
     @activity.defn(name="run_flow")
     async def run_flow(self, request: FlowInput) -> dict[str, Any]:
-        store = await asyncio.to_thread(self.access.open, request.space)
         try:
-            return await self._run(request, store)
+            store = await asyncio.to_thread(self.access.open, request.space)
+        except FlowdropError as exc:  # PostgreSQL down (exit 4) or refusing: nothing claimed
+            handle = activity.client().get_workflow_handle(activity.info().workflow_id or "")
+            refusal = error_for(exc.code, f"worker {self.worker_id}: {exc.message}")
+            await handle.signal("started", _refusal(refusal))
+            return {"run": None, "outcome": "refused", "code": exc.code}
+        handed = False  # once a run child exists, its keeper owns the store
+        try:
+            made = await self._run(request, store)
+            if isinstance(made, dict):
+                return made
+            handed = True
         finally:
-            await asyncio.to_thread(store.close)
+            if not handed:
+                await asyncio.to_thread(store.close)
+        return await self._attend(made)
 
-    async def _run(self, request: FlowInput, store: RunStore) -> dict[str, Any]:
+    async def _run(self, request: FlowInput, store: RunStore) -> dict[str, Any] | Holding:
         info = activity.info()
         handle = activity.client().get_workflow_handle(info.workflow_id or "")
         source = MirrorWorktrees(request.origin, self.home)
@@ -125,7 +149,7 @@ class WorkerActivities:
         await handle.signal("claimed", epoch)
         name = _tree_name(request.space, request.key, epoch)
         tree: Path | None = None
-        held = False  # True once a run child exists: its own cleanup takes over the tree
+        held = False  # True once a run child exists: its keeper takes over the tree
         try:
             checked, warnings = await asyncio.to_thread(_checkout, source, request, name)
             tree = checked
@@ -159,9 +183,16 @@ class WorkerActivities:
         finally:
             if tree is not None and not held:
                 await asyncio.to_thread(source.release, tree)
+        loop = asyncio.get_running_loop()
         run_id = str(message["run"])
-        holding = Holding(run_id, tree, child, shipped)
+        holding = Holding(run_id, tree, child, shipped, loop.create_future(), loop.create_future())
         self.runs[run_id] = holding
+        # The run is kept by this worker, not by the activity: an activity the Temporal
+        # server lost (an outage past the heartbeat timeout) leaves it going, and the
+        # workflow re-attends it here (``attend``) once it finds this worker alive.
+        keeper = asyncio.create_task(self._keep(holding, store, request.key, epoch, source))
+        self._keepers.add(keeper)
+        keeper.add_done_callback(self._keepers.discard)
         try:
             await asyncio.to_thread(
                 store.set_live,
@@ -182,47 +213,79 @@ class WorkerActivities:
                     "worker_queue": self.own_queue,
                 },
             )
-            code = await self._watch(holding, store, request.key, epoch, source)
-            await asyncio.to_thread(store.clear_live, request.key, epoch, run_id)
-            with contextlib.suppress(Exception):  # only lets a new start wait, not fail
-                await handle.signal("child_ended")
         except BaseException:
-            # Cancelled (the server no longer counts this worker as holding the run)
-            # or failed: the run must not go on writing unheld. Fencing makes any
-            # write it still tries harmless; this stops it using the machine.
+            # Not live, or the workflow never heard of it: it must not go on unheld
+            # (its keeper clears up once it has ended).
             process.kill_group(child.pid)
             raise
+        return holding
+
+    async def _attend(self, holding: Holding) -> dict[str, Any]:
+        """Heartbeat for a run this worker keeps until it has ended; its outcome.
+
+        Cancelled (the server timed this activity out while it could not be reached,
+        or the worker is stopping) it lets the run go on: the keeper holds it, the
+        workflow attends it again, and the key's epoch in PostgreSQL decides whether
+        it may still write."""
+        info = activity.info()
+        handle = activity.client().get_workflow_handle(info.workflow_id or "")
+        while not holding.child_ended.done():
+            activity.heartbeat()
+            await asyncio.wait({holding.child_ended}, timeout=HEARTBEAT_EVERY)
+        with contextlib.suppress(Exception):  # only lets a new start wait, not fail
+            await handle.signal("child_ended")
+        while not holding.done.done():
+            activity.heartbeat()
+            await asyncio.wait({holding.done}, timeout=HEARTBEAT_EVERY)
+        code = holding.done.result()  # the keeper's failure, raised here
+        self.finished.pop(holding.run, None)
+        return {"run": holding.run, "outcome": "ended", "exit": code}
+
+    async def _keep(
+        self, holding: Holding, store: RunStore, key: str, epoch: int, source: MirrorWorktrees
+    ) -> None:
+        """The run's life here, whoever attends it: ship its output, push its commits,
+        clear its liveness once it ends, keep its commits, remove its worktree."""
+        outcome: BaseException | int
+        try:
+            code = await self._watch(holding, store, key, epoch, source)
+            await asyncio.to_thread(store.clear_live, key, epoch, holding.run)
+            holding.child_ended.set_result(code)
+            outcome = code
+        except BaseException as exc:
+            # Fenced, the store gone past SHIP_RETRY, the worker stopping: the run must
+            # not go on writing unheld. Fencing makes any write it still tries harmless;
+            # this stops it using the machine.
+            process.kill_group(holding.child.pid)
+            outcome = exc
         finally:
-            self.runs.pop(run_id, None)
             with contextlib.suppress(FlowdropError):
-                await asyncio.to_thread(source.keep, tree, run_id)
-            await asyncio.to_thread(source.release, tree)
-        return {"run": run_id, "outcome": "ended", "exit": code}
+                await asyncio.to_thread(source.keep, holding.tree, holding.run)
+            await asyncio.to_thread(source.release, holding.tree)
+            await asyncio.to_thread(store.close)
+            self.runs.pop(holding.run, None)
+        if not holding.child_ended.done():
+            holding.child_ended.set_result(-1)
+        if isinstance(outcome, BaseException):
+            holding.done.set_exception(
+                outcome if isinstance(outcome, Exception) else FlowdropError(str(outcome))
+            )
+            holding.done.exception()  # retrieved: an unattended failure is not logged
+        else:
+            holding.done.set_result(outcome)
+            self.finished[holding.run] = outcome
 
     async def _watch(
         self, holding: Holding, store: RunStore, key: str, epoch: int, source: MirrorWorktrees
     ) -> int:
-        """Heartbeat until the child ends, shipping its output and pushing its commits."""
+        """Until the child ends: ship its output every second, push its commits."""
         run_dir = Layout(holding.tree).run_dir(holding.run)
         ticket = RunTicket(self.access.url, store.space, key, epoch, self.worker_id)
         shipped = holding.shipped
         pushed_at = time.monotonic()
         ended_at: float | None = None
-        contact = checked = time.monotonic()
         while True:
             code = holding.child.poll()
-            activity.heartbeat()
-            if time.monotonic() - checked >= CONTACT_EVERY:
-                checked = time.monotonic()
-                if await _server_answers():
-                    contact = checked
-                elif checked - contact > HEARTBEAT_TIMEOUT.total_seconds():
-                    # Cut off past the heartbeat timeout: the cluster has reaped (or is
-                    # reaping) this run, so it goes now rather than wait to be fenced.
-                    raise LostContactError(
-                        f"no answer from the Temporal server for {checked - contact:.0f} s; "
-                        f"run {holding.run} was stopped here (it is reaped on the cluster)"
-                    )
             if code is not None and ended_at is None:
                 ended_at = time.monotonic()
             try:
@@ -241,6 +304,34 @@ class WorkerActivities:
                 with contextlib.suppress(FlowdropError):
                     await asyncio.to_thread(source.keep, holding.tree, holding.run)
             await asyncio.sleep(HEARTBEAT_EVERY)
+
+    # -- attend -----------------------------------------------------------------------
+
+    @activity.defn(name="attend")
+    async def attend(self, request: AttendInput) -> dict[str, Any]:
+        """A run this worker keeps, attended again after its ``run_flow`` was lost by
+        the server (a Temporal outage): its outcome, or ``lost`` when it is not here
+        (this is a new process with the same id)."""
+        holding = self.runs.get(request.run)
+        if holding is None:
+            if request.run in self.finished:
+                code = self.finished.pop(request.run)
+                return {"run": request.run, "outcome": "ended", "exit": code}
+            return {"run": request.run, "outcome": "lost"}
+        return await self._attend(holding)
+
+    # -- holder_gone ------------------------------------------------------------------
+
+    @activity.defn(name="holder_gone")
+    async def holder_gone(self, request: HolderInput) -> bool:
+        """Whether the worker ``request.worker`` is gone: its lease in PostgreSQL was
+        not renewed for ``LEASE_GONE`` seconds (by the server's clock)."""
+        store = await asyncio.to_thread(self.access.open, request.space)
+        try:
+            age = await asyncio.to_thread(store.worker_age, request.worker)
+        finally:
+            await asyncio.to_thread(store.close)
+        return age is None or age >= LEASE_GONE
 
     # -- deliver ----------------------------------------------------------------------
 
@@ -262,15 +353,6 @@ class WorkerActivities:
             return await asyncio.to_thread(store.reap, request.key, request.run, request.epoch)
         finally:
             await asyncio.to_thread(store.close)
-
-
-async def _server_answers() -> bool:
-    try:
-        return await activity.client().service_client.check_health(
-            timeout=timedelta(seconds=CONTACT_EVERY)
-        )
-    except Exception:  # unreachable, timed out, refused: no contact
-        return False
 
 
 def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:

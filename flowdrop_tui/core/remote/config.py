@@ -24,7 +24,6 @@ from flowdrop_tui.core.paths import Layout
 CONFIG_FILE = "config.toml"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "flowdrop"
-DEFAULT_SPACE = "default"
 
 # field → environment variable; the field names are also the keys of `[remote]`.
 ENV = {
@@ -51,16 +50,23 @@ class RemoteConfig:
     postgres: str
     namespace: str = DEFAULT_NAMESPACE
     task_queue: str = DEFAULT_TASK_QUEUE
-    space: str = DEFAULT_SPACE
+    space: str = ""  # never empty once loaded: given, or derived from the origin's URL
     origin: str | None = None
 
 
-def load(layout: Layout, env: Mapping[str, str] | None = None) -> RemoteConfig | None:
+def load(
+    layout: Layout, env: Mapping[str, str] | None = None, *, derive_space: bool = True
+) -> RemoteConfig | None:
     """The workspace's remote settings, or ``None`` for local mode.
 
     Raises ``UsageError`` naming the file or variable for a config that cannot be
     used (unreadable TOML, an unknown or non-string key, only one of the two servers,
-    a malformed space) — a typo must not silently fall back to local mode."""
+    a malformed space) — a typo must not silently fall back to local mode.
+
+    A ``space`` left unset is derived from the origin's URL (``origin``, else the
+    workspace's ``origin`` remote; ``space_of_origin``), so two repositories never
+    share one by default; with no origin at all it is refused (``derive_space=False``:
+    a worker, which serves every space, does not need one)."""
     env = os.environ if env is None else env
     path = layout.root / CONFIG_FILE
     table = _read_table(path)
@@ -81,11 +87,24 @@ def load(layout: Layout, env: Mapping[str, str] | None = None) -> RemoteConfig |
         given = ", ".join(sorted(where[f] for f in values))
         needed = " and ".join(f"{f} ({ENV[f]} or `{f} = …` in {path} [remote])" for f in missing)
         raise UsageError(f"remote mode is half configured ({given}); also set {needed}")
-    space = values.get("space", DEFAULT_SPACE)
-    _check_space(space, where.get("space", "space"))
+    space = values.get("space")
+    if space is not None:
+        _check_space(space, where["space"])
+    temporal = temporal_address(values["temporal"], where["temporal"])
+    postgres = postgres_url(values["postgres"], where["postgres"])
+    if space is None and not derive_space:
+        space = ""
+    elif space is None:
+        space = space_of_origin(values.get("origin") or _git_origin(layout), layout.workspace)
+        if not space:
+            raise UsageError(
+                f"remote mode needs a space for this repository's records: set `space` in "
+                f"{path} [remote] (or FLOWDROP_SPACE), or give the repository a git origin "
+                "(`git remote add origin URL`, or `origin` in [remote]) to derive it from"
+            )
     return RemoteConfig(
-        temporal=temporal_address(values["temporal"], where["temporal"]),
-        postgres=postgres_url(values["postgres"], where["postgres"]),
+        temporal=temporal,
+        postgres=postgres,
         namespace=values.get("namespace", DEFAULT_NAMESPACE),
         task_queue=values.get("task_queue", DEFAULT_TASK_QUEUE),
         space=space,
@@ -161,6 +180,66 @@ def _read_table(path: os.PathLike[str]) -> dict[str, str]:
     return out
 
 
+def _git_origin(layout: Layout) -> str | None:
+    """The URL of the workspace's ``origin`` remote (``None``: none, or not a repo)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "remote", "get-url", "--", "origin"],
+            cwd=layout.workspace,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+_SCP = re.compile(r"(?:[^@/]+@)?([^:/]+):(.*)", re.DOTALL)  # git's [user@]host:path
+
+
+def space_of_origin(origin: str | None, base: Path | None = None) -> str:
+    """The space a repository's records get when ``space`` is unset: its origin's URL
+    normalised — host (lowercase, with a port if one is given) and path, without the
+    scheme, the credentials, a trailing ``.git`` or ``/``; ``/`` becomes ``:`` (a
+    space is one word: Workflow IDs are ``<space>/<key>``). The ssh and https URLs of
+    one repository give one space: ``git@host:team/repo.git`` and
+    ``https://user:token@host/team/repo`` are both ``host:team:repo``. A local path
+    is ``local:`` and its absolute path (a relative one from ``base``, the workspace,
+    as git reads it). ``""`` for no origin."""
+    url = (origin or "").strip()
+    if not url:
+        return ""
+    scheme = _SCHEME.fullmatch(url)
+    scp = _SCP.fullmatch(url) if scheme is None else None
+    if scheme is not None and scheme.group(1).lower() != "file":
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if parts.port is not None:
+            host += f":{parts.port}"
+        path = parts.path
+    elif scp is not None and not url.startswith(("/", ".")):
+        host, path = scp.group(1).lower(), scp.group(2)
+    else:
+        local = scheme.group(2) if scheme is not None else url
+        host, path = "local", os.path.abspath(os.path.join(base or os.getcwd(), local))
+    path = path.strip("/")
+    path = path.removesuffix(".git").rstrip("/")
+    words = [w for w in f"{host}/{path}".split("/") if w]
+    space = ":".join(words)
+    space = "".join(ch for ch in space if unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Zs"))
+    if len(space.encode()) > _MAX_SPACE_BYTES:  # the end names the repository: keep it
+        import hashlib
+
+        digest = hashlib.sha256(space.encode()).hexdigest()[:12]
+        space = digest + ":" + space.encode()[-(_MAX_SPACE_BYTES - 13) :].decode(errors="ignore")
+    return space
+
+
 def _check_space(space: str, where: str) -> None:
     if (
         not space
@@ -204,7 +283,7 @@ def worker_config(
 ) -> WorkerConfig:
     """A worker's settings from its flags (``None``: not given), then the environment
     and the workspace's config (``layout``: ``None`` outside one)."""
-    found = load(layout) if layout is not None else None
+    found = load(layout, derive_space=False) if layout is not None else None
     if temporal:
         temporal = temporal_address(temporal, "--temporal")
     elif found is not None:

@@ -10,8 +10,9 @@ the key's current epoch), ``FD002`` (other bytes at an append's offset) and
 
 from __future__ import annotations
 
-# 2: fd_files.change_id (the feed keeps one row per whole file); 3: fd_reap_epoch
-SCHEMA_VERSION = 3
+# 2: fd_files.change_id (the feed keeps one row per whole file); 3: fd_reap_epoch;
+# 4: fd_workers (each worker's lease: a run is reaped only once its worker is gone)
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
@@ -64,6 +65,45 @@ CREATE INDEX IF NOT EXISTS fd_changes_space ON fd_changes (space, id);
 -- the change row of a file's last whole write: the next one supersedes it
 ALTER TABLE fd_files ADD COLUMN IF NOT EXISTS change_id bigint;
 CREATE INDEX IF NOT EXISTS fd_changes_run ON fd_changes (space, run_id);
+
+-- one row per worker id (workers serve every space): its lease, renewed every second
+CREATE TABLE IF NOT EXISTS fd_workers (
+    worker text PRIMARY KEY,
+    token text NOT NULL,
+    host text,
+    pid integer,
+    seen timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE OR REPLACE FUNCTION fd_worker_beat(
+    p_worker text, p_token text, p_host text, p_pid integer, p_fresh double precision,
+    p_take boolean
+) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE held fd_workers%ROWTYPE;
+BEGIN
+    -- renew this process's lease on its worker id; another process's lease on it that
+    -- is still fresh (seen within p_fresh seconds, by this server's clock) is refused
+    -- with FD004 (the message: host, pid, seconds since seen) unless p_take
+    INSERT INTO fd_workers (worker, token, host, pid) VALUES (p_worker, p_token, p_host, p_pid)
+    ON CONFLICT (worker) DO NOTHING;
+    SELECT * INTO held FROM fd_workers WHERE worker = p_worker FOR UPDATE;
+    IF held.token <> p_token AND NOT p_take
+       AND extract(epoch FROM now() - held.seen) < p_fresh THEN
+        RAISE EXCEPTION USING ERRCODE = 'FD004', MESSAGE = format('%s %s %s',
+            coalesce(held.host, '?'), coalesce(held.pid, 0),
+            round(extract(epoch FROM now() - held.seen)::numeric, 1));
+    END IF;
+    UPDATE fd_workers SET token = p_token, host = p_host, pid = p_pid, seen = now()
+     WHERE worker = p_worker;
+    RETURN p_token;
+END $$;
+
+CREATE OR REPLACE FUNCTION fd_worker_age(p_worker text) RETURNS double precision
+LANGUAGE sql STABLE AS $$
+    -- seconds since the worker's lease was last renewed (NULL: never seen)
+    SELECT extract(epoch FROM now() - seen)::double precision FROM fd_workers
+     WHERE worker = p_worker
+$$;
 
 CREATE OR REPLACE FUNCTION fd_check_epoch(
     p_space text, p_key text, p_epoch bigint, p_update boolean

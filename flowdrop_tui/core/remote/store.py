@@ -60,6 +60,7 @@ _CONNECT_DEFAULTS = {
 _FENCED = "FD001"
 _OUT_OF_ORDER = "FD002"
 _ALREADY_RUNNING = "FD003"
+_WORKER_HELD = "FD004"
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class PostgresStore:
                     cur.execute(query, params)
                     return cur.fetchall() if cur.description is not None else []
             except psycopg.Error as exc:
-                if exc.sqlstate in (_FENCED, _OUT_OF_ORDER, _ALREADY_RUNNING):
+                if exc.sqlstate in (_FENCED, _OUT_OF_ORDER, _ALREADY_RUNNING, _WORKER_HELD):
                     raise  # the caller words them (_translated)
                 if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
                     # Gone, or failing for now (a restart, a full disk, a deadlock
@@ -328,6 +329,40 @@ class PostgresStore:
             key,
             epoch,
         )
+
+    # --- workers' leases (not of a space: a worker serves them all) ---------------------
+
+    def worker_beat(
+        self, worker: str, token: str, host: str, pid: int, *, fresh: float, take: bool = False
+    ) -> None:
+        """Renew this process's (``token``) lease on the worker id ``worker``.
+        ``UsageError`` when another process renewed it within ``fresh`` seconds (unless
+        ``take``): two workers of one id would share its queue and its runs' liveness."""
+        try:
+            self._rows(
+                "SELECT fd_worker_beat(%s, %s, %s, %s, %s, %s)",
+                (worker, token, host, pid, fresh, take),
+            )
+        except psycopg.Error as exc:
+            if exc.sqlstate != _WORKER_HELD:
+                raise
+            other_host, other_pid, age = (exc.diag.message_primary or "? 0 ?").split(" ", 2)
+            raise UsageError(
+                f"another worker with the id {worker!r} is alive (pid {other_pid} on host "
+                f"{other_host}, seen {age} s ago); give each worker its own --id, or stop "
+                "that one first"
+            ) from None
+
+    def worker_holder(self, worker: str) -> tuple[str, int] | None:
+        """The host and pid that last held ``worker``'s lease (``None``: never held)."""
+        rows = self._rows("SELECT host, pid FROM fd_workers WHERE worker = %s", (worker,))
+        return (str(rows[0][0]), int(rows[0][1] or 0)) if rows else None
+
+    def worker_age(self, worker: str) -> float | None:
+        """Seconds since ``worker``'s lease was last renewed (by the server's clock);
+        ``None`` when no worker of that id ever held one."""
+        rows = self._rows("SELECT fd_worker_age(%s)", (worker,))
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     # --- reads ----------------------------------------------------------------------
 

@@ -11,15 +11,18 @@ from temporalio.client import Client
 
 from flowdrop_tui.core.remote.remote_errors import TemporalUnreachableError
 
+CLIENT_SETTING = "`temporal` in .flowdrop/config.toml [remote] (or FLOWDROP_TEMPORAL)"
 
-async def connect(address: str, namespace: str) -> Client:
+
+async def connect(address: str, namespace: str, *, setting: str = CLIENT_SETTING) -> Client:
+    """A client of the Temporal server (``setting``: where its address is configured,
+    named in the one-line error when it cannot be reached)."""
     try:
         return await Client.connect(address, namespace=namespace)
     except Exception as exc:  # the SDK raises its own RuntimeError kinds for this
         raise TemporalUnreachableError(
             f"cannot reach the Temporal server at {address}: {connect_failure(exc)}; start "
-            "the Temporal server, or check `temporal` in .flowdrop/config.toml [remote] "
-            "(or FLOWDROP_TEMPORAL) points at it"
+            f"the Temporal server, or check {setting} points at it"
         ) from exc
 
 

@@ -80,6 +80,10 @@ class TemporalExecutor:
     # -- start --------------------------------------------------------------------------
 
     def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+        # PostgreSQL answers first (exit 4 when it does not), and the replica is current
+        # for what the run's answer names: a start during an outage is not a worker's
+        # failure.
+        self.sync()
         args = ["run", ref.key]
         if options.from_run:
             args += ["--from", options.from_run]

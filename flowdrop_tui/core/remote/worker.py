@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import time
@@ -32,11 +33,18 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import replica, worktrees
 from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
+from flowdrop_tui.core.remote.remote_errors import StoreError, StoreUnreachableError
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.temporal_client import connect
-from flowdrop_tui.core.remote.workflow import HEARTBEAT_EVERY, FlowKeyWorkflow
+from flowdrop_tui.core.remote.workflow import (
+    HEARTBEAT_EVERY,
+    LEASE_EVERY,
+    LEASE_GONE,
+    FlowKeyWorkflow,
+)
 from flowdrop_tui.core.remote.write_through import RunTicket
 
+_TEMPORAL_SETTING = "the worker's --temporal (or FLOWDROP_TEMPORAL)"
 DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round
 
 
@@ -78,10 +86,13 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
     """Poll until SIGTERM/SIGINT; then drain the runs held here and exit 0."""
     settings.home.mkdir(parents=True, exist_ok=True)
     hold_home(settings.home, settings.worker_id)
+    # Both servers answer before anything is polled (a worker that cannot write the
+    # records would take runs only to fail them), and the id is this process's alone.
+    client = await connect(settings.temporal, settings.namespace, setting=_TEMPORAL_SETTING)
+    lease = await asyncio.to_thread(Lease.take, settings.access.url, settings.worker_id)
     left = worktrees.sweep(settings.home)
     if left:
         say(f"worker {settings.worker_id}: removed {len(left)} worktrees a dead worker left")
-    client = await connect(settings.temporal, settings.namespace)
     acts = WorkerActivities(settings.worker_id, settings.home, settings.access)
     identity = f"{settings.worker_id}@{socket.gethostname()}"
     # The workflow module imports only temporalio and the standard library; passing
@@ -93,7 +104,8 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
         client,
         task_queue=settings.task_queue,
         workflows=[FlowKeyWorkflow],
-        activities=[acts.run_flow, acts.reap],  # reap: the workflows' local activity
+        # reap, holder_gone: the workflows' local activities
+        activities=[acts.run_flow, acts.reap, acts.holder_gone],
         max_concurrent_activities=settings.max_runs,
         workflow_runner=runner,
         identity=identity,
@@ -110,7 +122,7 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
     own = Worker(
         client,
         task_queue=acts.own_queue,
-        activities=[acts.deliver],
+        activities=[acts.deliver, acts.attend],
         max_concurrent_activities=8,
         identity=identity,
     )
@@ -119,6 +131,7 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     tasks = [asyncio.create_task(w.run()) for w in (shared, own)]
+    renewing = asyncio.create_task(lease.renew(say))
     say(
         f"worker {settings.worker_id} polling {settings.task_queue} (up to "
         f"{settings.max_runs} runs) and {acts.own_queue}; home {settings.home}"
@@ -128,18 +141,100 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
     failed = [t for t in tasks if t in done and t.exception() is not None]
     if failed:  # a poller died (the server went away for good): say why, exit 1
         waiter.cancel()
+        await acts.let_go(DRAIN_LIMIT)
         for w in (shared, own):
             with contextlib.suppress(Exception):
                 await w.shutdown()
         raise FlowdropError(f"worker {settings.worker_id} stopped: {failed[0].exception()}")
     say(f"worker {settings.worker_id} stopping: asking its {len(acts.runs)} runs to stop")
     await asyncio.to_thread(_drain, acts)
+    await acts.let_go(DRAIN_LIMIT)  # a run still going is killed; its liveness cleared
+    renewing.cancel()
     await shared.shutdown()
     await own.shutdown()
     for task in tasks:
         with contextlib.suppress(Exception):
             await task
     return 0
+
+
+class Lease:
+    """This worker process's lease on its id in PostgreSQL (``fd_workers``), renewed
+    every ``LEASE_EVERY`` s: the cluster reaps its runs only once it lapsed for
+    ``LEASE_GONE`` s, and a second worker of the same id is refused while it is fresh."""
+
+    def __init__(self, store: PostgresStore, worker_id: str) -> None:
+        self.store, self.worker_id = store, worker_id
+        self.token = f"{socket.gethostname()}/{os.getpid()}/{secrets.token_hex(4)}"
+
+    @classmethod
+    def take(cls, url: str, worker_id: str) -> Lease:
+        """Check PostgreSQL answers and lets this worker in (exit 4 naming what to fix
+        when not), then take the id's lease."""
+        store = PostgresStore(url, "")
+        try:
+            store.ensure_schema()
+            lease = cls(store, worker_id)
+            lease.beat(take=lease._holder_dead())
+        except (StoreUnreachableError, StoreError) as exc:
+            store.close()
+            raise StoreUnreachableError(
+                f"worker {worker_id}: {_worker_words(exc.message)}"
+            ) from None
+        except BaseException:
+            store.close()
+            raise
+        return lease
+
+    def beat(self, *, take: bool = False) -> None:
+        self.store.worker_beat(
+            self.worker_id,
+            self.token,
+            socket.gethostname(),
+            os.getpid(),
+            fresh=LEASE_GONE,
+            take=take,
+        )
+
+    def _holder_dead(self) -> bool:
+        """The id's last holder was a process of this host that is gone (a worker
+        restarted at once after a crash need not wait for its lease to lapse)."""
+        rows = self.store.worker_holder(self.worker_id)
+        if rows is None or rows[0] != socket.gethostname():
+            return False
+        try:
+            os.kill(rows[1], 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return rows[1] == os.getpid()
+
+    async def renew(self, say: Callable[[str], None]) -> None:
+        """Renew the lease until cancelled; say once when PostgreSQL stops answering
+        (the runs go on: their writes wait for it too) and once when it is back."""
+        failing = False
+        while True:
+            try:
+                await asyncio.to_thread(self.beat)
+                if failing:
+                    say(f"worker {self.worker_id}: PostgreSQL answers again")
+                failing = False
+            except FlowdropError as exc:
+                if not failing:
+                    say(f"worker {self.worker_id}: cannot renew its lease: {exc.message}")
+                failing = True
+            await asyncio.sleep(LEASE_EVERY)
+
+
+def _worker_words(message: str) -> str:
+    """A store error in a worker's words: its setting is --postgres, not the config's."""
+    for said in (
+        "FLOWDROP_POSTGRES (or [remote] postgres in .flowdrop/config.toml)",
+        "FLOWDROP_POSTGRES (or [remote] postgres)",
+    ):
+        message = message.replace(said, "the worker's --postgres (or FLOWDROP_POSTGRES)")
+    return message
 
 
 def hold_home(home: Path, worker_id: str) -> None:

@@ -40,6 +40,18 @@ DELIVER_LIMIT = timedelta(seconds=20)  # a stop or pause to a holding worker tha
 # to repeat).
 REAP_LIMIT = timedelta(seconds=5)
 WORKER_QUEUE_PREFIX = "flowdrop-worker-"
+# Whether a worker is alive is its lease in PostgreSQL, renewed every LEASE_EVERY
+# seconds: one not renewed for LEASE_GONE is gone (its runs are reaped); one renewed
+# since is alive, whatever Temporal says (an outage of the Temporal server times out
+# every heartbeat, and must not kill a run: the workflow attends it again).
+LEASE_EVERY = 1.0
+LEASE_PATCH = "lease-before-reap"
+LEASE_GONE = 6.0
+HOLDER_LIMIT = timedelta(seconds=15)  # the lease's read: a few ms of PostgreSQL
+# How long an attend waits for the holding worker to poll again (after an outage its
+# pollers reconnect); doubled per try up to ATTEND_WAIT_MAX, to bound the history.
+ATTEND_WAIT = timedelta(seconds=10)
+ATTEND_WAIT_MAX = timedelta(minutes=5)
 
 RUN, RESUME, CLOSE = "run", "resume", "close"
 
@@ -71,6 +83,17 @@ class DeliverInput:
     run: str
     verb: str
     by: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AttendInput:
+    run: str
+
+
+@dataclass
+class HolderInput:
+    space: str
+    worker: str
 
 
 @dataclass
@@ -107,35 +130,80 @@ class FlowKeyWorkflow:
                 result_type=dict,
             )
         except ActivityError as exc:
-            # The worker died, was cut off, or failed unexpectedly: whatever it held
-            # is fenced off and no longer live, so the run shows `interrupted`.
-            started = self._started or {}
-            run_id = started.get("run")
-            if self._started is None:
-                lost = isinstance(exc.cause, ActivityTimeout)  # its heartbeat stopped
-                what = "was lost" if lost else "failed"
-                self._started = {
-                    "error": {
-                        "code": "WORKER_LOST" if lost else "WORKER_FAILED",
-                        "message": f"the worker taking key {request.key} {what} before the "
-                        f"run started ({_cause(exc)}); its log says more — run it again",
-                    },
-                    "exit": 1,
-                }
-            # A local activity: the reap runs on the worker that took this workflow
-            # task, which is alive by taking it. A task of its own could be handed to
-            # the poll a cut-off worker left open and wait out its timeout first.
-            if self._epoch is not None:  # else nothing was claimed: nothing to reap
-                await workflow.execute_local_activity(
-                    "reap",
-                    ReapInput(request.space, request.key, run_id, self._epoch),
-                    start_to_close_timeout=REAP_LIMIT,
-                    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
-                )
-            result = {"run": run_id, "outcome": "interrupted", "reason": _cause(exc)}
+            result = await self._lost(request, exc)
         self._done = True
         await workflow.wait_condition(workflow.all_handlers_finished)
         return result
+
+    async def _lost(self, request: FlowInput, exc: ActivityError) -> dict[str, Any]:
+        """``run_flow`` failed or timed out. A run whose worker is alive (its lease in
+        PostgreSQL is fresh: the Temporal server, not the worker, was away) is attended
+        again on that worker's own queue; a run whose worker is gone, or that failed,
+        is reaped: fenced off and no longer live, so it shows `interrupted`."""
+        started = self._started or {}
+        run_id = started.get("run")
+        worker, queue = started.get("worker"), started.get("worker_queue")
+        if self._started is None:
+            lost = isinstance(exc.cause, ActivityTimeout)  # its heartbeat stopped
+            what = "was lost" if lost else "failed"
+            self._started = {
+                "error": {
+                    "code": "WORKER_LOST" if lost else "WORKER_FAILED",
+                    "message": f"the worker taking key {request.key} {what} before the "
+                    f"run started ({_cause(exc)}); its log says more — run it again",
+                },
+                "exit": 1,
+            }
+        cause: ActivityError = exc
+        wait = ATTEND_WAIT
+        # Histories from before the lease (a workflow that reaped at once) replay as
+        # they ran: ``patched`` is False there, True (and recorded) from now on.
+        leased = workflow.patched(LEASE_PATCH)
+        while (
+            leased
+            and isinstance(cause.cause, ActivityTimeout)
+            and isinstance(run_id, str)
+            and isinstance(worker, str)
+            and isinstance(queue, str)
+        ):
+            gone = await workflow.execute_local_activity(
+                "holder_gone",
+                HolderInput(request.space, worker),
+                start_to_close_timeout=HOLDER_LIMIT,
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+                result_type=bool,
+            )
+            if gone:
+                break
+            try:
+                attended: dict[str, Any] = await workflow.execute_activity(
+                    "attend",
+                    AttendInput(run_id),
+                    task_queue=queue,
+                    schedule_to_start_timeout=wait,
+                    start_to_close_timeout=RUN_LIMIT,
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    result_type=dict,
+                )
+            except ActivityError as again:
+                cause = again
+                wait = min(wait * 2, ATTEND_WAIT_MAX)
+                continue
+            if attended.get("outcome") != "lost":
+                return attended
+            break  # a new process of that id: the run is not kept there
+        # A local activity: the reap runs on the worker that took this workflow
+        # task, which is alive by taking it. A task of its own could be handed to
+        # the poll a cut-off worker left open and wait out its timeout first.
+        if self._epoch is not None:  # else nothing was claimed: nothing to reap
+            await workflow.execute_local_activity(
+                "reap",
+                ReapInput(request.space, request.key, run_id, self._epoch),
+                start_to_close_timeout=REAP_LIMIT,
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+            )
+        return {"run": run_id, "outcome": "interrupted", "reason": _cause(cause)}
 
     def ended(self) -> bool:
         return self._done
