@@ -170,6 +170,12 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([text, "", *why]) if why else text
 
 
+def refused_words(where: str, count: Any) -> str:
+    """SPEC §5.3: a state value that saves left out, warned of twice and then counted."""
+    saves = "1 save" if count == 1 else f"{count} saves"
+    return f"state value {where}: left out of {saves} in this run (its last saved value stands)"
+
+
 def show_text(detail: dict[str, Any]) -> str:
     lines = [
         f"run             {detail['run']}",
@@ -198,6 +204,8 @@ def show_text(detail: dict[str, Any]) -> str:
         lines.append(f"result          {detail['result']!r}")
     for warning in detail.get("warnings") or []:
         lines.append(f"warning         {warning}")
+    for where, count in (detail.get("state_refused") or {}).items():
+        lines.append(f"not saved       {refused_words(where, count)}")
     if detail.get("usage") is not None:
         lines.append(f"usage           {usage_text(detail['usage'])}")
     lines.append("state")

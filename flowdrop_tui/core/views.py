@@ -319,6 +319,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["result"] = side_value(info.path, info.result)  # a big one: from its side file
     detail["position"] = info.position
     detail["warnings"] = info.warnings
+    detail["state_refused"] = info.state_refused  # SPEC §5.3: saves that left a value out
     detail["budget_reached"] = info.budget_reached
     detail["limit_reached"] = info.limit_reached if info.status == Status.PAUSED else None
     detail["called"] = info.called
