@@ -135,7 +135,10 @@ def flows_table(rows: list[dict[str, Any]]) -> str:
         ]
         if metered:
             cells.append(usage_short(row.get("usage")) or "—")
-        cells.append(str(row.get("error") or row.get("description") or ""))
+        about = str(row.get("error") or row.get("description") or "")
+        if row.get("by_path"):  # SPEC §2: a path is a key of its own (issue 26)
+            about = "its own thread: run by path" + (f" · {about}" if about else "")
+        cells.append(about)
         table.append(cells)
     headers = ["FLOW", "RESUMABLE", "ROUND", "STATUS", "LAST RUN"]
     headers += ["USAGE"] if metered else []

@@ -20,9 +20,11 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.flows.discovery import (
     FlowInfo,
+    FlowRef,
     describe,
     describe_cached,
     discover,
+    path_threads,
     resolve_flow,
 )
 from flowdrop_tui.core.paths import (
@@ -49,16 +51,25 @@ from flowdrop_tui.core.records.usage import total as usage_total
 from flowdrop_tui.core.run.start_plan import snapshot_of
 
 
+def thread_refs(layout: Layout, data: dict[str, Any] | None = None) -> list[FlowRef]:
+    """What the flow list lists: every flow by name, then every thread keyed by a path to
+    a flow (``run flows/tick``), each its own row under its key (SPEC §2: two keys, two
+    threads). ``data``: the index as read (default: loaded, rebuilt if need be)."""
+    keys = (data if data is not None else index.load(layout))["keys"]
+    return discover(layout) + path_threads(layout, keys)
+
+
 def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[str, Any]]:
-    """``flows --json``: every flow with its declaration, round counter and last run."""
-    refs = discover(layout)
-    infos = describe(layout, refs) if infos is None else infos
+    """``flows --json``: every flow with its declaration, round counter and last run
+    (a thread run by path: a row of its own, ``by_path``, its key as its name)."""
     data = index.load(layout)
+    infos = describe(layout, thread_refs(layout, data)) if infos is None else infos
     rows = []
     for info in infos:
         entry = data["keys"].get(info.name) or {}
         row: dict[str, Any] = {
             "name": info.name,
+            "by_path": "/" in info.name,
             "path": info.path,
             "resumable": info.resumable,
             "error": info.error,
@@ -124,14 +135,15 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
     names from discovery, declarations from the describe cache (``described`` is False
     where it has none yet) and the index as it is on disk. What a first paint shows;
     ``flow_rows`` fills in the rest."""
-    refs = discover(layout)
     data = index.read(layout) or {"keys": {}}
+    refs = thread_refs(layout, data)
     rows = []
     for ref, info in zip(refs, describe_cached(layout, refs), strict=True):
-        entry = data["keys"].get(ref.name) or {}
+        entry = data["keys"].get(ref.key) or {}
         rows.append(
             {
-                "name": ref.name,
+                "name": ref.key,
+                "by_path": ref.key != ref.name,
                 "path": ref.rel(layout),
                 "resumable": info.resumable if info else None,
                 "error": info.error if info else None,

@@ -556,7 +556,7 @@ def test_an_unsaveable_value_is_skipped_each_time_while_other_keys_keep_saving(
     assert "not said again" in about_bad[1], about_bad
     # the set of the bad value, five key sets, and the run's end save: 7 saves left it out
     assert out["state_refused"] == {"hostile['bad']": 7}, out
-    ended = [e for e in events(workspace, run_id) if e["event"] == "ended"][0]
+    ended = next(e for e in events(workspace, run_id) if e["event"] == "ended")
     assert ended["state_refused"] == {"hostile['bad']": 7}
     assert done.stderr.count("no text for you") == 2, done.stderr
     assert "7 saves left out 1 state value" in done.stderr, done.stderr

@@ -1,0 +1,49 @@
+"""Issue 26 item 1 in the UI: a thread run by path (``run flows/tick/``) is a row of its
+own — listed under its key, counted in the top line while it runs, selectable like any
+flow row, and stoppable with escape. A real detached run in a real workspace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_info import ENDED, Status
+from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
+from tests.conftest import CLI
+from tests.flow_bodies import counts_rounds
+from tests.tui.tui_helpers import RecordingApp, until
+
+SIZE = (120, 36)
+
+
+async def test_a_thread_run_by_path_is_its_own_row_counted_and_stoppable(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    flow_writer("tick", counts_rounds(sleep=0.2, description="a round every 0.2 s"))
+    cli = CLI(layout.workspace)
+    run_id = str(cli.json("run", "flows/tick/", "--detach")["run"])
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: "flows/tick" in main.flows.rows_by_name, what="the path's row")
+        assert "tick" in main.flows.rows_by_name  # the name's thread keeps its own row
+        bar = main.query_one(WorkspaceBar)
+        await until(pilot, lambda: "running: flows/tick" in bar.summary, what="the top line")
+        await until(pilot, lambda: main.flows.selected_name == "tick", what="the first row")
+        await pilot.press("down")
+        await until(
+            pilot, lambda: main.flows.selected_name == "flows/tick", what="the row selected"
+        )
+        await until(pilot, lambda: main.selected_run == run_id, what="its live run selected")
+        await pilot.press("escape")
+        await until(pilot, lambda: load_run(layout, run_id).stop_pending, what="the stop")
+        await until(pilot, lambda: load_run(layout, run_id).status in ENDED, what="its end")
+        assert load_run(layout, run_id).status == Status.CANCELLED
+        await until(
+            pilot,
+            lambda: str(main.flows.get_cell("flows/tick", "status")) == "cancelled",
+            what="the row's status",
+        )
+        await until(pilot, lambda: "flows/tick" not in bar.summary, what="the top line")
