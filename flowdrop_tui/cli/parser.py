@@ -174,6 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-f", "--follow", action="store_true", help="keep printing until the run stops"
     )
     logs.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+    logs.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help=f"at most N lines (with --json: {views.LOG_PAGE} unless given; its next_after "
+        "says where the next page starts)",
+    )
+    logs.add_argument(
+        "--after", type=int, metavar="N", help="begin after line N (the page before's next_after)"
+    )
     snapshot = sub.add_parser(
         "snapshot", parents=[common, json_flag], help="print a run's snapshot (always JSON)"
     )

@@ -86,17 +86,43 @@ def cmd_logs(args: argparse.Namespace) -> int:
     """SPEC §15: the run's output.log; ``-f`` follows it until the run stops (ends or
     pauses). With ``--json``: one object; with ``-f --json``, JSON lines, then the status."""
     layout = workspace.read_layout(args)
+    _check_log_page(args)
     info = load_run(layout, args.run)
-    if args.lines is not None and args.lines < 1:
-        raise UsageError(f"--lines takes a number of lines, 1 or more (not {args.lines})")
     path = info.path / OUTPUT
     tail = output_log.OutputTail(path, last=args.lines, max_bytes=None)
     if args.follow:
         with workspace.mode(args).following_output(info.run) as held:
             return _follow_lines(layout, info.run, tail, args.json, held)
+    answer = {"run": info.run, "status": str(info.status), "path": str(path)}
+    paged = args.lines is None and (args.json or args.after is not None or args.limit is not None)
+    if paged:
+        # A page, never the whole of a week's output at once (--json: LOG_PAGE lines)
+        after = args.after or 0
+        limit = args.limit if args.limit is not None else views.LOG_PAGE
+        lines, more = output_log.page(path, after=after, limit=limit, final=info.status not in LIVE)
+        if not args.json:
+            _print_lines(lines, False)
+            if more:
+                err(
+                    f"more after line {after + len(lines)}: flowdrop-tui logs {info.run} "
+                    f"--after {after + len(lines)}"
+                )
+            return 0
+        print(
+            dump(
+                {
+                    **answer,
+                    "lines": lines,
+                    "first_line": after + 1,
+                    "more": more,
+                    "next_after": after + len(lines) if more else None,
+                    "truncated": more or after > 0,
+                }
+            )
+        )
+        return 0
     if args.json:
-        lines = tail.read_all(final=True).lines
-        answer = {"run": info.run, "status": str(info.status), "path": str(path)}
+        lines = tail.read_all(final=True).lines[: args.limit]
         print(dump({**answer, "lines": lines, "truncated": tail.skipped > 0}))
         return 0
     while True:  # chunk by chunk: a week-long run's log is never held whole
@@ -104,6 +130,18 @@ def cmd_logs(args: argparse.Namespace) -> int:
         _print_lines(read.lines, False)
         if not read.more:
             return 0
+
+
+def _check_log_page(args: argparse.Namespace) -> None:
+    for flag, value, least in (("--lines", args.lines, 1), ("--limit", args.limit, 1)):
+        if value is not None and value < least:
+            raise UsageError(f"{flag} takes a number of lines, 1 or more (not {value})")
+    if args.after is not None and args.after < 0:
+        raise UsageError(f"--after takes a line number, 0 or more (not {args.after})")
+    if args.lines is not None and args.after is not None:
+        raise UsageError("use one of --lines (the last N) and --after (a page from line N)")
+    if args.follow and (args.after is not None or args.limit is not None):
+        raise UsageError("-f follows the log as it grows; --after and --limit page it: use one")
 
 
 def _follow_lines(

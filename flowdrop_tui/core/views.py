@@ -173,6 +173,7 @@ def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
 
 
 RUNS_PAGE = 50  # `runs` shows the newest page; --limit N or --all for more
+LOG_PAGE = 1000  # `logs --json` answers in pages of this many lines (--limit, --after)
 
 
 def runs_named(
