@@ -15,8 +15,8 @@ import orjson
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import dump, err
 from flowdrop_tui.core import views
-from flowdrop_tui.core.errors import UsageError
-from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.errors import InvalidNameError, UsageError
+from flowdrop_tui.core.paths import OUTPUT, Layout, check_run_ref
 from flowdrop_tui.core.records import ledger, output_log, pins
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
@@ -45,22 +45,36 @@ def cmd_runs(args: argparse.Namespace) -> int:
     layout = workspace.read_layout(args)
     if not args.all and args.limit < 1:
         raise UsageError("--limit takes a number of runs, 1 or more")
+    if args.page and not args.json:
+        raise UsageError("--page shapes --json's answer; use it with --json")
+    before = args.before
+    if before is not None and not check_run_ref(before):
+        raise InvalidNameError(f"--before takes a run id (see: flowdrop-tui runs), not {before!r}")
     limit = None if args.all else args.limit
     if args.flow:
-        key, infos, total = views.runs_named(layout, args.flow, limit=limit)
+        key, infos, total = views.runs_named(layout, args.flow, limit=limit, before=before)
     else:
         key = None
-        infos, total = views.run_page(layout, None, limit=limit)
+        infos, total = views.run_page(layout, None, limit=limit, before=before)
     pinned = pins.pinned(layout)
     rows = [{**info.summary(), "pinned": info.run in pinned} for info in infos]
-    if args.json:
+    # More is what a script pages on: a run older than this page's oldest (one look).
+    oldest = rows[-1]["run"] if rows else None
+    more = oldest is not None and bool(views.run_page(layout, key, 1, oldest)[0])
+    if args.json and args.page:
+        next_before = oldest if more else None
+        print(dump({"runs": rows, "total": total, "more": more, "next_before": next_before}))
+    elif args.json:
         print(dump(rows))
     elif not rows:
         print("no runs yet" + (f" of {key}" if key else ""))
     else:
         print(runs_table(rows))
-        if total > len(rows) and not args.all:
-            print(f"the newest {len(rows)} of {total} runs; --limit N or --all for more")
+        if more:
+            print(
+                f"{'the newest ' if before is None else ''}{len(rows)} of {total} runs; "
+                f"--limit N or --all for more, the next page: --before {oldest}"
+            )
     return 0
 
 

@@ -177,7 +177,11 @@ LOG_PAGE = 1000  # `logs --json` answers in pages of this many lines (--limit, -
 
 
 def runs_named(
-    layout: Layout, arg: str, cwd: Path | None = None, limit: int | None = RUNS_PAGE
+    layout: Layout,
+    arg: str,
+    cwd: Path | None = None,
+    limit: int | None = RUNS_PAGE,
+    before: str | None = None,
 ) -> tuple[str, list[RunInfo], int]:
     """``runs FLOW``: the key FLOW names, its newest runs (``run_page``) and how many it
     has. The runs of a flow whose folder is gone are still listed; a name that is neither
@@ -186,11 +190,11 @@ def runs_named(
         key = resolve_flow(layout, arg, cwd).key
     except NotFoundError as missing:
         key = key_for(layout, arg, cwd)
-        infos, total = run_page(layout, key, limit)
+        infos, total = run_page(layout, key, limit, before)
         if not total:
             raise NotFoundError(f"{missing.message}; no run has key {key!r} either") from None
         return key, infos, total
-    return (key, *run_page(layout, key, limit))
+    return (key, *run_page(layout, key, limit, before))
 
 
 def run_page(
