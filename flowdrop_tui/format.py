@@ -173,6 +173,14 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([text, "", *why]) if why else text
 
 
+def no_runs_words(name: str, error: Any) -> str:
+    """The run pane of a flow with no runs: how to run it — or, when it cannot load, why
+    it cannot run (issue 26: a broken flow's pane said "enter runs it")."""
+    if error:
+        return f"{name} cannot be loaded, so it cannot run: {error} — e opens its flow.py"
+    return f"no runs of {name} yet — enter runs it"
+
+
 def refused_words(where: str, count: Any) -> str:
     """SPEC §5.3: a state value that saves left out, warned of twice and then counted."""
     saves = "1 save" if count == 1 else f"{count} saves"
@@ -464,6 +472,7 @@ _WHY_WORDS = {
     "paused": "paused",
     "pinned": "pinned",
     "pick_up": "picked up next",
+    "latest_state": "its key's latest state (its flow cannot be picked up today)",
     "last_run": "last run of its key",
     "newest": "among the newest",
     "recent": "ended recently",

@@ -11,7 +11,7 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, Status
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
-from tests.conftest import CLI
+from tests.conftest import CLI, events
 from tests.flow_bodies import counts_rounds
 from tests.tui.tui_helpers import RecordingApp, until
 
@@ -38,12 +38,37 @@ async def test_a_thread_run_by_path_is_its_own_row_counted_and_stoppable(
         )
         await until(pilot, lambda: main.selected_run == run_id, what="its live run selected")
         await pilot.press("escape")
-        await until(pilot, lambda: load_run(layout, run_id).stop_pending, what="the stop")
         await until(pilot, lambda: load_run(layout, run_id).status in ENDED, what="its end")
         assert load_run(layout, run_id).status == Status.CANCELLED
+        stops = [ev for ev in events(layout.workspace, run_id) if ev["event"] == "stop_requested"]
+        assert stops and stops[0]["by"]["via"] == "ui", stops
         await until(
             pilot,
             lambda: str(main.flows.get_cell("flows/tick", "status")) == "cancelled",
             what="the row's status",
         )
         await until(pilot, lambda: "flows/tick" not in bar.summary, what="the top line")
+
+
+async def test_a_broken_flows_run_pane_says_why_it_cannot_run(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Issue 26 (smaller): a broken flow's empty run pane said "enter runs it"; it says
+    why it cannot run and how to open it. A flow that loads still says enter runs it."""
+    flow_writer("alpha", counts_rounds())
+    flow_writer("broken", "from flowdrop_tui import flow\n\ndef main(run)\n    pass\n")
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(
+            pilot,
+            lambda: main.flows.rows_by_name.get("broken", {}).get("error"),
+            what="the broken flow described",
+        )
+        await until(pilot, lambda: "enter runs it" in main.detail.empty_text, what="alpha's pane")
+        await pilot.press("down")
+        await until(
+            pilot, lambda: "cannot be loaded" in main.detail.empty_text, what="broken's pane"
+        )
+        assert "enter runs it" not in main.detail.empty_text
+        assert "flows/broken/flow.py:3" in main.detail.empty_text
