@@ -136,7 +136,7 @@ def flows_table(rows: list[dict[str, Any]]) -> str:
         if metered:
             cells.append(usage_short(row.get("usage")) or "—")
         about = str(row.get("error") or row.get("description") or "")
-        if row.get("by_path"):  # SPEC §2: a path is a key of its own (issue 26)
+        if row.get("by_path"):  # SPEC §2: a path is a key of its own
             about = "its own thread: run by path" + (f" · {about}" if about else "")
         cells.append(about)
         table.append(cells)
@@ -175,7 +175,7 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
 
 def no_runs_words(name: str, error: Any) -> str:
     """The run pane of a flow with no runs: how to run it — or, when it cannot load, why
-    it cannot run (issue 26: a broken flow's pane said "enter runs it")."""
+    it cannot run (docs/decisions.md, "What a newcomer tripped on")."""
     if error:
         return f"{name} cannot be loaded, so it cannot run: {error} — e opens its flow.py"
     return f"no runs of {name} yet — enter runs it"

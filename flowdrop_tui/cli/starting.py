@@ -25,9 +25,10 @@ from flowdrop_tui.format import plan_text
 
 
 def path_thread_words(layout: Layout, ref: FlowRef) -> str | None:
-    """A flow run by the path of a flow that also has a name (``run flows/tick/``) runs
-    the thread keyed by that path, not the name's (SPEC §2; issue 26: shell completion
-    gives the path, and the user meant the name): said, naming the name's command."""
+    """A flow run by the path of a flow that also has a name (``run flows/tick/``, as
+    shell completion gives it) runs the thread keyed by that path, not the name's
+    (SPEC §2): said, naming the name's command (docs/decisions.md, "What a newcomer
+    tripped on")."""
     if ref.key == ref.name or ref.folder.resolve() != (layout.flows / ref.name).resolve():
         return None
     return (

@@ -189,7 +189,7 @@ def _protected(layout: Layout) -> dict[str, list[tuple[Why, str]]]:
 
 
 def _not_picked_up(layout: Layout, keys: list[str]) -> set[str]:
-    """The keys a plain run would not pick up today (issue 26): their flow is gone, does
+    """The keys a plain run would not pick up today: their flow is gone, does
     not load, or does not declare ``resumable`` — as the describe cache knows it (no
     process is started; a flow it does not know yet counts as picked up). Their latest
     state still stays (the flow may say ``resumable=True`` tomorrow), said truthfully."""

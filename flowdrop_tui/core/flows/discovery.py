@@ -133,7 +133,7 @@ def discover(layout: Layout) -> list[FlowRef]:
 def path_threads(layout: Layout, keys: Iterable[str]) -> list[FlowRef]:
     """The flows a thread keyed by a path names (``run flows/tick``: key ``flows/tick``,
     SPEC §2), for the keys given (the index's) that are paths to a flow still on disk:
-    two keys, two threads, so the flow list shows both (issue 26)."""
+    two keys, two threads, so the flow list shows both."""
     found = []
     for key in sorted(k for k in keys if "/" in k):
         try:

@@ -227,8 +227,8 @@ class StateFile:
         self._last: bytes | None = None  # the last good save, for a value that cannot be written
         self._encoded: bytes | None = None  # what the last save encoded, written or not
         self._altered_told: set[str] = set()
-        # SPEC §5.3 / docs/decisions.md "One warning per unsaveable value": how many saves
-        # left each value out in this run (a resumed run carries its count on)
+        # SPEC §5.3: how many saves left each value out in this run, warned of twice
+        # (a resumed run counts on; docs/decisions.md, "What a newcomer tripped on")
         self.refused: dict[str, int] = {}
 
     def state(self, key: str, initial: Mapping[str, Any] | None = None) -> State:

@@ -63,7 +63,8 @@ class StartPlan:
     warnings: list[str] = field(default_factory=list)
     resume: str | None = None  # SG-12 clause 3: this paused run continues in its own record
     # A pick-up from a run older than the thread's newest (``--from OLDER``) forks the
-    # thread: ``{"newest": id, "newer": n}`` (docs/decisions.md, "Picking up an older run")
+    # thread: ``{"newest": id, "newer": n}``
+    # (docs/decisions.md, "What a newcomer tripped on")
     fork: dict[str, Any] | None = None
 
 
