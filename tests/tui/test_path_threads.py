@@ -10,6 +10,7 @@ from pathlib import Path
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, Status
+from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal, describe_plan
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 from tests.conftest import CLI, events
 from tests.flow_bodies import counts_rounds
@@ -72,3 +73,34 @@ async def test_a_broken_flows_run_pane_says_why_it_cannot_run(
         )
         assert "enter runs it" not in main.detail.empty_text
         assert "flows/broken/flow.py:3" in main.detail.empty_text
+
+
+async def test_the_pick_up_preview_of_an_older_run_says_it_forks_naming_the_newest(
+    layout: Layout, flow_writer: Callable[[str, str], Path]
+) -> None:
+    """Issue 26 item 3 in the UI: enter on an older run previews the pick-up; the preview
+    says newer runs exist, naming the newest, before anything is confirmed."""
+    flow_writer(
+        "three",
+        "from flowdrop_tui import flow\n\n@flow(resumable=True)\ndef main(run):\n"
+        "    for n in run.rounds(range(3)):\n        run.state['n'] = n\n",
+    )
+    cli = CLI(layout.workspace)
+    older = cli.json("run", "three")["run"]
+    newest = cli.json("run", "three")["run"]
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == newest, what="the runs listed")
+        main.runs.focus()
+        await pilot.press("down")
+        await until(pilot, lambda: main.selected_run == older, what="the older run selected")
+        await pilot.press("enter")
+        modal = await until(
+            pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
+        )
+        forks = [w for w in modal.forecast.warnings if "newer runs exist" in w]
+        assert len(forks) == 1 and newest in forks[0], modal.forecast.warnings
+        assert "newer runs exist" in describe_plan(modal.forecast).plain
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, PickUpModal), what="cancelled")
