@@ -135,7 +135,10 @@ def flows_table(rows: list[dict[str, Any]]) -> str:
         ]
         if metered:
             cells.append(usage_short(row.get("usage")) or "—")
-        cells.append(str(row.get("error") or row.get("description") or ""))
+        about = str(row.get("error") or row.get("description") or "")
+        if row.get("by_path"):  # SPEC §2: a path is a key of its own
+            about = "its own thread: run by path" + (f" · {about}" if about else "")
+        cells.append(about)
         table.append(cells)
     headers = ["FLOW", "RESUMABLE", "ROUND", "STATUS", "LAST RUN"]
     headers += ["USAGE"] if metered else []
@@ -170,6 +173,20 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([text, "", *why]) if why else text
 
 
+def no_runs_words(name: str, error: Any) -> str:
+    """The run pane of a flow with no runs: how to run it — or, when it cannot load, why
+    it cannot run (docs/decisions.md, "What a newcomer tripped on")."""
+    if error:
+        return f"{name} cannot be loaded, so it cannot run: {error} — e opens its flow.py"
+    return f"no runs of {name} yet — enter runs it"
+
+
+def refused_words(where: str, count: Any) -> str:
+    """SPEC §5.3: a state value that saves left out, warned of twice and then counted."""
+    saves = "1 save" if count == 1 else f"{count} saves"
+    return f"state value {where}: left out of {saves} in this run (its last saved value stands)"
+
+
 def show_text(detail: dict[str, Any]) -> str:
     lines = [
         f"run             {detail['run']}",
@@ -198,6 +215,8 @@ def show_text(detail: dict[str, Any]) -> str:
         lines.append(f"result          {detail['result']!r}")
     for warning in detail.get("warnings") or []:
         lines.append(f"warning         {warning}")
+    for where, count in (detail.get("state_refused") or {}).items():
+        lines.append(f"not saved       {refused_words(where, count)}")
     if detail.get("usage") is not None:
         lines.append(f"usage           {usage_text(detail['usage'])}")
     lines.append("state")
@@ -453,6 +472,7 @@ _WHY_WORDS = {
     "paused": "paused",
     "pinned": "pinned",
     "pick_up": "picked up next",
+    "latest_state": "its key's latest state (its flow cannot be picked up today)",
     "last_run": "last run of its key",
     "newest": "among the newest",
     "recent": "ended recently",

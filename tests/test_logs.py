@@ -114,6 +114,49 @@ def test_logs_json_and_last_lines(workspace: Path, cli: CLI) -> None:
     assert cli.json("logs", run_id, "-n", "500")["lines"] == answer["lines"]
 
 
+def test_logs_json_pages_with_limit_and_after(workspace: Path, cli: CLI) -> None:
+    """Issue 26 item 8: `logs --json` returned 202,000 lines at once. It answers in pages
+    (`--limit`, `--after` the page before's `next_after`) and the text form prints a page
+    when asked for one."""
+    run_id = finished(cli, workspace, CHATTY)
+    first = cli.json("logs", run_id, "--limit", "20")
+    assert first["lines"] == [f"line {n}" for n in range(1, 21)]
+    assert first["first_line"] == 1 and first["more"] is True and first["next_after"] == 20
+    assert first["truncated"] is True
+    second = cli.json("logs", run_id, "--limit", "20", "--after", str(first["next_after"]))
+    assert second["lines"] == [f"line {n}" for n in range(21, 41)] and second["first_line"] == 21
+    last = cli.json("logs", run_id, "--limit", "20", "--after", str(second["next_after"]))
+    assert last["lines"] == [f"line {n}" for n in range(41, 51)]
+    assert last["more"] is False and last["next_after"] is None
+    past = cli.json("logs", run_id, "--after", "500")
+    assert past["lines"] == [] and past["more"] is False
+    text = cli("logs", run_id, "--after", "45", check=0)
+    assert text.stdout == "".join(f"line {n}\n" for n in range(46, 51))
+    paged = cli("logs", run_id, "--limit", "2", check=0)
+    assert paged.stdout == "line 1\nline 2\n" and "--after 2" in paged.stderr
+
+
+def test_logs_json_never_answers_a_huge_log_at_once(workspace: Path, cli: CLI) -> None:
+    """Without --limit, `logs --json` gives the first page (1000 lines) and says where the
+    next begins; the text form still prints everything (SPEC §15)."""
+    run_id = finished(
+        cli,
+        workspace,
+        """
+        from flowdrop_tui import flow
+
+        @flow()
+        def main(run):
+            for n in range(1, 2501):
+                print(f"line {n}")
+        """,
+    )
+    answer = cli.json("logs", run_id)
+    assert len(answer["lines"]) == 1000 and answer["lines"][-1] == "line 1000"
+    assert answer["more"] is True and answer["next_after"] == 1000
+    assert cli("logs", run_id, check=0).stdout.count("\n") == 2500
+
+
 def test_logs_follows_a_live_run_and_exits_when_it_ends(workspace: Path, cli: CLI) -> None:
     """``-f`` prints each line as the run prints it, then exits once the run has ended,
     with an unfinished last line printed too."""
@@ -193,6 +236,12 @@ def test_logs_follow_of_a_killed_run_exits_interrupted(workspace: Path, cli: CLI
         (["RUN", "-n", "0"], "USAGE"),
         (["RUN", "-n", "-3"], "USAGE"),
         (["RUN", "-n", "many"], "USAGE"),
+        (["RUN", "--limit", "0"], "USAGE"),
+        (["RUN", "--after", "-1"], "USAGE"),
+        (["RUN", "--after", "x"], "USAGE"),
+        (["RUN", "-n", "3", "--after", "2"], "USAGE"),
+        (["RUN", "-f", "--limit", "5"], "USAGE"),
+        (["RUN", "-f", "--after", "5"], "USAGE"),
     ],
 )
 def test_logs_bad_input_is_exit_2_naming_it(

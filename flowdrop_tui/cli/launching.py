@@ -123,10 +123,19 @@ def finish_foreground(execution: Execution, as_json: bool, warnings: Warnings) -
         message += f"; continue it with: flowdrop-tui resume {outcome.run_id}"
     elif outcome.error:
         message += f": {error_words(outcome.error)}"
+    if info.state_refused:  # SPEC §5.3: warned of twice, then counted; `show` names them
+        saves = sum(info.state_refused.values())
+        values = len(info.state_refused)
+        message += (
+            f"; {saves} save{'s' if saves != 1 else ''} left out "
+            f"{values} state value{'s' if values != 1 else ''} (see: flowdrop-tui show "
+            f"{outcome.run_id})"
+        )
     err(message)
     if as_json:
         result = side_value(info.path, info.result)  # a big one: from its side file
         answer = {**info.summary(), "result": result, "error": info.error}
+        answer["state_refused"] = info.state_refused
         out(dump({**answer, "warnings": warnings.items}))
     return outcome.exit_code
 

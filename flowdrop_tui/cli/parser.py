@@ -151,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, metavar="N", default=views.RUNS_PAGE, help="the newest N (50)"
     )
     page.add_argument("--all", action="store_true", help="every run")
+    runs.add_argument(
+        "--before", metavar="RUN", help="only runs older than this one (the next page)"
+    )
+    runs.add_argument(
+        "--page",
+        action="store_true",
+        help='with --json: {"runs", "total", "more", "next_before"} instead of the bare list',
+    )
     show = sub.add_parser("show", parents=[common, json_flag], help="one run in full")
     show.add_argument("run", metavar="RUN")
     diff = sub.add_parser(
@@ -174,6 +182,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-f", "--follow", action="store_true", help="keep printing until the run stops"
     )
     logs.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+    logs.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help=f"at most N lines (with --json: {views.LOG_PAGE} unless given; its next_after "
+        "says where the next page starts)",
+    )
+    logs.add_argument(
+        "--after", type=int, metavar="N", help="begin after line N (the page before's next_after)"
+    )
     snapshot = sub.add_parser(
         "snapshot", parents=[common, json_flag], help="print a run's snapshot (always JSON)"
     )
@@ -181,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("reindex", parents=[common, json_flag], help="rebuild .flowdrop/index.json")
     serve = sub.add_parser(
         "serve",
-        parents=[common],
+        parents=[common, json_flag],
         help="serve the UI to a browser",
         description="Serve this workspace's UI to a browser. Whoever opens the URL can start"
         " and stop runs here: any address but loopback needs the token. Ctrl-C stops"
@@ -218,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     unpin.add_argument("run", metavar="RUN")
     worker = sub.add_parser(
         "worker",
-        parents=[common],
+        parents=[common, json_flag],
         help="take runs from the cluster (remote mode; a daemon per machine)",
         description="Poll Temporal for runs of flows and run them here, each in a git worktree"
         " of the asked commit; records go to PostgreSQL. Servers come from the flags, else"

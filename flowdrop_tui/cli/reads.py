@@ -15,8 +15,8 @@ import orjson
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import dump, err
 from flowdrop_tui.core import views
-from flowdrop_tui.core.errors import UsageError
-from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.errors import InvalidNameError, UsageError
+from flowdrop_tui.core.paths import OUTPUT, Layout, check_run_ref
 from flowdrop_tui.core.records import ledger, output_log, pins
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
@@ -45,22 +45,36 @@ def cmd_runs(args: argparse.Namespace) -> int:
     layout = workspace.read_layout(args)
     if not args.all and args.limit < 1:
         raise UsageError("--limit takes a number of runs, 1 or more")
+    if args.page and not args.json:
+        raise UsageError("--page shapes --json's answer; use it with --json")
+    before = args.before
+    if before is not None and not check_run_ref(before):
+        raise InvalidNameError(f"--before takes a run id (see: flowdrop-tui runs), not {before!r}")
     limit = None if args.all else args.limit
     if args.flow:
-        key, infos, total = views.runs_named(layout, args.flow, limit=limit)
+        key, infos, total = views.runs_named(layout, args.flow, limit=limit, before=before)
     else:
         key = None
-        infos, total = views.run_page(layout, None, limit=limit)
+        infos, total = views.run_page(layout, None, limit=limit, before=before)
     pinned = pins.pinned(layout)
     rows = [{**info.summary(), "pinned": info.run in pinned} for info in infos]
-    if args.json:
+    # More is what a script pages on: a run older than this page's oldest (one look).
+    oldest = rows[-1]["run"] if rows else None
+    more = oldest is not None and bool(views.run_page(layout, key, 1, oldest)[0])
+    if args.json and args.page:
+        next_before = oldest if more else None
+        print(dump({"runs": rows, "total": total, "more": more, "next_before": next_before}))
+    elif args.json:
         print(dump(rows))
     elif not rows:
         print("no runs yet" + (f" of {key}" if key else ""))
     else:
         print(runs_table(rows))
-        if total > len(rows) and not args.all:
-            print(f"the newest {len(rows)} of {total} runs; --limit N or --all for more")
+        if more:
+            print(
+                f"{'the newest ' if before is None else ''}{len(rows)} of {total} runs; "
+                f"--limit N or --all for more, the next page: --before {oldest}"
+            )
     return 0
 
 
@@ -86,17 +100,43 @@ def cmd_logs(args: argparse.Namespace) -> int:
     """SPEC §15: the run's output.log; ``-f`` follows it until the run stops (ends or
     pauses). With ``--json``: one object; with ``-f --json``, JSON lines, then the status."""
     layout = workspace.read_layout(args)
+    _check_log_page(args)
     info = load_run(layout, args.run)
-    if args.lines is not None and args.lines < 1:
-        raise UsageError(f"--lines takes a number of lines, 1 or more (not {args.lines})")
     path = info.path / OUTPUT
     tail = output_log.OutputTail(path, last=args.lines, max_bytes=None)
     if args.follow:
         with workspace.mode(args).following_output(info.run) as held:
             return _follow_lines(layout, info.run, tail, args.json, held)
+    answer = {"run": info.run, "status": str(info.status), "path": str(path)}
+    paged = args.lines is None and (args.json or args.after is not None or args.limit is not None)
+    if paged:
+        # A page, never the whole of a week's output at once (--json: LOG_PAGE lines)
+        after = args.after or 0
+        limit = args.limit if args.limit is not None else views.LOG_PAGE
+        lines, more = output_log.page(path, after=after, limit=limit, final=info.status not in LIVE)
+        if not args.json:
+            _print_lines(lines, False)
+            if more:
+                err(
+                    f"more after line {after + len(lines)}: flowdrop-tui logs {info.run} "
+                    f"--after {after + len(lines)}"
+                )
+            return 0
+        print(
+            dump(
+                {
+                    **answer,
+                    "lines": lines,
+                    "first_line": after + 1,
+                    "more": more,
+                    "next_after": after + len(lines) if more else None,
+                    "truncated": more or after > 0,
+                }
+            )
+        )
+        return 0
     if args.json:
-        lines = tail.read_all(final=True).lines
-        answer = {"run": info.run, "status": str(info.status), "path": str(path)}
+        lines = tail.read_all(final=True).lines[: args.limit]
         print(dump({**answer, "lines": lines, "truncated": tail.skipped > 0}))
         return 0
     while True:  # chunk by chunk: a week-long run's log is never held whole
@@ -104,6 +144,18 @@ def cmd_logs(args: argparse.Namespace) -> int:
         _print_lines(read.lines, False)
         if not read.more:
             return 0
+
+
+def _check_log_page(args: argparse.Namespace) -> None:
+    for flag, value, least in (("--lines", args.lines, 1), ("--limit", args.limit, 1)):
+        if value is not None and value < least:
+            raise UsageError(f"{flag} takes a number of lines, 1 or more (not {value})")
+    if args.after is not None and args.after < 0:
+        raise UsageError(f"--after takes a line number, 0 or more (not {args.after})")
+    if args.lines is not None and args.after is not None:
+        raise UsageError("use one of --lines (the last N) and --after (a page from line N)")
+    if args.follow and (args.after is not None or args.limit is not None):
+        raise UsageError("-f follows the log as it grows; --after and --limit page it: use one")
 
 
 def _follow_lines(

@@ -27,4 +27,5 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port (0-65535)")
     token = token_for(args.host, args.token)
-    return serve(layout, args.host, args.port, Access(token=token, port=args.port))
+    access = Access(token=token, port=args.port)
+    return serve(layout, args.host, args.port, access, as_json=args.json)

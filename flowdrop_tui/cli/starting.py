@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.launching import (
@@ -14,10 +15,27 @@ from flowdrop_tui.cli.launching import (
     print_launched,
 )
 from flowdrop_tui.cli.output import Warnings, dump
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
+from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import forecast_flow
 from flowdrop_tui.core.run.opening import open_run
 from flowdrop_tui.format import plan_text
+
+
+def path_thread_words(layout: Layout, ref: FlowRef) -> str | None:
+    """A flow run by the path of a flow that also has a name (``run flows/tick/``, as
+    shell completion gives it) runs the thread keyed by that path, not the name's
+    (SPEC §2): said, naming the name's command (docs/decisions.md, "What a newcomer
+    tripped on")."""
+    if ref.key == ref.name or ref.folder.resolve() != (layout.flows / ref.name).resolve():
+        return None
+    return (
+        f"{ref.key} is run by its path: its thread (key {ref.key!r}) is not the thread "
+        f"of {ref.name!r} — separate state and rounds, listed as its own row by "
+        f"flowdrop-tui flows; to go on with {ref.name}'s thread: flowdrop-tui run {ref.name}"
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -25,6 +43,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     ref = checked_flow(layout, args.flow)
     asked = options(args)
     if args.handshake_fd is None:
+        by_path = path_thread_words(layout, ref)
+        if by_path is not None:
+            args.warnings.add(by_path)
         mode = workspace.mode(args)
         if args.detach or not mode.runs_here:
             answer = mode.start(ref, asked, option_args(asked))
@@ -44,5 +65,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     layout = workspace.read_layout(args)
     found = forecast_flow(layout, args.flow, options(args))
     answer = found.to_json()
+    with contextlib.suppress(FlowdropError):  # a flow not found: the refusal says so
+        by_path = path_thread_words(layout, resolve_flow(layout, args.flow))
+        if by_path is not None:
+            answer["warnings"].insert(0, by_path)
     print(dump(answer) if args.json else plan_text(answer))
     return found.refusal.exit_code if found.refusal is not None else 0

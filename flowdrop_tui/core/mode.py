@@ -239,7 +239,12 @@ def install_run_mirror() -> None:
         install_from_env()
 
 
-def serve_worker(layout: Layout | None, say: Callable[[str], None], **flags: Any) -> int:
+def serve_worker(
+    layout: Layout | None,
+    say: Callable[[str], None],
+    ready: Callable[[dict[str, Any]], None] | None = None,
+    **flags: Any,
+) -> int:
     """``flowdrop-tui worker``: poll the cluster for runs until SIGTERM/SIGINT (remote
     mode's daemon, whatever this workspace's mode; ``flags`` as
     ``config.worker_config`` takes them). Leave through ``os._exit`` after it, as
@@ -258,4 +263,4 @@ def serve_worker(layout: Layout | None, say: Callable[[str], None], **flags: Any
         max_runs=found.max_runs,
         access=worker.PostgresAccess(found.postgres),
     )
-    return asyncio.run(worker.serve(settings, say))
+    return asyncio.run(worker.serve(settings, say, ready))

@@ -8,6 +8,9 @@ What stays, and why (each run gets every reason that applies):
 * ``pick_up`` — what a plain ``run KEY`` (or a call of ``KEY``) would pick up or
   resume, for every key in the index, called keys included: asked of the start
   resolution itself (``plan.pick_up_source``), never worked out again here;
+* ``latest_state`` — the same, for a key a plain run would not pick up today (its flow
+  is gone, broken or not ``resumable``, as the describe cache knows): its latest state
+  stays all the same, in case the flow says ``resumable=True`` again;
 * ``last_run`` — the last run an index entry names (its round counter and status
   are read from it), so the index never names a run that is gone;
 * ``newest`` — among the newest ``N`` runs of its flow (the run's own key);
@@ -40,6 +43,7 @@ from typing import Any
 
 from flowdrop_tui.core.errors import FlowdropError, RecordsUnwritableError, UsageError
 from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.flows.discovery import FlowRef, describe_cached, resolve_flow
 from flowdrop_tui.core.paths import RUN_ID_RE, Layout
 from flowdrop_tui.core.records import index, key_runs, pins, trash
 from flowdrop_tui.core.records.folder import NEW_PREFIX
@@ -63,6 +67,7 @@ class Why(StrEnum):
     PAUSED = "paused"
     PINNED = "pinned"
     PICK_UP = "pick_up"
+    LATEST_STATE = "latest_state"  # what a pick-up would use, of a flow that cannot be
     LAST_RUN = "last_run"
     NEWEST = "newest"
     RECENT = "recent"
@@ -168,16 +173,37 @@ def _protected(layout: Layout) -> dict[str, list[tuple[Why, str]]]:
     """Runs the index names, by run: each key's pick-up source and last run."""
     named: dict[str, list[tuple[Why, str]]] = {}
     keys = sorted(index.load(layout)["keys"])
+    stuck = _not_picked_up(layout, keys)
     for key in keys:
         source = pick_up_source(layout, key)  # may rebuild a stale index: read it after
         if source is not None:
-            named.setdefault(source, []).append((Why.PICK_UP, key))
+            why = Why.LATEST_STATE if key in stuck else Why.PICK_UP
+            named.setdefault(source, []).append((why, key))
     for key, entry in sorted(index.load(layout)["keys"].items()):
-        for field_, why in (("last_run", Why.LAST_RUN), ("source", Why.PICK_UP)):
+        state_why = Why.LATEST_STATE if key in stuck else Why.PICK_UP
+        for field_, why in (("last_run", Why.LAST_RUN), ("source", state_why)):
             run_id = entry.get(field_)
             if isinstance(run_id, str) and (why, key) not in named.get(run_id, []):
                 named.setdefault(run_id, []).append((why, key))
     return named
+
+
+def _not_picked_up(layout: Layout, keys: list[str]) -> set[str]:
+    """The keys a plain run would not pick up today: their flow is gone, does
+    not load, or does not declare ``resumable`` — as the describe cache knows it (no
+    process is started; a flow it does not know yet counts as picked up). Their latest
+    state still stays (the flow may say ``resumable=True`` tomorrow), said truthfully."""
+    refs: list[FlowRef] = []
+    stuck: set[str] = set()
+    for key in keys:
+        try:
+            refs.append(resolve_flow(layout, key, layout.workspace))
+        except FlowdropError:
+            stuck.add(key)
+    for ref, info in zip(refs, describe_cached(layout, refs), strict=True):
+        if info is not None and (info.error or info.resumable is False):
+            stuck.add(ref.key)
+    return stuck
 
 
 def _verdict(

@@ -20,9 +20,11 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.flows.discovery import (
     FlowInfo,
+    FlowRef,
     describe,
     describe_cached,
     discover,
+    path_threads,
     resolve_flow,
 )
 from flowdrop_tui.core.paths import (
@@ -50,16 +52,25 @@ from flowdrop_tui.core.records.usage import total as usage_total
 from flowdrop_tui.core.run.start_plan import snapshot_of
 
 
+def thread_refs(layout: Layout, data: dict[str, Any] | None = None) -> list[FlowRef]:
+    """What the flow list lists: every flow by name, then every thread keyed by a path to
+    a flow (``run flows/tick``), each its own row under its key (SPEC §2: two keys, two
+    threads). ``data``: the index as read (default: loaded, rebuilt if need be)."""
+    keys = (data if data is not None else index.load(layout))["keys"]
+    return discover(layout) + path_threads(layout, keys)
+
+
 def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[str, Any]]:
-    """``flows --json``: every flow with its declaration, round counter and last run."""
-    refs = discover(layout)
-    infos = describe(layout, refs) if infos is None else infos
+    """``flows --json``: every flow with its declaration, round counter and last run
+    (a thread run by path: a row of its own, ``by_path``, its key as its name)."""
     data = index.load(layout)
+    infos = describe(layout, thread_refs(layout, data)) if infos is None else infos
     rows = []
     for info in [*infos, *_graph_threads(data, {info.name for info in infos})]:
         entry = data["keys"].get(info.name) or {}
         row: dict[str, Any] = {
             "name": info.name,
+            "by_path": "/" in info.name,
             "path": info.path,
             "resumable": info.resumable,
             "error": info.error,
@@ -135,14 +146,15 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
     names from discovery, declarations from the describe cache (``described`` is False
     where it has none yet) and the index as it is on disk. What a first paint shows;
     ``flow_rows`` fills in the rest."""
-    refs = discover(layout)
     data = index.read(layout) or {"keys": {}}
+    refs = thread_refs(layout, data)
     rows = []
     for ref, info in zip(refs, describe_cached(layout, refs), strict=True):
-        entry = data["keys"].get(ref.name) or {}
+        entry = data["keys"].get(ref.key) or {}
         rows.append(
             {
-                "name": ref.name,
+                "name": ref.key,
+                "by_path": ref.key != ref.name,
                 "path": ref.rel(layout),
                 "resumable": info.resumable if info else None,
                 "error": info.error if info else None,
@@ -158,6 +170,7 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": graph.name,
+                "by_path": False,
                 "path": graph.path,
                 "resumable": True,
                 "error": None,
@@ -187,10 +200,15 @@ def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
 
 
 RUNS_PAGE = 50  # `runs` shows the newest page; --limit N or --all for more
+LOG_PAGE = 1000  # `logs --json` answers in pages of this many lines (--limit, --after)
 
 
 def runs_named(
-    layout: Layout, arg: str, cwd: Path | None = None, limit: int | None = RUNS_PAGE
+    layout: Layout,
+    arg: str,
+    cwd: Path | None = None,
+    limit: int | None = RUNS_PAGE,
+    before: str | None = None,
 ) -> tuple[str, list[RunInfo], int]:
     """``runs FLOW``: the key FLOW names, its newest runs (``run_page``) and how many it
     has. The runs of a flow whose folder is gone are still listed; a name that is neither
@@ -199,11 +217,11 @@ def runs_named(
         key = resolve_flow(layout, arg, cwd).key
     except NotFoundError as missing:
         key = key_for(layout, arg, cwd)
-        infos, total = run_page(layout, key, limit)
+        infos, total = run_page(layout, key, limit, before)
         if not total:
             raise NotFoundError(f"{missing.message}; no run has key {key!r} either") from None
         return key, infos, total
-    return (key, *run_page(layout, key, limit))
+    return (key, *run_page(layout, key, limit, before))
 
 
 def run_page(
@@ -345,6 +363,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     detail["result"] = side_value(info.path, info.result)  # a big one: from its side file
     detail["position"] = info.position
     detail["warnings"] = info.warnings
+    detail["state_refused"] = info.state_refused  # SPEC §5.3: saves that left a value out
     detail["budget_reached"] = info.budget_reached
     detail["limit_reached"] = info.limit_reached if info.status == Status.PAUSED else None
     detail["called"] = info.called

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp_jinja2
+import orjson
 from aiohttp import web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
@@ -102,6 +103,7 @@ class FlowdropServer(Server):
         self.argv = [sys.executable, "-m", "flowdrop_tui", "--workspace", str(layout.workspace)]
         self.sockets: set[web.WebSocketResponse] = set()
         self.uis: set[UiProcess] = set()
+        self.as_json = False  # ``serve --json``: the address as one JSON line
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
@@ -200,7 +202,19 @@ async def _serve(server: FlowdropServer) -> None:
         url = f"http://{_url_host(server.host, bound_host)}:{bound_port}/"
         if server.access.token is not None:
             url += f"?token={server.access.token}"
-        print(url, flush=True)
+        if server.as_json:  # SPEC §11: one line once it listens, for a script to read
+            ready = {
+                "ready": True,
+                "url": url,
+                "host": server.host,
+                "port": bound_port,
+                "token": server.access.token,
+                "workspace": str(server.layout.workspace),
+                "pid": os.getpid(),
+            }
+            print(orjson.dumps(ready).decode(), flush=True)
+        else:
+            print(url, flush=True)
         where = "this machine only" if server.access.token is None else "anyone with the token"
         print(
             f"flowdrop-tui serve: the UI of {server.layout.workspace} for {where};"
@@ -213,11 +227,13 @@ async def _serve(server: FlowdropServer) -> None:
         await runner.cleanup()
 
 
-def serve(layout: Layout, host: str, port: int, access: Access) -> int:
-    """Serve until SIGINT/SIGTERM/SIGHUP; returns the exit status."""
+def serve(layout: Layout, host: str, port: int, access: Access, *, as_json: bool = False) -> int:
+    """Serve until SIGINT/SIGTERM/SIGHUP; returns the exit status. ``as_json``: the
+    address is said as one JSON line (``serve --json``)."""
     logging.basicConfig(level=logging.WARNING, format="flowdrop-tui serve: %(message)s")
     # The app and the access rules are built inside the running loop (aiohttp wants one).
     server = FlowdropServer(layout, host, port, access)
+    server.as_json = as_json
     asyncio.run(_serve(server))
     return 0
 

@@ -25,7 +25,7 @@ TWO_ITEMS = """
 BUDGET = {"rounds", "minutes", "tokens"}
 FLOWS_ROW = {
     "name", "path", "resumable", "error", "description", "round", "last_run", "status",
-    "budget", "usage",
+    "budget", "usage", "by_path",
 }  # fmt: skip
 RUNS_ROW = {
     "run", "flow", "status", "rounds", "first_round", "last_round", "started", "ended",
@@ -36,11 +36,11 @@ DIFF = {"run", "round", "rounds", "start", "end", "ended", "uncommitted", "files
 SHOW = (RUNS_ROW - {"pinned"}) | {
     "state", "state_error", "sessions", "git", "error", "result", "position", "warnings",
     "budget_reached", "called", "pid", "flow_path", "pinned", "output_tail", "output_more",
-    "output_error", "limit_reached",
+    "output_error", "limit_reached", "state_refused",
 }  # fmt: skip
 PLAN = {
     "flow", "start", "source", "source_status", "next_round", "item_index", "state_keys",
-    "budget", "drift", "warnings", "refusal",
+    "budget", "drift", "warnings", "fork", "refusal",
 }  # fmt: skip
 DRIFT = {
     "source", "source_status", "drifted", "flow_changed", "git", "paused_at_item", "messages",
@@ -123,7 +123,10 @@ def test_flows_runs_show_and_logs_of_two_runs_of_a_thread(mode: Mode) -> None:
     logs = mode.cli("logs", second)
     assert logs.returncode == 0 and logs.stdout.splitlines() == ["item a", "item b"], logs
     told = mode.json("logs", second)
-    assert set(told) == {"run", "status", "path", "lines", "truncated"}, told
+    assert set(told) == {
+        "run", "status", "path", "lines", "truncated", "first_line", "more", "next_after",
+    }, told  # fmt: skip
+    assert (told["first_line"], told["more"], told["next_after"]) == (1, False, None)
     assert told["run"] == second and told["status"] == "completed"
     assert told["lines"] == ["item a", "item b"] and told["truncated"] is False
     assert mode.json("logs", second, "-n", "1")["lines"] == ["item b"]

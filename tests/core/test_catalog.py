@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import orjson
+
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index, key_runs
 from flowdrop_tui.core.records.catalog import RunCatalog
@@ -71,3 +73,42 @@ def test_runs_show_the_newest_page_and_say_how_to_see_more(cli: CLI, workspace: 
     shown = cli("runs", "alpha", "--limit", "3", check=0).stdout
     assert "the newest 3 of 5 runs" in shown
     assert cli("runs", "--limit", "0", check=2).returncode == 2
+
+
+def test_runs_json_page_gives_the_total_and_the_next_page(cli: CLI, workspace: Path) -> None:
+    """Issue 26 item 8: `runs --json` gave no total, so a script could not tell it got
+    only the newest page. `--page` wraps the list with `total`, `more` and `next_before`;
+    `--before RUN` reads the next page (of a flow, or of every run)."""
+    ids = [f"20260817T0{h}0000.000Z-eeeee{h}" for h in range(1, 6)]
+    for n, run_id in enumerate(ids):
+        seed_run(workspace, run_id, "alpha", minute=n)
+    first = cli.json("runs", "alpha", "--limit", "2", "--page")
+    assert [row["run"] for row in first["runs"]] == [ids[4], ids[3]]
+    assert first["total"] == 5 and first["more"] is True and first["next_before"] == ids[3]
+    second = cli.json("runs", "alpha", "--limit", "2", "--page", "--before", ids[3])
+    assert [row["run"] for row in second["runs"]] == [ids[2], ids[1]]
+    last = cli.json("runs", "alpha", "--limit", "2", "--page", "--before", ids[1])
+    assert [row["run"] for row in last["runs"]] == [ids[0]]
+    assert last["more"] is False and last["next_before"] is None
+    every = cli.json("runs", "--limit", "3", "--page", "--before", ids[4])
+    assert [row["run"] for row in every["runs"]] == [ids[3], ids[2], ids[1]] and every["more"]
+    bare = cli.json("runs", "alpha", "--before", ids[2])  # the bare list pages too
+    assert [row["run"] for row in bare] == [ids[1], ids[0]]
+    whole = cli.json("runs", "alpha", "--all", "--page")
+    assert len(whole["runs"]) == 5 and whole["more"] is False
+    text = cli("runs", "alpha", "--limit", "2", check=0).stdout
+    assert f"--before {ids[3]}" in text
+
+
+def test_runs_paging_bad_input_is_exit_2(cli: CLI, workspace: Path) -> None:
+    seed_run(workspace, "20260817T010000.000Z-eeeee1", "alpha", minute=0)
+    for args, code in (
+        (["--before", "../../etc"], "INVALID_NAME"),
+        (["--before", "yesterday"], "INVALID_NAME"),
+        (["--page"], "USAGE"),
+    ):
+        done = cli("runs", "alpha", *args, *(["--json"] if args != ["--page"] else []))
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        if args != ["--page"]:
+            assert orjson.loads(done.stdout)["error"]["code"] == code, done.stdout
+        assert "Traceback" not in done.stderr

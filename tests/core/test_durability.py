@@ -523,7 +523,9 @@ def test_an_unsaveable_value_is_skipped_each_time_while_other_keys_keep_saving(
 ) -> None:
     """Item 16: a value whose __str__ raises froze every later save for the rest of the
     run, with one warning, and the run still said completed. That key keeps its last
-    good value; every other key keeps saving; each failed save warns."""
+    good value; every other key keeps saving. Issue 26 item 4: every failed save warned
+    (13 identical warnings in 2 rounds); now the first says why, the second that it is
+    not said again, and the run's end counts the rest."""
     write_flow(
         workspace,
         "hostile",
@@ -543,16 +545,75 @@ def test_an_unsaveable_value_is_skipped_each_time_while_other_keys_keep_saving(
             return "done"
         """,
     )
-    out = cli.json("run", "hostile")
+    done = cli("run", "hostile", "--json", check=0)
+    out = orjson.loads(done.stdout)
     run_id = out["run"]
     assert out["status"] == "completed"
     assert state_of(workspace, run_id) == {"hostile": {"bad": "good at first", "n": 5}}
     warnings = [e["message"] for e in events(workspace, run_id) if e["event"] == "warning"]
     about_bad = [w for w in warnings if "'bad'" in w and "no text for you" in w]
-    # the set of the bad value, five key sets, and the run's end save: each failed save warns
-    assert len(about_bad) >= 6, warnings
+    assert len(about_bad) == 2, warnings
+    assert "not said again" in about_bad[1], about_bad
+    # the set of the bad value, five key sets, and the run's end save: 7 saves left it out
+    assert out["state_refused"] == {"hostile['bad']": 7}, out
+    ended = next(e for e in events(workspace, run_id) if e["event"] == "ended")
+    assert ended["state_refused"] == {"hostile['bad']": 7}
+    assert done.stderr.count("no text for you") == 2, done.stderr
+    assert "7 saves left out 1 state value" in done.stderr, done.stderr
+    shown = cli("show", run_id, check=0).stdout
+    assert "hostile['bad']: left out of 7 saves in this run" in shown, shown
+    assert cli.json("show", run_id)["state_refused"] == {"hostile['bad']": 7}
     again = cli.json("run", "hostile")  # the next run picks up what was saved
     assert state_of(workspace, again["run"])["hostile"]["n"] == 5
+
+
+def test_an_unsaveable_value_warns_at_most_twice_over_ten_rounds_and_across_a_resume(
+    workspace: Path, cli: CLI
+) -> None:
+    """Issue 26 item 4 (the held-out check): one unsaveable value set in each of 10 rounds
+    warns at most twice in cycle.jsonl, on stderr and in output.log (a detached run), and
+    a pause and resume of the same run does not start the warnings over: the count
+    goes on."""
+    write_flow(
+        workspace,
+        "hostile",
+        """
+        from flowdrop_tui import flow
+
+        class Hostile:
+            def __str__(self):
+                raise RuntimeError("no text for you")
+
+        @flow(resumable=True)
+        def main(run):
+            for n in run.rounds():
+                run.state["bad"] = Hostile()
+                run.state["n"] = n
+                if n >= 10:
+                    return n
+        """,
+    )
+    launched = cli.json("run", "hostile", "--detach", "--max-rounds", "5")
+    run_id = launched["run"]
+    run_dir = workspace / ".flowdrop" / "runs" / run_id
+    wait_for(lambda: any(e["event"] == "paused" for e in events(workspace, run_id)))
+    paused = [e for e in events(workspace, run_id) if e["event"] == "paused"][-1]
+    first_count = paused["state_refused"]["hostile['bad']"]
+    assert first_count >= 10, paused
+    resumed = cli("resume", run_id, "--max-rounds", "none", check=0)
+    assert "no text for you" not in resumed.stderr, resumed.stderr
+    info = cli.json("show", run_id)
+    assert info["status"] == "completed", info
+    warnings = [
+        e["message"]
+        for e in events(workspace, run_id)
+        if e["event"] == "warning" and "'bad'" in e["message"]
+    ]
+    assert len(warnings) == 2, warnings
+    output = (run_dir / "output.log").read_text()
+    assert output.count("no text for you") <= 2, output
+    assert info["state_refused"]["hostile['bad']"] > first_count >= 10
+    assert "left out" in resumed.stderr, resumed.stderr
 
 
 @pytest.mark.parametrize(

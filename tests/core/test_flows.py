@@ -48,6 +48,7 @@ def test_flows_lists_each_with_declaration_and_no_rounds_yet(workspace: Path, cl
     good = rows[0]
     assert good == {
         "name": "good",
+        "by_path": False,  # a thread run by path is a row of its own (True)
         "path": "flows/good",
         "resumable": True,
         "error": None,

@@ -355,3 +355,47 @@ def test_prune_of_a_workspace_without_runs_says_so(tmp_path: Path) -> None:
     assert report["runs"] == 0 and report["delete"] == [] and report["kept"] == []
     assert "deleted 0 of 0 runs" in cli("prune", "--workspace", str(tmp_path), check=0).stdout
     assert not (tmp_path / ".flowdrop").exists()
+
+
+def test_a_flow_that_cannot_be_picked_up_keeps_its_latest_state_without_picked_up_next(
+    workspace: Path, cli: CLI
+) -> None:
+    """Issue 26: prune said "picked up next" of the latest run of a flow that does not
+    declare resumable (a plain run starts it fresh) and of a flow whose folder is gone.
+    The run still stays (the flow may be made resumable again), said as what it is."""
+    write_flow(
+        workspace,
+        "once",
+        """
+        from flowdrop_tui import flow
+
+        @flow()
+        def main(run):
+            run.state["x"] = 1
+        """,
+    )
+    write_flow(
+        workspace,
+        "kept",
+        """
+        from flowdrop_tui import flow
+
+        @flow(resumable=True)
+        def main(run):
+            run.state["x"] = 1
+        """,
+    )
+    once = [cli.json("run", "once")["run"] for _ in range(2)]
+    kept = cli.json("run", "kept")["run"]
+    gone = write_flow(workspace, "gone", (workspace / "flows/kept/flow.py").read_text())
+    went = cli.json("run", "gone")["run"]
+    shutil.rmtree(gone)
+    cli.json("flows")  # the listing describes what is on disk (the cache prune reads)
+    report = prune(cli, "--keep", "0", "--dry-run")
+    reasons = {row["run"]: row["reasons"] for row in report["kept"]}
+    assert "latest_state" in reasons[once[1]] and "pick_up" not in reasons[once[1]], reasons
+    assert "latest_state" in reasons[went] and "pick_up" not in reasons[went], reasons
+    assert "pick_up" in reasons[kept], reasons
+    assert once[0] in {row["run"] for row in report["delete"]}
+    text = cli("prune", "--keep", "0", "--dry-run", check=0).stdout
+    assert "latest state (its flow cannot be picked up today)" in text, text

@@ -101,7 +101,9 @@ class Cluster:
     workers: list[WorkerProcess] = field(default_factory=list)
     orphans: list[int] = field(default_factory=list)  # run children a test left parentless
 
-    def start_worker(self, name: str, *, max_runs: int = 4) -> WorkerProcess:
+    def start_worker(
+        self, name: str, *, max_runs: int = 4, extra: tuple[str, ...] = ()
+    ) -> WorkerProcess:
         home = self.root / f"machine-{name}"
         home.mkdir(parents=True, exist_ok=True)
         log = home / "worker.log"
@@ -129,6 +131,7 @@ class Cluster:
             self.task_queue,
             "--max-runs",
             str(max_runs),
+            *extra,
         ]
         with log.open("ab") as out:
             process = subprocess.Popen(

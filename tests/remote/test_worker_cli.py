@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
+
+from tests.remote.cluster import Cluster, wait_for
 
 
 def worker(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -70,3 +73,38 @@ def test_two_workers_never_share_a_home(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"uses the home {home}" in done.stderr and str(os.getpid()) in done.stderr
+
+
+def test_worker_json_says_once_it_polls_as_one_json_line(cluster: Cluster) -> None:
+    """Issue 26 item 8: `worker --json` exited 2 though every command takes --json. Once it
+    polls it prints one JSON line (its id, queues, runs at once, home) on stdout; the
+    words stay on stderr."""
+    worker = cluster.start_worker("j", max_runs=2, extra=("--json",))
+    worker.wait_polling()
+
+    def ready() -> dict[str, object] | None:
+        for line in worker.text().splitlines():
+            if line.startswith("{"):
+                found = orjson.loads(line)
+                return found if isinstance(found, dict) else None
+        return None
+
+    said = wait_for("the ready line", ready)
+    assert said["ready"] is True and said["worker"] == "j" and said["max_runs"] == 2, said
+    assert said["task_queue"] == cluster.task_queue and said["pid"] == worker.process.pid
+    assert said["own_queue"] and said["home"] == str(worker.home / "flowdrop-worker")
+    worker.stop()
+    assert worker.process.returncode == 0, worker.text()
+
+
+def test_worker_json_whose_temporal_server_is_not_there_is_a_json_error(tmp_path: Path) -> None:
+    done = worker(
+        tmp_path,
+        "--json",
+        "--temporal",
+        "127.0.0.1:9",
+        "--postgres",
+        "postgresql://x@127.0.0.1:9/p",
+    )
+    assert done.returncode == 4 and "Traceback" not in done.stderr
+    assert orjson.loads(done.stdout)["error"]["code"] == "TEMPORAL_UNREACHABLE"

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
+import orjson
 import pytest
 
 from flowdrop_tui.cli import main
@@ -311,3 +312,39 @@ def test_only_serve_loads_the_web_server() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_serve_json_says_its_address_as_one_json_line(workspace: Path, cli: CLI) -> None:
+    """Issue 26 item 8: `serve --json` exited 2 though every command takes --json. It
+    prints one JSON line once it listens (the URL, port and token), and a refusal is the
+    JSON error object."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flowdrop_tui", "serve", "--port", "0", "--json"],
+        cwd=workspace,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        ready = orjson.loads(line)
+        assert ready["ready"] is True and ready["token"] is None, ready
+        assert ready["url"] == f"http://127.0.0.1:{ready['port']}/" and ready["port"] > 0
+        assert ready["workspace"] == str(workspace)
+        with socket.create_connection(("127.0.0.1", ready["port"]), timeout=10):
+            pass  # it listens where it said
+    finally:
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+        process.stdout.close()  # type: ignore[union-attr]
+        process.stderr.close()  # type: ignore[union-attr]
+    assert code == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli("serve", "--port", str(port), "--json", timeout=30, check=1)
+    assert "address already in use" in orjson.loads(done.stdout)["error"]["message"]

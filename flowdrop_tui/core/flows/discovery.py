@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,21 @@ def discover(layout: Layout) -> list[FlowRef]:
             found.append(
                 FlowRef(key=entry.name, name=entry.name, folder=Path(entry.path), file=file)
             )
+    return found
+
+
+def path_threads(layout: Layout, keys: Iterable[str]) -> list[FlowRef]:
+    """The flows a thread keyed by a path names (``run flows/tick``: key ``flows/tick``,
+    SPEC §2), for the keys given (the index's) that are paths to a flow still on disk:
+    two keys, two threads, so the flow list shows both."""
+    found = []
+    for key in sorted(k for k in keys if "/" in k):
+        try:
+            ref = _by_path(layout, key, layout.workspace)
+        except (NotFoundError, InvalidNameError):
+            continue  # the folder is gone, or a key this engine would not write
+        if ref.key == key:
+            found.append(ref)
     return found
 
 
@@ -295,7 +311,7 @@ def _run_server(layout: Layout, refs: list[FlowRef]) -> dict[Path, dict[str, Any
 def _info(layout: Layout, ref: FlowRef, answer: dict[str, Any]) -> FlowInfo:
     ok = bool(answer.get("ok"))
     return FlowInfo(
-        name=ref.name,
+        name=ref.key,  # what it is listed under: its name, or the path it was run by
         path=ref.rel(layout),
         resumable=bool(answer.get("resumable")) if ok else None,
         description=str(answer.get("description") or "") if ok else "",

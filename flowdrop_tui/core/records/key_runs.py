@@ -162,6 +162,24 @@ def newest(
     return _newest_in(layout, _lines_from_end(path_of(layout, key)), limit, before)
 
 
+def newer(layout: Layout, key: str, than: str) -> list[str]:
+    """The key's runs made after run ``than``, newest first (read from the list's end
+    until ``than`` or an older id: a pick-up from an old run costs what came after it)."""
+    if not _ensure(layout, key):
+        lines: Iterator[str] = reversed(_scan(layout).get(key, []))
+    else:
+        lines = _lines_from_end(path_of(layout, key))
+    found: list[str] = []
+    for run_id in lines:
+        if RUN_ID_RE.match(run_id) is None:
+            continue
+        if run_id <= than:
+            break
+        if run_id not in found and (layout.runs / run_id).is_dir():
+            found.append(run_id)
+    return found
+
+
 def count(layout: Layout, key: str) -> int:
     """How many runs ``key`` has had (from the list's size; ids of pruned runs included)."""
     if not _ensure(layout, key):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,3 +151,27 @@ def tail_lines(path: Path, count: int = TAIL_LINES) -> tuple[list[str], bool]:
     tail = OutputTail(path, last=count)
     lines = tail.read_all(final=True).lines
     return lines[-count:], tail.skipped > 0 or len(lines) > count
+
+
+def _every_line(path: Path, final: bool) -> Iterator[str]:
+    tail = OutputTail(path, max_bytes=None)
+    while True:
+        read = tail.read(final=final)
+        yield from read.lines
+        if not read.more:
+            return
+
+
+def page(path: Path, *, after: int, limit: int, final: bool) -> tuple[list[str], bool]:
+    """Lines ``after + 1`` to ``after + limit`` of ``output.log`` (numbered from 1, as a
+    line longer than ``MAX_LINE`` is cut), and whether more follow: ``logs --json`` in
+    pages, so a week's output is never one answer. ``final``: the run has stopped, so an
+    unfinished last line counts. Raises ``OutputUnreadableError``."""
+    lines: list[str] = []
+    for number, line in enumerate(_every_line(path, final), start=1):
+        if number <= after:
+            continue
+        if len(lines) == limit:
+            return lines, True
+        lines.append(line)
+    return lines, False

@@ -237,6 +237,11 @@ class RunFold:
             info.running_since = None
         if isinstance(ev.get("git"), dict):
             info.git_last = ev["git"]
+        refused = ev.get("state_refused")  # the run's count so far (a resume carries it on)
+        if isinstance(refused, dict):
+            info.state_refused = {
+                str(k): v for k, v in refused.items() if isinstance(v, int) and v > 0
+            }
 
 
 def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:

@@ -120,6 +120,9 @@ class RunInfo:
     holders: list[dict[str, Any]] = field(default_factory=list)
     stretch: int = 0
     pause_cause: dict[str, Any] | None = None
+    # SPEC §5.3: per state value, how many saves left it out (``state_refused`` of the
+    # last ``paused``/``ended``): warned of twice, then counted
+    state_refused: dict[str, int] = field(default_factory=dict)
 
     @property
     def round(self) -> int:

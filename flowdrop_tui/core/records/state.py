@@ -120,8 +120,9 @@ class _Plain:
 
 def encode_states(
     states: Mapping[str, Mapping[Any, Any]], last: Mapping[str, Any] | None = None
-) -> tuple[bytes, list[str], list[str]]:
-    """Serialize a run's states: ``(bytes, altered, unsaved)`` — each list says where, in words.
+) -> tuple[bytes, list[str], list[tuple[str, str]]]:
+    """Serialize a run's states: ``(bytes, altered, unsaved)`` — ``altered`` says where and
+    what, in words; ``unsaved`` is ``(where, why)`` per value that cannot be written.
 
     A value that cannot be written at all (``unsaved``) keeps what ``last`` (the
     last good save) held for it, or is left out; every other key is written.
@@ -134,7 +135,7 @@ def encode_states(
         if b"null" not in data or not _has_non_finite(states):
             return data, [], []
     plain = _Plain()
-    unsaved: list[str] = []
+    unsaved: list[tuple[str, str]] = []
     out: dict[str, dict[str, Any]] = {}
     for run_key, state in states.items():
         kept = last.get(run_key) if last is not None else None
@@ -143,7 +144,7 @@ def encode_states(
             text = _key_text(key)
             where = f"{run_key}[{key!r}]"
             if text != key and (text in written or text in state):
-                unsaved.append(f"{where}: its key collides with another once written as text")
+                unsaved.append((where, "its key collides with another once written as text"))
                 continue
             try:
                 written[text] = plain.value(value, where, set())
@@ -153,7 +154,7 @@ def encode_states(
                     if isinstance(exc, RecursionError)
                     else (f"{type(exc).__name__}: {exc}")
                 )
-                unsaved.append(f"{where} ({reason})")
+                unsaved.append((where, reason))
                 if isinstance(kept, dict) and text in kept:
                     written[text] = kept[text]
         out[run_key] = written
@@ -165,7 +166,7 @@ def encode(states: Mapping[str, Mapping[Any, Any]]) -> bytes:
     """Serialize a run's states; raises ``Unsaveable`` when a value cannot be written at all."""
     data, _, unsaved = encode_states(states)
     if unsaved:
-        raise Unsaveable("; ".join(unsaved))
+        raise Unsaveable("; ".join(f"{where} ({why})" for where, why in unsaved))
     return data
 
 
@@ -226,6 +227,9 @@ class StateFile:
         self._last: bytes | None = None  # the last good save, for a value that cannot be written
         self._encoded: bytes | None = None  # what the last save encoded, written or not
         self._altered_told: set[str] = set()
+        # SPEC §5.3: how many saves left each value out in this run, warned of twice
+        # (a resumed run counts on; docs/decisions.md, "What a newcomer tripped on")
+        self.refused: dict[str, int] = {}
 
     def state(self, key: str, initial: Mapping[str, Any] | None = None) -> State:
         """The mapping for ``key``, created with ``initial`` (and saved) the first time."""
@@ -297,15 +301,29 @@ class StateFile:
             if where not in self._altered_told:  # the value is saved: say so once
                 self._altered_told.add(where)
                 self.on_warning(f"state value {where} (SPEC §5.3: never altered silently)")
-        for where in unsaved:  # not saved: say so every time
-            self.on_warning(
-                f"state value {where} cannot be written; it keeps its last saved value "
-                "and every other key was saved"
-            )
+        for where, why in unsaved:  # not saved: said twice, then counted
+            self._refused_once(where, why)
         if self._failing is not None:
             self._failing = None
             self.on_warning("state saved again after earlier failures")
         return not unsaved
+
+    def _refused_once(self, where: str, why: str) -> None:
+        """A save that left ``where`` out: the first says why, the second that it will not
+        be said again; the rest are counted (``refused``: the run's end records it)."""
+        count = self.refused.get(where, 0) + 1
+        self.refused[where] = count
+        if count == 1:
+            self.on_warning(
+                f"state value {where} ({why}) cannot be written; it keeps its last saved "
+                "value and every other key was saved"
+            )
+        elif count == 2:
+            self.on_warning(
+                f"state value {where} still cannot be written ({why}); this is not said "
+                "again in this run — the run's end counts the saves that left it out "
+                "(flowdrop-tui show RUN)"
+            )
 
     def _last_good(self) -> dict[str, Any] | None:
         raw = self._last

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -82,8 +83,13 @@ class PostgresAccess:
         return RunTicket(self.url, space, key, epoch, worker).env()
 
 
-async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
-    """Poll until SIGTERM/SIGINT; then drain the runs held here and exit 0."""
+async def serve(
+    settings: WorkerSettings,
+    say: Callable[[str], None],
+    ready: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
+    """Poll until SIGTERM/SIGINT; then drain the runs held here and exit 0. ``ready``:
+    told once it polls (``worker --json``'s line: its id, queues, runs at once, home)."""
     settings.home.mkdir(parents=True, exist_ok=True)
     hold_home(settings.home, settings.worker_id)
     # Both servers answer before anything is polled (a worker that cannot write the
@@ -136,6 +142,18 @@ async def serve(settings: WorkerSettings, say: Callable[[str], None]) -> int:
         f"worker {settings.worker_id} polling {settings.task_queue} (up to "
         f"{settings.max_runs} runs) and {acts.own_queue}; home {settings.home}"
     )
+    if ready is not None:
+        ready(
+            {
+                "worker": settings.worker_id,
+                "pid": os.getpid(),
+                "task_queue": settings.task_queue,
+                "own_queue": acts.own_queue,
+                "max_runs": settings.max_runs,
+                "home": str(settings.home),
+                "namespace": settings.namespace,
+            }
+        )
     waiter = asyncio.create_task(stopping.wait())
     done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
     failed = [t for t in tasks if t in done and t.exception() is not None]

@@ -426,14 +426,19 @@ class Execution:
         # Durable before the run says so (a power cut must not lose a pause the user
         # was told about, or an end): committed, not just appended.
         notices.at_end(self, status, result, error)
+        # SPEC §5.3: how many saves left each unsaveable value out (warned of twice only)
+        refused = {"state_refused": dict(self.states.refused)} if self.states.refused else {}
         try:
             if status == Status.PAUSED:
                 # git at the pause: what a resume compares with (SPEC §15 drift)
                 facts = git.facts(self.layout.workspace)
-                self.log.commit("paused", position=position, round=self.main.round, git=facts)
+                self.log.commit(
+                    "paused", position=position, round=self.main.round, git=facts, **refused
+                )
             else:
                 self.log.commit(
                     "ended",
+                    **refused,
                     outcome=str(status),
                     result=result,
                     error=error,

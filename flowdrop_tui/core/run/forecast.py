@@ -110,6 +110,7 @@ class Forecast:
             "budget": self.budget.to_json() if self.budget is not None else None,
             "drift": self.drift.to_json() if self.drift is not None else None,
             "warnings": self.warnings,
+            "fork": self.plan.fork if self.plan is not None else None,
             "refusal": None
             if refusal is None
             else {"code": refusal.code, "message": refusal.message, "exit": refusal.exit_code},

@@ -193,6 +193,7 @@ def _reopen(
         for warning in found.warnings:
             notify(f"warning: {warning}")
         states = StateFile(run_dir / STATE)
+        states.refused = dict(info.state_refused)  # warned of already: counted on
         states.adopt(read_states(run_dir / STATE))
         main = states.state(info.key)
         frame = Frame(

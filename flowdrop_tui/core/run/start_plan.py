@@ -22,7 +22,7 @@ from flowdrop_tui.core.errors import (
     UsageError,
 )
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout, check_run_ref
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records import index, key_runs
 from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, TERMINAL, RunInfo, Status
@@ -62,6 +62,10 @@ class StartPlan:
     carried: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     resume: str | None = None  # SG-12 clause 3: this paused run continues in its own record
+    # A pick-up from a run older than the thread's newest (``--from OLDER``) forks the
+    # thread: ``{"newest": id, "newer": n}``
+    # (docs/decisions.md, "What a newcomer tripped on")
+    fork: dict[str, Any] | None = None
 
 
 def status_for_snapshot(info: RunInfo) -> str | None:
@@ -223,7 +227,25 @@ def _from_run(plan: StartPlan, layout: Layout, ref: str, resumable: bool) -> Sta
     _refuse_live(info)
     if info.status == Status.PAUSED and info.key == plan.key:
         return _resume_plan(plan, info, info.start or "fresh")
-    return _pick_up(plan, info, "from")
+    _pick_up(plan, info, "from")
+    _forks(plan, layout, info.run)
+    return plan
+
+
+def _forks(plan: StartPlan, layout: Layout, source: str) -> None:
+    """Picking up from a run older than the thread's newest run forks the thread: the
+    new run becomes the thread's latest, so every later plain ``run`` continues the fork
+    and not the newer runs. Said before anything starts (plan, the preview, run)."""
+    newer = key_runs.newer(layout, plan.key, source)
+    if not newer:
+        return
+    plan.fork = {"newest": newer[0], "newer": len(newer)}
+    plan.warnings.append(
+        f"newer runs exist in {plan.key}'s thread than run {source} ({len(newer)}; the "
+        f"newest is {newer[0]}). Picking up from {source} forks the thread: later plain runs of "
+        f"{plan.key} continue from this fork, not from {newer[0]} (to go on from the "
+        f"newest: flowdrop-tui run {plan.key} --from {newer[0]})"
+    )
 
 
 def _unreadable(layout: Layout, info: RunInfo, warnings: list[str]) -> bool:

@@ -32,7 +32,7 @@ from flowdrop_tui.core.paths import FLOWS_DIR
 from flowdrop_tui.core.records.follow import RunUpdate
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo
 from flowdrop_tui.core.watch import WorkspaceWatch
-from flowdrop_tui.format import waiting_words
+from flowdrop_tui.format import no_runs_words, waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,
@@ -378,7 +378,8 @@ class MainScreen(Screen[None]):
                 text = f"no run of {self.selected_flow} shows {self.runs.filter_text!r}"
                 self.detail.show_empty(text + ": escape clears the filter")
             else:
-                self.detail.show_empty(f"no runs of {self.selected_flow} yet — enter runs it")
+                row = self.flows.rows_by_name.get(self.selected_flow) or {}
+                self.detail.show_empty(no_runs_words(self.selected_flow, row.get("error")))
 
     def _select_run(self, run_id: str | None) -> None:
         if run_id == self.selected_run:

@@ -13,7 +13,7 @@ from textual.worker import get_current_worker
 
 from flowdrop_tui.core import views, watch
 from flowdrop_tui.core.errors import FlowdropError
-from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached, discover
+from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached
 from flowdrop_tui.core.git import isolated
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import pins
@@ -62,10 +62,10 @@ class WorkspaceReads:
     @work_on_screen(thread=True, exclusive=True, group="flows")
     def read_flows(self) -> None:
         """Declarations from the cache first, then describe what changed (child processes)."""
-        refs = discover(self.workspace)
+        refs = views.thread_refs(self.workspace)  # the flows, and the threads run by path
         cached = describe_cached(self.workspace, refs)
         known = [
-            info or FlowInfo(ref.name, ref.rel(self.workspace), None, "", None)
+            info or FlowInfo(ref.key, ref.rel(self.workspace), None, "", None)
             for ref, info in zip(refs, cached, strict=True)
         ]
         missing = [ref for ref, info in zip(refs, cached, strict=True) if info is None]
