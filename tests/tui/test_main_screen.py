@@ -178,7 +178,7 @@ async def test_a_failed_read_is_said_and_the_screen_carries_on(
     handler): a read that raises is a notification naming it, never a crash."""
     from flowdrop_tui.tui.screens import workspace_reads
 
-    def broken(_: Layout) -> None:
+    def broken(_: Layout, **__: object) -> None:
         raise RuntimeError("the ledger is on fire")
 
     monkeypatch.setattr(workspace_reads, "isolated_usage", broken)
