@@ -177,6 +177,14 @@ def test_interrupt_in_one_process_resumes_in_another(workspace: Path) -> None:
     refused = CLI(workspace).json("resume", paused["run"], check=3)  # no flow to run
     assert refused["error"]["code"] == "SIGNAL_REFUSED"
     assert "Command(resume=" in refused["error"]["message"]
+    # The interrupt is the paused run's open question: in the inbox, with how to answer.
+    (item,) = CLI(workspace).json("inbox", check=0)
+    assert item["kind"] == "gate" and item["run"] == paused["run"] and item["flow"] == "review"
+    assert orjson.loads(item["message"])["question"] == "ship it?"  # the interrupt's value
+    assert item["command"] == (
+        "graph.invoke(Command(resume=ANSWER), {'configurable': {'thread_id': 'review'}})"
+    )
+    assert CLI(workspace).json("show", paused["run"], check=0)["gate"]["question"]
 
     answered = child(workspace, "answer", "ship")
     assert answered.returncode == 0, answered.stderr
@@ -187,6 +195,7 @@ def test_interrupt_in_one_process_resumes_in_another(workspace: Path) -> None:
     names = [e["event"] for e in events(workspace, done["run"])]
     assert "resumed" in names and names[-1] == "ended"
     assert state_of(workspace, done["run"])["review"]["answer"] == "ship"
+    assert CLI(workspace).json("inbox", check=0) == []  # resumed: nothing waits
 
     again = child(workspace, "ask")  # the thread invoked again: a new run picks up
     assert again.returncode == 0 and again.stdout.strip() == "interrupted", again.stderr

@@ -80,14 +80,19 @@ def _items_of(info: RunInfo, now: str) -> list[dict[str, Any]]:
         if gate is not None:
             choices = gate.get("choices")
             listed = f" [{' / '.join(choices)}]" if isinstance(choices, list) else ""
+            action, command = "answer", f"flowdrop-tui answer {run} ANSWER --gate {gate['id']}"
+            if info.flow == index.GRAPH_FLOW:  # a LangGraph interrupt(): the graph answers
+                action = "resume the graph with the answer"
+                config = {"configurable": {"thread_id": key}}
+                command = f"graph.invoke(Command(resume=ANSWER), {config!r})"
             item = _item(
                 info,
                 f"gate-{gate['id']}",
                 "gate",
                 f"{gate['question']}{listed}",
                 gate["opened"],
-                "answer",
-                f"flowdrop-tui answer {run} ANSWER --gate {gate['id']}",
+                action,
+                command,
             )
             return [{**item, "gate": gate["id"], "choices": choices}]
         cause = info.pause_cause or {}

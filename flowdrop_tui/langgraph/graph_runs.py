@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import secrets
 import socket
 import sys
 import threading
@@ -51,6 +52,7 @@ from flowdrop_tui.core.records.state import encode_states
 from flowdrop_tui.core.run.creation import create_record, take_key
 
 INTERRUPT, ERROR = "__interrupt__", "__error__"
+QUESTION_CHARS = 2000  # an interrupt's value, as text, as the gate's question
 INTERNAL = ("__", "branch:")  # LangGraph's own channels: not the graph's state
 # state.json is a view of the thread's log (docs/decisions.md, "LangGraph runs"): replaced
 # at most this often while checkpoints come fast, and always as the run ends.
@@ -113,10 +115,17 @@ class _Open:
 class GraphRuns:
     """The runs this process holds, one per thread it checkpoints."""
 
-    def __init__(self, layout: Layout, pending: Callable[[str], set[str]]) -> None:
-        """``pending(key)``: the channels written since the thread's last root checkpoint."""
+    def __init__(
+        self,
+        layout: Layout,
+        pending: Callable[[str], set[str]],
+        questions: Callable[[str], list[Any]] = lambda _: [],
+    ) -> None:
+        """``pending(key)``: the channels written since the thread's last root checkpoint;
+        ``questions(key)``: the values its pending ``interrupt()``s ask."""
         self.layout = layout
         self.pending = pending
+        self.questions = questions
         self._open: dict[str, _Open] = {}
         # A stop taken and not yet seen by the graph: raised from the thread's next put
         # and from the saver's next get_next_version (the graph's own thread calls it
@@ -183,6 +192,7 @@ class GraphRuns:
                     status = Status.FAILED
                 elif INTERRUPT in written:
                     status = Status.PAUSED
+                    self._ask(key, run)
                 elif ERROR in written:
                     status = Status.FAILED
                 else:
@@ -254,6 +264,26 @@ class GraphRuns:
             index.record_status(self.layout, self._folded(run_id), [key])
         return run
 
+    def _ask(self, key: str, run: _Open) -> None:
+        """The graph waits on ``interrupt()``: its question is the run's open gate (SPEC
+        §21), in the inbox with how to answer it (``Command(resume=…)``); the next
+        process that invokes the thread resumes the run and closes it."""
+        try:
+            asked = self.questions(key)
+        except (OSError, FlowdropError):
+            asked = []
+        said = [value if isinstance(value, str) else _as_text(value) for value in asked]
+        question = " · ".join(said) or "interrupt()"
+        with contextlib.suppress(OSError):
+            run.log.append(
+                "gate_opened",
+                gate="g" + secrets.token_hex(4),
+                question=question[:QUESTION_CHARS],
+                choices=None,
+                key=key,
+                round=run.round,
+            )
+
     def _write_state(self, run: _Open) -> None:
         if run.state is None:
             return
@@ -292,3 +322,10 @@ class GraphRuns:
     def _folded(self, run_id: str) -> Any:
         run_dir = self.layout.runs / run_id
         return fold(run_id, run_dir, read_events(run_dir / CYCLE))
+
+
+def _as_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return repr(value)

@@ -30,7 +30,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from flowdrop_tui.core.paths import Layout, find_workspace
-from flowdrop_tui.langgraph.graph_runs import GraphRuns
+from flowdrop_tui.langgraph.graph_runs import INTERRUPT, GraphRuns
 from flowdrop_tui.langgraph.thread_log import (
     Fold,
     Row,
@@ -65,7 +65,9 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
         self.layout = Layout(find_workspace(override=workspace))  # None: as the CLI finds it
         self.layout.ensure()
         self._logs: dict[str, ThreadLog] = {}
-        self.runs = GraphRuns(self.layout, self._pending_channels) if record_runs else None
+        self.runs = (
+            GraphRuns(self.layout, self._pending_channels, self._questions) if record_runs else None
+        )
 
     # the thread logs -------------------------------------------------------------------
 
@@ -107,6 +109,22 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
         if not root:
             return set()
         return {write[1] for write in (fold.writes.get(("", max(root))) or {}).values()}
+
+    def _questions(self, thread_id: str) -> list[Any]:
+        """What the thread's pending ``interrupt()``s ask: their values (SPEC §22: the
+        paused run's open question, listed in the inbox)."""
+        fold = self._log(thread_id).fold()
+        root = [cid for ns, cid in fold.rows if ns == ""]
+        if not root:
+            return []
+        asked: list[Any] = []
+        for write in (fold.writes.get(("", max(root))) or {}).values():
+            if write[1] != INTERRUPT:
+                continue
+            value = self.serde.loads_typed(write[2])
+            for one in value if isinstance(value, (list, tuple)) else [value]:
+                asked.append(getattr(one, "value", one))
+        return asked
 
     def _delta_channels(self, row: Row) -> set[str]:
         """The ``DeltaChannel``s a checkpoint's metadata counts (beta in LangGraph)."""
