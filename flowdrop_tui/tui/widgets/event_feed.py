@@ -13,6 +13,7 @@ unpadded — so the words start early and a round's number is on screen.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections import deque
 from typing import Any, ClassVar
@@ -25,6 +26,8 @@ from flowdrop_tui.tui.labels import clock, event_detail, event_line
 KEEP = 2000  # events on screen; older ones scroll out (the record keeps them all)
 COMPACT = 60  # columns: a pane narrower than this takes the compact line
 DETAIL_AT = 30  # where the words of a full line start (``labels.event_line``)
+_ROUND = re.compile(r"\bround (\d)")  # "round 12" stays on one line
+KEEP_TOGETHER = "\u00a0"  # not a space to textwrap; a space again once wrapped
 
 
 def feed_lines(ev: dict[str, Any], width: int) -> list[str]:
@@ -37,13 +40,14 @@ def feed_lines(ev: dict[str, Any], width: int) -> list[str]:
         text, indent = f"{clock(ev.get('t'))[:8]} {ev.get('event')} {event_detail(ev)}", 2
     else:
         text, indent = event_line(ev), DETAIL_AT
-    return textwrap.wrap(
-        text,
+    lines = textwrap.wrap(
+        _ROUND.sub(f"round{KEEP_TOGETHER}\\1", text),
         width,
         subsequent_indent=" " * indent,
         break_on_hyphens=False,
         drop_whitespace=True,
-    ) or [text]
+    )
+    return [line.replace(KEEP_TOGETHER, " ") for line in lines] or [text]
 
 
 class EventFeed(Log):
