@@ -29,34 +29,60 @@ from typing import Any, ClassVar
 from textual import events
 from textual.app import App
 from textual.dom import DOMNode
-from textual.screen import Screen
+from textual.geometry import Region
+from textual.screen import ModalScreen
+from textual.strip import Strip
 from textual.widget import Widget
 
 from flowdrop_tui.tui.textual_compat import forward_event
 
+SHORT_ROWS = 30  # a screen shorter than this has a question at its top, compact
 
-class AsksFirst:
-    """A screen that asks before an action (a ``ModalScreen`` mixes this in and calls
-    ``shown_after_paint`` from its ``on_mount``): keys older than its first frame are
-    not its answers. ``shown_at``: that frame's time, on the clock of ``Message.time``
-    (monotonic; Textual's ``get_time`` off Windows); None until it is painted."""
+
+class AsksFirst(ModalScreen[Any]):
+    """A modal screen that asks before an action (a question subclasses it and calls
+    ``shown_after_paint`` from its ``on_mount``; a ``ModalScreen`` itself, so the
+    stylesheet's ``ModalScreen`` rules reach it): keys older than its first
+    frame are not its answers. ``shown_at``: when that frame was rendered for the
+    terminal (its first ``render_lines``; headless, where nothing is rendered, after
+    its first refresh), on the clock of ``Message.time`` (monotonic; Textual's
+    ``get_time`` off Windows); None until then."""
 
     shown_at: float | None = None
     title_text: str = ""  # what it asks, in a few words (a warning names the open one)
     # Keys that answer "no": typed early, they still answer (nothing runs unasked).
     EARLY_ANSWERS: ClassVar[frozenset[str]] = frozenset({"escape"})
     # Under 30 rows the stylesheet puts it at the top, compact: toasts land at the bottom.
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (30, "-tall")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT_ROWS, "-tall")]  # noqa: RUF012 (Textual's)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        try:  # its first frame already the right size (breakpoints apply after it)
+            self.fit_height(self.app.size.height)
+        except RuntimeError:  # no active app (made outside one): fitted as it mounts
+            pass
+
+    def fit_height(self, rows: int) -> None:
+        self.set_class(rows < SHORT_ROWS, "-short")
+        self.set_class(rows >= SHORT_ROWS, "-tall")
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The frame is being rendered to be written: a key after this was typed with
+        # the question in view. (The refresh callback comes later: a burst typed the
+        # moment it showed was queued ahead of it.)
+        self.painted()
+        return super().render_lines(crop)
+
+    def painted(self) -> None:
+        if self.shown_at is None:
+            self.shown_at = time.monotonic()
 
 
-def shown_after_paint(screen: Screen[Any]) -> None:
-    """Note when ``screen``'s first frame has been painted (its first refresh)."""
-
-    def painted() -> None:
-        if isinstance(screen, AsksFirst):
-            screen.shown_at = time.monotonic()
-
-    screen.call_after_refresh(painted)
+def shown_after_paint(screen: AsksFirst) -> None:
+    """Note when ``screen``'s first frame has been painted, at the latest after its
+    first refresh. Its size class is set now: breakpoints apply after that frame."""
+    screen.fit_height(screen.app.size.height)
+    screen.call_after_refresh(screen.painted)
 
 
 def too_early(app: App[Any], event: events.Key) -> bool:
