@@ -30,6 +30,16 @@ def duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
+def run_times(running: float | None, wall: float | None) -> str:
+    """``running 24s · wall 32s``: the time it ran (what the minutes budget counts: no
+    paused stretch, no usage-limit wait) and the wall-clock time from its start to its
+    end (or now), paused time included; either left out when unknown."""
+    parts = [f"running {duration(running)}"] if running is not None else []
+    if wall is not None:
+        parts.append(f"wall {duration(wall)}")
+    return " · ".join(parts)
+
+
 def rounds_range(first: Any, last: Any, empty: str = "—") -> str:
     """``26–34``; ``7`` for a run of one round; ``empty`` before any round."""
     if not last:

@@ -25,7 +25,7 @@ from flowdrop_tui.core import watch
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.error_reports import report_worker
-from flowdrop_tui.tui.keys import AimedKey, aim, send_on
+from flowdrop_tui.tui.keys import AimedKey, aim, send_on, too_early
 from flowdrop_tui.tui.screens.main_screen import MainScreen
 from flowdrop_tui.tui.textual_compat import (
     merged_bindings,
@@ -224,6 +224,8 @@ class FlowdropApp(App[int]):
             and not isinstance(event, AimedKey)
             and not event.is_forwarded
         ):
+            if too_early(self, event):
+                return  # typed before the question on screen was painted: not its answer
             event = aim(self, event)
         await super().on_event(event)
 

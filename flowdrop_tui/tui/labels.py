@@ -153,7 +153,7 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
         reached = info.budget_reached
         return (
             f"{head} paused before round {info.round + 1}: {budget_reached_words(reached)}; "
-            f"raise it to go on: flowdrop-tui resume {info.run} --max-{reached.get('budget')} N"
+            f"r raises it here, or: flowdrop-tui resume {info.run} --max-{reached.get('budget')} N"
         ), "warning"
     why = paused_by_words(info.paused_by) if info.status == Status.PAUSED else None
     if why is not None:

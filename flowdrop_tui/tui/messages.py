@@ -11,11 +11,12 @@ message equal only to itself, as a message is an occurrence, not a value.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from textual.message import Message
 
+from flowdrop_tui.core.records.budget import Limits
 from flowdrop_tui.core.records.follow import RunUpdate
 from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.core.run.forecast import Forecast
@@ -109,6 +110,7 @@ class PickUpPlanned(Message):
     key: str
     forecast: Forecast
     from_run: str | None
+    limits: Limits = field(default_factory=dict)  # --max-… it goes on under (raised here)
 
 
 @dataclass(eq=False)

@@ -18,7 +18,7 @@ from flowdrop_tui.tui.screens.prune_modal import PruneModal, offer_prune
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 from tests.flow_bodies import adds_one_a_round, counts_rounds
 from tests.remote.machines import WorkerChild, clone, make_origin
-from tests.tui.tui_helpers import until
+from tests.tui.tui_helpers import asked, until
 
 FINISHES = """
 import time
@@ -117,7 +117,7 @@ async def test_the_uis_prune_deletes_in_postgres_not_only_here(
     app = FlowdropApp(layout, RemoteMode(layout, remote))
     async with app.run_test(size=(120, 36)) as pilot:
         offer_prune(app, app.mode, keep=0)
-        await until(pilot, lambda: isinstance(app.screen, PruneModal), what="the dry run")
+        await until(pilot, lambda: asked(app, PruneModal), what="the dry run")
         assert [row["run"] for row in app.screen.report["delete"]] == runs[:2]
         await pilot.press("y")
         await until(pilot, lambda: sorted(pg_store.run_ids()) == [runs[2]], what="deleted")

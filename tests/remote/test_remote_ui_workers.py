@@ -8,9 +8,11 @@ from pathlib import Path
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import config, reading
 from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from tests.remote.cluster import COUNTER, Cluster, make_client
 from tests.tui.tui_helpers import RecordingApp, until
+from tests.tui.tui_helpers import asked as on_screen
 
 SIZE = (120, 36)
 WAIT = 90.0  # seconds for each step: two workers, Temporal and the UI share 2 busy cores
@@ -101,7 +103,10 @@ async def test_the_ui_runs_and_follows_flows_on_two_workers(
                     assert app.heard("has no live run to pause"), app.said
             await until(pilot, lambda: row(app, "two").get("status") == "paused", timeout=WAIT)
             await pilot.press("x")
-            await pilot.press("y")  # the question naming the run
+            await until(
+                pilot, lambda: on_screen(app, CloseRunModal), what="the question", timeout=WAIT
+            )
+            await pilot.press("y")  # the question naming the run, once it is on screen
             await until(pilot, lambda: row(app, "two").get("status") == "cancelled", timeout=WAIT)
             await pilot.press("up")
             await until(pilot, lambda: main.flows.selected_name == "one", what="one selected")

@@ -16,7 +16,7 @@ from flowdrop_tui.tui.screens.inbox_screen import InboxScreen
 from tests.conftest import CLI, events, wait_for
 from tests.gates.test_ask_answer import ASKS
 from tests.gates.test_inbox import CAPPED, FAILS
-from tests.tui.tui_helpers import RecordingApp, until
+from tests.tui.tui_helpers import RecordingApp, asked, until
 
 SIZE = (120, 36)
 
@@ -38,7 +38,7 @@ async def test_answer_a_question_from_the_inbox(
         await until(pilot, lambda: inbox.items, what="the question listed")
         assert inbox.items[0]["kind"] == "gate"
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, AnswerModal), what="the question")
+        await until(pilot, lambda: asked(app, AnswerModal), what="the question")
         labels = [str(b.label) for b in app.screen.query(Button)]
         assert labels == ["yes", "no"]
         await pilot.press("enter")  # the first choice has focus: "yes"
@@ -50,7 +50,7 @@ async def test_answer_a_question_from_the_inbox(
             what="the next question",
         )
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, AnswerModal), what="the question")
+        await until(pilot, lambda: asked(app, AnswerModal), what="the question")
         await pilot.press("tab", "enter")  # "no"
         await until(pilot, lambda: app.heard("answered 'no'"), what="the second answer")
     wait_for(lambda: load_run(layout, run_id).status == Status.COMPLETED)
@@ -82,7 +82,7 @@ async def test_raise_a_budget_and_dismiss_from_the_inbox(
         await pilot.press("x")
         await until(pilot, lambda: len(inbox.items) == 1, what="the failure dismissed")
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, AnswerModal), what="the new limit")
+        await until(pilot, lambda: asked(app, AnswerModal), what="the new limit")
         assert app.screen.query_one(Input)
         await pilot.press("5", "enter")
         await until(pilot, lambda: app.heard(f"run {capped} resumes"), what="the resume")

@@ -32,7 +32,7 @@ from tests.flow_bodies import (
     ONE_LONG_ROUND,
     RETURNS_AT_ONCE,
 )
-from tests.tui.tui_helpers import RecordingApp, settled, until
+from tests.tui.tui_helpers import RecordingApp, asked, settled, until
 
 SIZE = (120, 36)
 
@@ -118,9 +118,7 @@ async def test_no_sequence_of_escapes_closes_a_paused_run(layout: Layout, cli: C
         assert load_run(layout, run_id).stop_pending is False
 
         await pilot.press("x")
-        modal = await until(
-            pilot, lambda: isinstance(app.screen, CloseRunModal) and app.screen, what="asked"
-        )
+        modal = await until(pilot, lambda: asked(app, CloseRunModal), what="asked")
         said = str(modal.query_one("#close-run-what").render())
         assert run_id in said and "never be resumed" in said and "round" in said
         assert app.focused is modal.query_one("#cancel", Button)  # the safe answer first
@@ -320,9 +318,7 @@ async def test_keys_typed_before_a_dialog_opens_go_to_the_dialog(layout: Layout,
         main.flows.move_cursor(row=0)
         await until(pilot, lambda: main.selected_flow == "aaa" and settled(app), what="on aaa")
         await burst(pilot, "j", "x")
-        modal = await until(
-            pilot, lambda: isinstance(app.screen, CloseRunModal) and app.screen, what="asked"
-        )
+        modal = await until(pilot, lambda: asked(app, CloseRunModal), what="asked")
         assert modal.info.run == run_id
         await burst(pilot, "escape")
         assert not app.heard("has no paused run")
@@ -490,7 +486,7 @@ async def test_a_key_acts_on_the_store_when_the_runs_pane_is_behind(
         # The runs pane one read behind: the run as it was while it ran.
         main.runs.runs[run_id] = replace(main.runs.runs[run_id], status=Status.RUNNING)
         await pilot.press("x")
-        await until(pilot, lambda: isinstance(app.screen, CloseRunModal), what="asked")
+        await until(pilot, lambda: asked(app, CloseRunModal), what="asked")
         assert not app.heard("has no paused run to close")
         assert main.runs.runs[run_id].status == Status.PAUSED and reads == ["held"]
         await pilot.press("n")

@@ -12,7 +12,7 @@ from flowdrop_tui.core.records import pins
 from flowdrop_tui.tui.screens.prune_modal import PruneModal
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 from tests.seeded_records import reindex, seed_run
-from tests.tui.tui_helpers import RecordingApp, settled, until
+from tests.tui.tui_helpers import RecordingApp, asked, settled, until
 
 SIZE = (120, 36)
 FLOW = """from flowdrop_tui import flow
@@ -52,14 +52,14 @@ async def test_prune_from_the_palette_shows_the_dry_run_and_deletes_on_yes(
             c for c in app.get_system_commands(app.screen) if c.title == "Prune old runs"
         )
         command.callback()
-        await until(pilot, lambda: isinstance(app.screen, PruneModal), what="the dry run")
+        await until(pilot, lambda: asked(app, PruneModal), what="the dry run")
         shown = str(app.screen.query_one("#prune-plan Static", Static).render())
         assert "would delete 3 of 23 runs" in shown
         await pilot.press("n")
         await until(pilot, lambda: not isinstance(app.screen, PruneModal), what="cancel")
         assert on_disk(workspace) == ids
         command.callback()
-        await until(pilot, lambda: isinstance(app.screen, PruneModal), what="the dry run")
+        await until(pilot, lambda: asked(app, PruneModal), what="the dry run")
         await pilot.press("y")
         await until(pilot, lambda: app.heard("pruned 3 runs"), what="the prune")
         assert on_disk(workspace) == ids[3:]
@@ -89,7 +89,7 @@ async def test_nothing_to_prune_offers_only_close(workspace: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: settled(app), what="the first reads")
         app.action_prune()
-        await until(pilot, lambda: isinstance(app.screen, PruneModal), what="the dry run")
+        await until(pilot, lambda: asked(app, PruneModal), what="the dry run")
         assert not app.screen.query("#confirm")
         await pilot.press("y")
         await until(pilot, lambda: not isinstance(app.screen, PruneModal), what="closed")

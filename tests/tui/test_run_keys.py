@@ -16,7 +16,7 @@ from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from flowdrop_tui.tui.widgets.run_detail import RunDetail
 from tests.conftest import CLI, events, paused_mid_run
 from tests.flow_bodies import ABC_HELD_BY_GATE, ONE_LONG_ROUND, THREE_ROUNDS_A_RUN, counts_rounds
-from tests.tui.tui_helpers import RecordingApp, until
+from tests.tui.tui_helpers import RecordingApp, asked, until
 
 SIZE = (120, 36)
 
@@ -150,9 +150,7 @@ async def test_enter_shows_the_pick_up_and_the_rounds_go_on(
         main = app.main_screen
         await until(pilot, lambda: main.selected_run == first, what="the run listed")
         await pilot.press("enter")
-        modal = await until(
-            pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
-        )
+        modal = await until(pilot, lambda: asked(app, PickUpModal), what="the preview")
         assert modal.forecast.source_id == first
         assert modal.forecast.next_round == 4
         assert modal.forecast.state_keys == ["n"]
@@ -197,9 +195,7 @@ async def test_enter_on_an_older_run_picks_up_from_that_run(
         await pilot.press("down")
         await until(pilot, lambda: main.selected_run == older, what="the older run selected")
         await pilot.press("enter")
-        modal = await until(
-            pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
-        )
+        modal = await until(pilot, lambda: asked(app, PickUpModal), what="the preview")
         assert modal.forecast.source_id == older and modal.forecast.next_round == 4
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, PickUpModal), what="cancelled")
@@ -247,9 +243,7 @@ async def test_r_on_a_paused_batch_whose_code_changed_shows_the_drift_first(
         main = app.main_screen
         await until(pilot, lambda: main.selected_run == run_id, what="the paused run")
         await pilot.press("r")
-        modal = await until(
-            pilot, lambda: isinstance(app.screen, PickUpModal) and app.screen, what="the preview"
-        )
+        modal = await until(pilot, lambda: asked(app, PickUpModal), what="the preview")
         await until(pilot, lambda: modal.query("#pick-up-plan"), what="the preview composed")
         shown = str(modal.query_one("#pick-up-plan", Static).render())
         assert shown.startswith("Resume held")
@@ -303,7 +297,7 @@ async def test_n_asks_before_dropping_a_state_that_could_be_picked_up(
         main = app.main_screen
         await until(pilot, lambda: main.selected_run is not None, what="the run listed")
         await pilot.press("n")
-        await until(pilot, lambda: isinstance(app.screen, FreshRunModal), what="the question")
+        await until(pilot, lambda: asked(app, FreshRunModal), what="the question")
         assert app.focused is app.screen.query_one("#cancel", Button)  # the safe answer first
         await pilot.press("y")
         await until(pilot, lambda: len(list_run_ids(layout)) == 2, what="the fresh run")

@@ -75,7 +75,7 @@ async def test_an_interrupted_runs_duration_is_fixed_at_its_last_event(
         await pilot.pause()
         assert str(runs.get_cell(KILLED, "duration")) == "7s"
         text = detail_text(app)
-        assert "started 2026-08-17 01:00:00 · 7s" in text
+        assert "started 2026-08-17 01:00:00\ntime    running 6s · wall 7s" in text
         assert "last event 2026-08-17 01:00:07" in text
 
 

@@ -18,7 +18,7 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.screens.help_screen import HelpScreen
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from tests.seeded_records import reindex, seed_run
-from tests.tui.tui_helpers import RecordingApp, settled, until
+from tests.tui.tui_helpers import RecordingApp, asked, settled, until
 
 SIZE = (120, 36)
 FIRST = "20260817T010000.000Z-a1b2c3"
@@ -120,7 +120,7 @@ def test_pick_up_preview(seeded: Path, snap_compare: Compare) -> None:
     async def on_preview(pilot: Pilot[Any]) -> None:
         await ready(pilot)
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(pilot.app.screen, PickUpModal), what="preview")
+        await until(pilot, lambda: asked(pilot.app, PickUpModal), what="preview")
 
     assert snap_compare(app_for(seeded), terminal_size=SIZE, run_before=on_preview)
 
@@ -156,7 +156,7 @@ def test_pick_up_preview_with_toasts_at_80x24(seeded: Path, snap_compare: Compar
     async def on_preview(pilot: Pilot[Any]) -> None:
         await ready(pilot)
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(pilot.app.screen, PickUpModal), what="preview")
+        await until(pilot, lambda: asked(pilot.app, PickUpModal), what="preview")
         for n in range(4):
             pilot.app.notify(f"run {n} of digest completed", timeout=60)
         await pilot.pause(0.3)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.worker import WorkerState
 
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.app import FlowdropApp
+from flowdrop_tui.tui.keys import AsksFirst
 from flowdrop_tui.tui.screens.main_screen import MainScreen
 
 
@@ -32,6 +34,18 @@ class RecordingApp(FlowdropApp):
 
     def heard(self, fragment: str) -> bool:
         return any(fragment in text for text in self.said)
+
+
+ScreenT = TypeVar("ScreenT", bound=Screen[Any])
+
+
+def asked(app: FlowdropApp, kind: type[ScreenT]) -> ScreenT | None:
+    """The question of ``kind`` on screen once it has been painted: a key typed before
+    that is not its answer (``keys.AsksFirst``), so a test types only after this."""
+    screen = app.screen
+    if isinstance(screen, kind) and isinstance(screen, AsksFirst) and screen.shown_at:
+        return screen
+    return None
 
 
 async def until(

@@ -12,10 +12,12 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+from flowdrop_tui.tui.keys import AsksFirst, shown_after_paint
 
-class AnswerModal(ModalScreen[str | None]):
+
+class AnswerModal(AsksFirst, ModalScreen[str | None]):
     """Asks ``title`` above ``question``: answers the choice pressed, the text typed
-    (enter), or None (escape)."""
+    (enter), or None (escape). Keys typed before it was painted are not its answer."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="cancel-reply"),
@@ -42,6 +44,7 @@ class AnswerModal(ModalScreen[str | None]):
             self.query_one("#choice-0", Button).focus()
         else:
             self.query_one(Input).focus()
+        shown_after_paint(self)
 
     @on(Button.Pressed)
     def chosen(self, event: Button.Pressed) -> None:

@@ -6,6 +6,10 @@ answer False, so escape never confirms. A question whose answer could only be
 subclass that builds its words and names its bindings (``answer_bindings``), so
 the footer says what ``y`` does there and a keymap can address each binding.
 
+A key typed before the question's first frame was painted is not its answer
+(``keys.AsksFirst``): a preview read late is never confirmed by an enter typed
+before it appeared.
+
 Every question is shown through ``ask``: one question at a time. A key pressed
 twice fast (enter enter, n n, x x, or the palette while a question is open) asks
 nothing more while a question is on screen — never the same dialog twice
@@ -15,7 +19,7 @@ nothing more while a question is on screen — never the same dialog twice
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -24,6 +28,16 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 from textual.widgets.button import ButtonVariant
+
+from flowdrop_tui.tui.keys import AsksFirst, shown_after_paint
+
+T = TypeVar("T")
+
+
+class Asking(AsksFirst, ModalScreen[T]):
+    """What ``ask`` shows: a modal that asks first, named by its ``title_text``."""
+
+    title_text: str
 
 
 def answer_bindings(name: str, confirm: str, cancel: str = "Cancel") -> list[BindingType]:
@@ -35,12 +49,13 @@ def answer_bindings(name: str, confirm: str, cancel: str = "Cancel") -> list[Bin
     ]
 
 
-class ConfirmModal(ModalScreen[bool]):
+class ConfirmModal(Asking[bool]):
     """Asks ``title`` (bold) above ``body``; answers True to go ahead, False to leave things
     as they are. ``confirm`` None: nothing to go ahead with, only the cancel button.
     ``focus``: the button that has focus when it opens (the safe answer unless said)."""
 
     BINDINGS: ClassVar[list[BindingType]] = answer_bindings("answer", "Confirm")
+    EARLY_ANSWERS: ClassVar[frozenset[str]] = frozenset({"escape", "n"})  # both say no
 
     def __init__(
         self,
@@ -79,6 +94,7 @@ class ConfirmModal(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self.query_one(f"#{self.focus_on}", Button).focus()
+        shown_after_paint(self)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id == "confirm")
@@ -87,15 +103,16 @@ class ConfirmModal(ModalScreen[bool]):
         self.dismiss(answer and self.confirm_label is not None)
 
 
-def open_question(app: App[Any]) -> ConfirmModal | None:
-    """The question on screen (anywhere on the screen stack), if one is."""
+def open_question(app: App[Any]) -> AsksFirst | None:
+    """The question on screen (anywhere on the screen stack), if one is: a yes or no,
+    an answer to type, a new limit (every screen that asks first)."""
     for screen in reversed(app.screen_stack):
-        if isinstance(screen, ConfirmModal):
+        if isinstance(screen, AsksFirst):
             return screen
     return None
 
 
-def ask(app: App[Any], question: ConfirmModal, answered: Callable[[bool | None], None]) -> bool:
+def ask(app: App[Any], question: Asking[T], answered: Callable[[T | None], None]) -> bool:
     """Show ``question`` and call ``answered`` with the answer — unless a question is
     already on screen: then nothing is asked (a second press of the key that asked it
     does nothing; another question is named in a warning). True when it was shown."""

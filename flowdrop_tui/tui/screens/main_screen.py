@@ -571,6 +571,9 @@ class MainScreen(Screen[None]):
     def action_close_run(self) -> None:
         self.run_actions.close_run()
 
+    def action_raise_budget(self) -> None:
+        self.run_actions.raise_budget()
+
     def on_pick_up_planned(self, message: PickUpPlanned) -> None:
         self.run_actions.pick_up_planned(message)
 
@@ -588,6 +591,9 @@ class MainScreen(Screen[None]):
 
     def action_open_transcript(self) -> None:
         self.open_files.open_transcript()
+
+    def action_copy_run_id(self) -> None:
+        self.open_files.copy_run_id()
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:

@@ -1,6 +1,7 @@
 """``e``, ``o``, ``t``: a flow's ``flow.py`` in ``$EDITOR``, a run's ``state.json`` or its
 newest transcript in ``$PAGER`` — the terminal handed over, the screen back after;
-``d``: what each round of the selected run changed, on a screen of its own.
+``d``: what each round of the selected run changed, on a screen of its own; ``y``: the
+selected run's id to the clipboard (OSC 52, so it works over ssh and in tmux).
 
 The app is suspended (``App.suspend``) while the program runs in the same terminal;
 runs are not touched, and the watch catches up with whatever changed meanwhile.
@@ -51,6 +52,14 @@ class OpenFiles:
         Binding("e", "edit_flow", "Edit flow.py", show=False),
         Binding("o", "open_state", "Open state.json", show=False),
         Binding("t", "open_transcript", "Open transcript", show=False),
+        Binding(
+            "y",
+            "copy_run_id",
+            "Copy run id",
+            id="copy-run-id",
+            tooltip="Copy the selected run's id to the clipboard (OSC 52: the terminal's own)",
+            show=False,  # the footer has no room at 80 columns: help and the palette list it
+        ),
     ]
 
     def __init__(self, screen: SelectionScreen) -> None:
@@ -86,6 +95,16 @@ class OpenFiles:
             self.screen.notify(f"run {info.run} has no transcript on disk", markup=False)
             return
         self.hand_over(command_for("PAGER", PAGER_DEFAULT), transcript)
+
+    def copy_run_id(self) -> None:
+        """The terminal puts it on the clipboard (``App.copy_to_clipboard``: OSC 52); a
+        terminal that ignores OSC 52 leaves the notice's id to select by hand."""
+        info = self.screen.selected_run_info()
+        if info is None:
+            self.screen.notify("no run selected: nothing copied", severity="warning")
+            return
+        self.screen.app.copy_to_clipboard(info.run)
+        self.screen.notify(f"copied run id {info.run} (run {info.key})", markup=False)
 
     def show_diff(self) -> None:
         info = self.screen.selected_run_info()

@@ -6,6 +6,10 @@ reads block) and answers with a message: ``RunLaunched``, ``RunActionTaken``,
 / ``FreshRunPlanned``, which ask the user first. Runs are always started
 detached (``core.control``): they outlive this screen.
 
+A run refused for its budget (``BUDGET_EXHAUSTED``) is offered the raise where the
+refusal is: enter, ``r`` or ``b`` ask for the new limit (``raise_budget_modal.py``)
+and go on under it, with the ``--max-KIND N`` the CLI would be given.
+
 Escape stops live runs only. A paused run is closed for good by ``x`` after a
 confirmation naming it; no sequence of escapes can close it (docs/decisions.md).
 
@@ -22,10 +26,11 @@ from typing import Any, ClassVar
 from textual.binding import Binding, BindingType
 
 from flowdrop_tui.core.control import verbs
-from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.errors import BudgetExhaustedError, FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records.budget import KINDS, Limits, Reached
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
 from flowdrop_tui.core.run import forecast, start_plan
@@ -38,6 +43,7 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
 )
 from flowdrop_tui.tui.screens.confirm_modal import ask
+from flowdrop_tui.tui.screens.raise_budget_modal import limit_args
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
@@ -78,6 +84,15 @@ class RunActions:
             "Fresh",
             id="fresh",
             tooltip="Start the selected flow fresh: round 1, empty state",
+        ),
+        Binding(
+            "b",
+            "raise_budget",
+            "Raise budget",
+            id="raise-budget",
+            tooltip="Raise the budget the selected run (or its flow's next pick-up) is out of, "
+            "then resume or pick up under the new limit",
+            show=False,  # the footer has no room at 80 columns: help and the palette list it
         ),
     ]
 
@@ -157,38 +172,137 @@ class RunActions:
         return ref, bool(forecast.runnable(self.workspace, ref).resumable)
 
     @work_on_screen(thread=True, group="control")
-    def plan_run(self, key: str, from_run: str | None) -> None:
+    def plan_run(self, key: str, from_run: str | None, limits: Limits | None = None) -> None:
         """Work out what the run would do — what ``plan`` says (``forecast``) — and ask
-        first when it carries state forward; a refusal is said before anything starts."""
+        first when it carries state forward; a refusal is said before anything starts.
+        ``limits``: the ``--max-…`` it goes on under (a budget raised here)."""
         try:
-            self._plan_run(key, from_run)
+            self._plan_run(key, from_run, limits or {})
         finally:
             self._done_planning(key)
 
-    def _plan_run(self, key: str, from_run: str | None) -> None:
+    def _plan_run(self, key: str, from_run: str | None, limits: Limits) -> None:
         found = forecast.forecast_flow(
             self.workspace,
             key,
-            forecast.StartOptions(from_run=from_run),
+            forecast.StartOptions(from_run=from_run, limits=limits),
             cwd=self.workspace.workspace,
             isolated=True,  # git read in a child: gitpython stays out of the UI process
         )
         if found.refusal is not None:
-            self.screen.post_message(RunActionRefused(found.refusal.message, found.refusal.code))
+            self._refused(found, from_run)
         elif found.resume is not None:  # SG-12: a paused run continues in its own record
-            self._resume_or_ask(found)
+            self._resume_or_ask(found, limits)
         elif found.source_id is not None:
-            self.screen.post_message(PickUpPlanned(found.key, found, from_run))
+            self.screen.post_message(PickUpPlanned(found.key, found, from_run, limits))
         else:
-            self.screen.app.call_from_thread(self._launch_fresh, found.key, False)
+            self.screen.app.call_from_thread(self._launch_fresh, found.key, False, limits)
 
-    def _resume_or_ask(self, found: forecast.Forecast) -> None:
+    def _resume_or_ask(self, found: forecast.Forecast, limits: Limits) -> None:
         """Resume at once, unless something drifted since it paused: then the preview."""
         assert found.resume is not None
         if found.drift is not None and found.drift.drifted:
-            self.screen.post_message(PickUpPlanned(found.key, found, None))
+            self.screen.post_message(PickUpPlanned(found.key, found, None, limits))
         else:
-            self.screen.app.call_from_thread(self.resume, found.resume, found.key, True)
+            self.screen.app.call_from_thread(
+                self.resume, found.resume, found.key, True, limits or None
+            )
+
+    def _refused(self, found: forecast.Forecast, from_run: str | None) -> None:
+        """Say the refusal; a budget's is offered its raise, in the frame after this."""
+        refusal = found.refusal
+        assert refusal is not None
+        reached = found.budget.reached() if found.budget is not None else None
+        if isinstance(refusal, BudgetExhaustedError) and reached is not None:
+            paused = found.source.run if found.start == "resume" and found.source else None
+            offer = (found.key, paused, from_run, reached)
+            self.screen.app.call_from_thread(self.offer_raise, *offer)
+        else:
+            self.screen.post_message(RunActionRefused(refusal.message, refusal.code))
+
+    def offer_raise(
+        self, key: str, paused: str | None, from_run: str | None, reached: Reached
+    ) -> None:
+        """Ask for the new limit; go on under it: ``paused`` resumed, else ``key`` planned
+        again (from ``from_run``) with it, so a pick-up still shows its preview."""
+        from flowdrop_tui.tui.screens.raise_budget_modal import (  # loaded when first asked
+            RaiseBudgetModal,
+        )
+
+        whose = f"run {paused}" if paused else f"{key}'s chain"
+        flag = f"--max-{reached.budget} N"
+        cli = (
+            f"resume {paused}"
+            if paused
+            else f"run {key}" + (f" --from {from_run}" * bool(from_run))
+        )
+
+        def answered(limits: Limits | None) -> None:
+            if limits is None:
+                return
+            if paused is not None:
+                self.resume(paused, key, False, limits)
+            elif self._start_planning(key):
+                self.plan_run(key, from_run, limits)
+
+        question = RaiseBudgetModal(
+            whose, reached, f"flowdrop-tui {cli} {flag}", resuming=paused is not None
+        )
+        ask(self.screen.app, question, answered)
+
+    # -- b: raise a budget before (or without) a refusal ----------------------------------------
+
+    def raise_budget(self) -> None:
+        """The selected run's budget: a paused run's own, else its flow's next pick-up's
+        (from the selected run). Refused or not, the budget nearest its limit is asked."""
+        name = self._need_flow()
+        if name is None or self.screen.runs_not_shown_yet(self.raise_budget):
+            return
+        info = self._current_run(Status.PAUSED) or self.screen.selected_run_info()
+        if info is not None and info.status in LIVE:
+            self.screen.notify(f"run {info.run} is running: raise it once it pauses", markup=False)
+        elif self._start_planning(f"raise {name}"):
+            paused = info.run if info is not None and info.status == Status.PAUSED else None
+            self.plan_raise(name, paused, info.run if info is not None and not paused else None)
+
+    @work_on_screen(thread=True, group="control")
+    def plan_raise(self, key: str, paused: str | None, from_run: str | None) -> None:
+        try:
+            if paused is not None:
+                found = self._resume_forecast(paused, key)
+            else:
+                options = forecast.StartOptions(from_run=from_run)
+                found = forecast.forecast_flow(
+                    self.workspace, key, options, cwd=self.workspace.workspace, isolated=True
+                )
+            if found is None:  # the flow cannot be described: enter or r says why
+                self.screen.post_message(RunActionTaken(paused or "", f"{key} cannot run now"))
+                return
+            if found.budget is None and found.refusal is not None:
+                self.screen.post_message(
+                    RunActionRefused(found.refusal.message, found.refusal.code)
+                )
+                return
+            reached = found.budget.reached() or self._nearest(found) if found.budget else None
+            if reached is None:
+                text = f"{key} has no budget to raise: it runs without a limit"
+                self.screen.post_message(RunActionTaken(paused or "", text))
+                return
+            offer = (found.key or key, paused, from_run, reached)
+            self.screen.app.call_from_thread(self.offer_raise, *offer)
+        finally:
+            self._done_planning(f"raise {key}")
+
+    @staticmethod
+    def _nearest(found: forecast.Forecast) -> Reached | None:
+        """The limited budget with the least left, as a fraction of its limit."""
+        assert found.budget is not None
+        limited = [
+            Reached(kind, limit, found.budget.used.of(kind))
+            for kind in KINDS
+            if (limit := found.budget.limits.get(kind)) is not None
+        ]
+        return min(limited, key=lambda r: (r.limit - r.used) / r.limit, default=None)
 
     def pick_up_planned(self, message: PickUpPlanned) -> None:
         from flowdrop_tui.tui.screens.pick_up_modal import (
@@ -198,20 +312,31 @@ class RunActions:
         found = message.forecast
 
         def answered(yes: bool | None) -> None:
+            limits = message.limits
             if yes and found.resume is not None:
-                self.resume(found.resume, message.key, True)
+                self.resume(found.resume, message.key, True, limits or None)
             elif yes:
                 what = f"picked up from {found.source_id}, round {found.next_round}"
-                self.launch(message.key, from_run=message.from_run, fresh=False, what=what)
+                self.launch(
+                    message.key, from_run=message.from_run, fresh=False, what=what, limits=limits
+                )
 
         ask(self.screen.app, PickUpModal(message.key, found), answered)
 
     @work_on_screen(thread=True, group="control")
-    def launch(self, key: str, *, from_run: str | None, fresh: bool, what: str) -> None:
+    def launch(
+        self,
+        key: str,
+        *,
+        from_run: str | None,
+        fresh: bool,
+        what: str,
+        limits: Limits | None = None,
+    ) -> None:
         try:
             ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
-            options = forecast.StartOptions(from_run=from_run, fresh=fresh)
-            answer = self.mode.start(ref, options, [])
+            options = forecast.StartOptions(from_run=from_run, fresh=fresh, limits=limits or {})
+            answer = self.mode.start(ref, options, limit_args(options.limits))
         except FlowdropError as exc:
             self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -219,13 +344,15 @@ class RunActions:
             self.screen.post_message(RunActionTaken(str(answer.get("run")), f"warning: {warning}"))
         self.screen.post_message(RunLaunched(str(answer["run"]), key, what))
 
-    def _resume_forecast(self, run_id: str, key: str) -> forecast.Forecast | None:
+    def _resume_forecast(
+        self, run_id: str, key: str, limits: Limits | None = None
+    ) -> forecast.Forecast | None:
         try:
             ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
             described = forecast.runnable(self.workspace, ref)
         except FlowdropError:
             return None  # the launch reports it, as it always did
-        options = forecast.StartOptions()
+        options = forecast.StartOptions(limits=limits or {})
         return forecast.forecast_resume(
             self.workspace,
             run_id,
@@ -267,8 +394,9 @@ class RunActions:
         else:
             self.screen.app.call_from_thread(self._launch_fresh, ref.key, True)
 
-    def _launch_fresh(self, key: str, fresh: bool) -> None:
-        self.launch(key, from_run=None, fresh=fresh, what="fresh, round 1")
+    def _launch_fresh(self, key: str, fresh: bool, limits: Limits | None = None) -> None:
+        what = "fresh, round 1" if fresh or not limits else "round 1"
+        self.launch(key, from_run=None, fresh=fresh, what=what, limits=limits)
 
     def fresh_run_planned(self, message: FreshRunPlanned) -> None:
         from flowdrop_tui.tui.screens.fresh_run_modal import (
@@ -384,20 +512,25 @@ class RunActions:
             self.resume(info.run, info.key)
 
     @work_on_screen(thread=True, group="control")
-    def resume(self, run_id: str, key: str, previewed: bool = False) -> None:
+    def resume(
+        self, run_id: str, key: str, previewed: bool = False, limits: Limits | None = None
+    ) -> None:
+        """``limits``: the ``--max-…`` it resumes under (a budget raised here)."""
         if not previewed:
-            # Budgets and drift first (SPEC §14, §15): a refusal is said, a drift is shown.
-            found = self._resume_forecast(run_id, key)
+            # Budgets and drift first (SPEC §14, §15): a refusal is said (a budget's is
+            # offered its raise), a drift is shown.
+            found = self._resume_forecast(run_id, key, limits)
             if found is not None and found.refusal is not None:
-                refusal = RunActionRefused(found.refusal.message, found.refusal.code)
-                self.screen.post_message(refusal)
+                found.key = found.key or key
+                self._refused(found, None)
                 return
             if found is not None and found.drift is not None and found.drift.drifted:
-                self.screen.post_message(PickUpPlanned(key, found, None))
+                self.screen.post_message(PickUpPlanned(key, found, None, limits or {}))
                 return
         try:
             info = load_run(self.workspace, run_id)
-            answer: dict[str, Any] = self.mode.resume(run_id, [], by={"via": "ui"})
+            extra = limit_args(limits or {})
+            answer: dict[str, Any] = self.mode.resume(run_id, extra, by={"via": "ui"})
         except FlowdropError as exc:
             self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return

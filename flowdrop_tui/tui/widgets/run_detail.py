@@ -18,9 +18,9 @@ from flowdrop_tui.core.records.run_info import LIVE, RunInfo
 from flowdrop_tui.format import (
     budget_reached_words,
     budget_words,
-    duration,
     error_words,
     paused_by_words,
+    run_times,
     start_words,
     usage_short,
     usage_text,
@@ -211,7 +211,9 @@ class RunDetail(VerticalScroll):
             text.append(f"\npaused: {why}", style=self._style("bad"))
         if info.waiting_now is not None:
             text.append(f"\n{waiting_words(info.waiting_now)}", style=self._style("heading"))
-        text.append(f"\nstarted {stamp(info.started)} · {duration(info.seconds())}")
+        text.append(f"\nstarted {stamp(info.started)}")
+        if info.started:  # named: the minutes budget counts the first, not paused time
+            text.append(f"\ntime    {run_times(info.own_used().seconds, info.seconds())}")
         if info.ended:
             text.append(f"\nended   {stamp(info.ended)}")
         elif info.stopped_at:  # paused or killed: its running time ends at its last event
