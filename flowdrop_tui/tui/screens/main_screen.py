@@ -3,11 +3,10 @@
 This module lays the screen out and shows what arrives. Its parts hold it through
 the ``Selection`` protocol (``selection.py``): the reads (``workspace_reads.py``,
 workers that post messages), the keys that act on runs (``run_actions.py``) and
-those that open files (``open_files.py``); its ``action_*`` methods hand keys to them.
-The watch says what changed and only that is read again.
-The first frame is painted from what costs nothing — discovery, the describe
-cache and the index as it is on disk — and the rest (describing changed flows,
-listing runs, git) fills in after it.
+those that open or copy things (``open_files.py``); its ``action_*`` methods hand
+keys to them. The watch says what changed and only that is read again. The first
+frame is painted from what costs nothing — discovery, the describe cache, the index
+as it is on disk — and the rest (describing, listing runs, git) fills in after it.
 """
 
 from __future__ import annotations
