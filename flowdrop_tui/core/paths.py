@@ -209,6 +209,10 @@ class Layout:
         except ValueError:
             return str(path)
 
+    def inside(self, path: Path) -> Path:
+        """``path`` under ``.flowdrop/``, no link on the way to it (``inside``)."""
+        return inside(self.root, path)
+
     def folder(self, path: Path) -> Path:
         """``path``, a folder under ``.flowdrop/``, made if missing; refused when it or a
         folder between it and ``.flowdrop/`` is a link (``refuse_link``)."""
@@ -282,9 +286,42 @@ def refuse_link(path: Path) -> None:
         return  # not there (yet): the caller creates it without following anything
     if is_link:
         raise LinkRefusedError(
-            f"{path} is a link; the engine never writes through a link inside "
-            f"{RECORDS_DIR}/ — remove the link (the engine makes its own) and try again"
+            f"{path} is a link; the engine never writes or deletes through a link inside "
+            f"{RECORDS_DIR}/ — remove the link (put the real file or folder in its place, "
+            "or let the engine make its own) and try again"
         )
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path``, checked before the engine writes or deletes it: the one rule that
+    nothing outside ``.flowdrop/`` (``root``) is ever written or deleted (SPEC §16),
+    whatever was planted inside it.
+
+    Refused (``LinkRefusedError``, naming it) when ``path`` is not under ``root``, or
+    when it or any folder between ``root`` and it is a link — by ``lstat``, never
+    following one; what is not there yet ends the check (the caller makes it with
+    ``O_NOFOLLOW``/``O_EXCL`` or ``mkdir``, which follow nothing). ``root`` itself may
+    be a link: records kept on another disk are the user's choice (docs/decisions.md).
+    A link planted at ``trash/`` had ``prune`` and ``reindex`` delete the folder it
+    pointed to; at ``pins/``, ``pin`` wrote through it; a run folder that is a link
+    had ``stop`` append to a record elsewhere.
+    """
+    try:
+        rel = Path(os.path.normpath(path)).relative_to(os.path.normpath(root))
+    except ValueError:
+        raise LinkRefusedError(
+            f"{path} is not inside {root}; the engine never writes or deletes there"
+        ) from None
+    current = root
+    for part in rel.parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return path
+        if stat.S_ISLNK(mode):
+            refuse_link(current)
+    return path
 
 
 def find_workspace(cwd: Path | None = None, override: str | os.PathLike[str] | None = None) -> Path:

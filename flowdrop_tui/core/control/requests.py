@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.paths import REQUESTS, refuse_link
+from flowdrop_tui.core.paths import REQUESTS, inside, refuse_link
 
 STOP = "stop"
 STOP_NOW = "stop-now"
@@ -34,8 +34,7 @@ class Request:
 def post(run_dir: Path, kind: str, by: dict[str, Any]) -> bool:
     """The asker's end: leave a request; False when one of that kind is already pending."""
     folder = run_dir / REQUESTS
-    refuse_link(run_dir)  # never through a link planted in the record
-    refuse_link(folder)
+    inside(run_dir.parent.parent, folder)  # never through a link planted in the records
     with contextlib.suppress(FileExistsError):
         folder.mkdir()
     refuse_link(folder)  # (made meanwhile: looked at again)

@@ -107,7 +107,7 @@ def holder_pid(path: Path) -> int | None:
     if holds(path):
         return os.getpid()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
     except OSError:
         return None
     try:

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.errors import LinkRefusedError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
@@ -237,6 +238,7 @@ def _sweep_half_made(layout: Layout) -> None:
     into place before it lets go; so one seen by a holder of the lock, whose
     ``live.lock`` nobody holds, is a creation that was killed — never a record.
     """
+    layout.inside(layout.runs)  # a link at runs/: not ours to delete in
     try:
         names = os.listdir(layout.runs)
     except OSError:
@@ -256,7 +258,11 @@ def rebuild(layout: Layout, *, strict: bool = False) -> Index:
             data = _rescan_locked(layout)
             _write(layout, data)
             key_runs.rebuild_locked(layout)
-        trash.sweep(layout)  # finish what a killed prune left (invisible to readers)
+        try:
+            trash.sweep(layout)  # finish what a killed prune left (invisible to readers)
+        except LinkRefusedError:
+            if strict:  # `reindex` says so (a run need not: the trash is prune's)
+                raise
     except locks.LockTimeout:
         if strict:
             raise

@@ -54,12 +54,14 @@ def _scan(layout: Layout) -> dict[str, list[str]]:
 
 
 def _write(layout: Layout, key: str, ids: list[str]) -> None:
+    layout.inside(layout.keys)  # (a link at the file itself is replaced: write_atomic)
     write_atomic(path_of(layout, key), "".join(f"{run_id}\n" for run_id in ids).encode())
 
 
 def rebuild_locked(layout: Layout) -> None:
     """Every key's list from the records (``reindex``). Call under the index lock."""
     by_key = _scan(layout)
+    layout.inside(layout.keys)
     with contextlib.suppress(OSError):
         for name in os.listdir(layout.keys):
             if name.endswith(SUFFIX):
@@ -90,8 +92,9 @@ def _ensure_locked(layout: Layout, key: str) -> None:
 def append_locked(layout: Layout, key: str, run_id: str) -> None:
     """A new run of ``key``, before its record appears. Call under the index lock."""
     _ensure_locked(layout, key)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-    fd = os.open(path_of(layout, key), flags, 0o644)
+    # O_NONBLOCK: a FIFO planted there fails at once (ENXIO) instead of waiting for a reader
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(layout.inside(path_of(layout, key)), flags, 0o644)
     try:
         os.write(fd, f"{run_id}\n".encode())
     finally:

@@ -161,7 +161,7 @@ class Ledger:
         if not self._dirty:
             return
         try:
-            self.layout.cache.mkdir(parents=True, exist_ok=True)
+            self.layout.folder(self.layout.cache)  # never through a link (a planted cache/)
             data = orjson.dumps({"v": LEDGER_VERSION, "runs": self._known})
             write_atomic(self.path, data, durable=False)  # a cache: losing it costs a re-read
         except OSError:
