@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,3 +175,84 @@ def test_prune_never_writes_its_ledger_through_a_cache_link(
     cli("prune", "--keep", "0", check=0)
     assert run_ids(workspace) == three_runs[-1:]
     assert tree(outside) == before
+
+
+# -- item 9: a FIFO or a /dev/zero link in a record folder ---------------------------------
+
+HANG_GUARD = 60  # seconds: a guard against a hang, not a speed assertion (bench/ times it)
+MEMORY_CAP = 1 << 30  # 1 GiB of address space: /dev/zero read whole had grown `run` to 7 GB
+
+
+def _cap_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def _answer(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "flowdrop_tui", *args],
+            cwd=ws,
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD,
+            preexec_fn=_cap_memory,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`flowdrop-tui {' '.join(args)}` did not return in {HANG_GUARD} s (hung)")
+
+
+def _plant(path: Path, kind: str) -> None:
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("planted", ["state.json", "cycle.jsonl", "index.json", "keys-runs"])
+def test_a_fifo_or_dev_zero_in_the_records_never_hangs_or_fills_memory(
+    workspace: Path, cli: CLI, planted: str, kind: str
+) -> None:
+    """Guards against a FIFO or a link to `/dev/zero` planted in a record folder hanging
+    `flows`, `runs`, `show`, `plan`, `prune`, `run` and `reindex` (a FIFO: for good, `run`
+    holding its key's lock meanwhile) or growing them without bound (`/dev/zero` as a
+    `state.json` had grown `run` to 7.4 GB in 4 s): only regular files are read, files
+    that should be small are read up to a cap."""
+    write_flow(workspace, "a", ONE_ROUND)
+    cli("run", "a", check=0)
+    cli("run", "a", check=0)
+    last = run_ids(workspace)[-1]
+    root = workspace / ".flowdrop"
+    target = {
+        "state.json": root / "runs" / last / "state.json",
+        "cycle.jsonl": root / "runs" / last / "cycle.jsonl",
+        "index.json": root / "index.json",
+        "keys-runs": root / "keys" / "a.runs",
+    }[planted]
+    _plant(target, kind)
+    for args in (
+        ("flows",),
+        ("runs",),
+        ("runs", "a"),
+        ("show", last),
+        ("plan", "a"),
+        ("prune", "--dry-run"),
+        ("prune", "--keep", "5"),
+        ("run", "a"),
+        ("reindex",),
+        ("flows",),
+    ):
+        done = _answer(workspace, *args)
+        assert "Traceback" not in done.stderr, (args, done.stderr[-3000:])
+        assert done.returncode in (0, 3), (args, done.returncode, done.stderr[-3000:])
+        if planted == "state.json" and args[0] in ("run", "plan"):
+            # the state to pick up from is unusable: refused naming it (INT-15)
+            assert done.returncode == 3, (args, done.stdout, done.stderr)
+            said = done.stdout + done.stderr  # (`plan` says its refusal on stdout)
+            assert str(target) in said and "not a regular file" in said
+    if planted in ("state.json", "cycle.jsonl"):  # a record: left as it is
+        assert target.is_fifo() if kind == "fifo" else target.is_symlink()

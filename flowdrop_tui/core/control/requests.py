@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.paths import REQUESTS, inside, refuse_link
 
 STOP = "stop"
@@ -78,7 +79,7 @@ class Inbox:
             for kind in KINDS:
                 path = self.folder / f"{kind}.json"
                 try:
-                    raw = path.read_bytes()
+                    raw = read_regular(path, 1 << 20)  # never a FIFO: the run would wait
                 except OSError:
                     continue
                 try:

@@ -25,6 +25,7 @@ import orjson
 from flowdrop_tui.core.errors import LinkRefusedError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
 from flowdrop_tui.core.records import folded, key_runs, trash
 from flowdrop_tui.core.records.event_lines import read_events
@@ -127,7 +128,7 @@ def read(layout: Layout) -> Index | None:
     if os.path.lexists(layout.root / STALE):
         return None
     try:
-        data = orjson.loads(layout.index.read_bytes())
+        data = orjson.loads(read_regular(layout.index))  # never a FIFO, never endless
     except (OSError, orjson.JSONDecodeError):
         return None
     return data if _valid(data) else None
@@ -140,7 +141,7 @@ def _write(layout: Layout, data: Index) -> None:
 def _state_keys(layout: Layout, run_id: str) -> set[str] | None:
     """Keys the run's ``state.json`` holds; ``None`` when it cannot be read."""
     try:
-        data = orjson.loads((layout.runs / run_id / STATE).read_bytes())
+        data = orjson.loads(read_regular(layout.runs / run_id / STATE, None))
     except (OSError, orjson.JSONDecodeError):
         return None
     return set(data) if isinstance(data, dict) else None

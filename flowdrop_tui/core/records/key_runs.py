@@ -22,6 +22,7 @@ from pathlib import Path
 
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.regular import open_regular, read_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, key_filename
 from flowdrop_tui.core.records.event_lines import read_first_event
 from flowdrop_tui.core.records.run_fold import list_run_ids
@@ -76,7 +77,7 @@ def compact_locked(layout: Layout, keys: set[str]) -> None:
     for key in keys:
         path = path_of(layout, key)
         try:
-            ids = path.read_text("ascii", "replace").split()
+            ids = read_regular(path).decode("ascii", "replace").split()
         except OSError:
             continue
         kept = [run_id for run_id in ids if (layout.runs / run_id).is_dir()]
@@ -117,7 +118,7 @@ def _ensure(layout: Layout, key: str) -> bool:
 def _lines_from_end(path: Path) -> Iterator[str]:
     """The file's whole lines, last first, read in chunks from its end."""
     try:
-        handle = open(path, "rb")  # noqa: SIM115
+        handle = os.fdopen(open_regular(path), "rb")  # never a FIFO or a device
     except OSError:
         return
     with handle:

@@ -24,6 +24,7 @@ import orjson
 
 from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.nesting import MAX_DEPTH, too_deep
 
@@ -172,7 +173,7 @@ def encode(states: Mapping[str, Mapping[Any, Any]]) -> bytes:
 def read_states(path: Path) -> dict[str, dict[str, Any]]:
     """Read a run's ``state.json``; refuse (INT-15, naming the file) what cannot be consumed."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, None)  # a FIFO or a device: refused, never waited on
     except FileNotFoundError:
         raise UnusableStateError(
             f"{path} is missing: the run's state cannot be read; "
@@ -311,7 +312,7 @@ class StateFile:
         raw = self._last
         try:
             if raw is None:
-                raw = self.path.read_bytes()  # a resumed run: what the file holds
+                raw = read_regular(self.path, None)  # a resumed run: what the file holds
             data = orjson.loads(raw)
         except (OSError, orjson.JSONDecodeError):
             return None
@@ -324,7 +325,7 @@ class StateFile:
         if self._encoded is not None:
             return self._encoded
         try:
-            return self.path.read_bytes()
+            return read_regular(self.path, None)
         except OSError:
             return b""
 
