@@ -14,6 +14,7 @@ import os
 from flowdrop_tui.core.errors import LinkRefusedError, NotFoundError, RecordsUnwritableError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import RUN_ID_RE, Layout, check_run_ref
+from flowdrop_tui.core.records.index import WRITE_WAIT
 
 
 def _checked(layout: Layout, run_id: str) -> None:
@@ -24,7 +25,9 @@ def _checked(layout: Layout, run_id: str) -> None:
 def pin(layout: Layout, run_id: str) -> bool:
     """Pin a run; returns False when it was pinned already."""
     layout.ensure()
-    with locks.exclusive(layout.index_lock):
+    # A deadline, naming the holder: a process stopped with Ctrl-Z holding the lock had
+    # `pin` wait silently for good (`run` and `reindex` already waited so).
+    with locks.exclusive(layout.index_lock, wait=WRITE_WAIT):
         _checked(layout, run_id)
         path = layout.inside(layout.pins) / run_id  # never through a link at pins/
         if os.path.lexists(path):
