@@ -6,6 +6,7 @@ before it becomes a path, so nothing can leave `.flowdrop/` (SPEC §4).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -232,20 +233,12 @@ class Layout:
         ``.flowdrop`` itself may be a link (records kept on another disk is a choice a
         user makes); nothing *inside* it is written through a link (docs/decisions.md)."""
         try:
+            made = not self.root.is_dir()
             self.root.mkdir(parents=True, exist_ok=True)
+            if made:  # its name durable too: what goes in it is synced up to it
+                _sync_folder(self.workspace)
             self.folder(self.runs)
-            ignore = self.root / ".gitignore"
-            refuse_link(ignore)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                fd = os.open(ignore, flags, 0o644)
-            except FileExistsError:
-                refuse_link(ignore)
-            else:
-                try:
-                    os.write(fd, b"*\n")
-                finally:
-                    os.close(fd)
+            _write_ignore(self.root)
             self.folder(self.keys)
         except LinkRefusedError:
             raise
@@ -272,6 +265,74 @@ class Layout:
                     f"cannot write run records in {folder}: {exc.strerror or exc}; "
                     "make it writable (or free some space) and run again"
                 ) from exc
+
+
+_IGNORE = b"*\n"
+
+
+def _write_ignore(root: Path) -> None:
+    """``.flowdrop/.gitignore`` of ``*``: written whole and durable before the command that
+    made it reports, and written again when found empty.
+
+    It had been created and then written, unsynced: a power cut or a full disk at first
+    use left it empty for good (``git add -A`` then staged the records, every run
+    recorded a dirty tree, ``--strict`` refused as drifted). Its bytes go to a file of
+    their own, synced, then linked into place (nothing of the user's replaced) or renamed
+    over an empty one; the folder is synced. A non-empty one is left as it is.
+    """
+    ignore = root / ".gitignore"
+    refuse_link(ignore)
+    try:
+        empty = _unwritten(ignore)
+    except FileNotFoundError:
+        empty = None
+    if empty is False:
+        return
+    tmp = root / f".gitignore.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644)
+    try:
+        try:
+            os.write(fd, _IGNORE)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if empty is None:
+            try:
+                os.link(tmp, ignore)
+            except FileExistsError:
+                refuse_link(ignore)  # made meanwhile (another command): theirs stands
+        else:
+            os.rename(tmp, ignore)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _sync_folder(root)
+
+
+def _unwritten(ignore: Path) -> bool:
+    """Whether a ``.gitignore`` there holds nothing: empty, or only the zeros a power cut
+    leaves in blocks never written (ext2)."""
+    info = os.lstat(ignore)
+    if not stat.S_ISREG(info.st_mode):
+        return False  # not ours to judge (a link is refused before; anything else stays)
+    if info.st_size == 0:
+        return True
+    if info.st_size > 64:
+        return False
+    fd = os.open(ignore, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 64).strip(b"\0") == b""
+    finally:
+        os.close(fd)
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def refuse_link(path: Path) -> None:
