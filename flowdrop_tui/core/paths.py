@@ -6,6 +6,7 @@ before it becomes a path, so nothing can leave `.flowdrop/` (SPEC §4).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -209,6 +210,10 @@ class Layout:
         except ValueError:
             return str(path)
 
+    def inside(self, path: Path) -> Path:
+        """``path`` under ``.flowdrop/``, no link on the way to it (``inside``)."""
+        return inside(self.root, path)
+
     def folder(self, path: Path) -> Path:
         """``path``, a folder under ``.flowdrop/``, made if missing; refused when it or a
         folder between it and ``.flowdrop/`` is a link (``refuse_link``)."""
@@ -228,20 +233,12 @@ class Layout:
         ``.flowdrop`` itself may be a link (records kept on another disk is a choice a
         user makes); nothing *inside* it is written through a link (docs/decisions.md)."""
         try:
+            made = not self.root.is_dir()
             self.root.mkdir(parents=True, exist_ok=True)
+            if made:  # its name durable too: what goes in it is synced up to it
+                _sync_folder(self.workspace)
             self.folder(self.runs)
-            ignore = self.root / ".gitignore"
-            refuse_link(ignore)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                fd = os.open(ignore, flags, 0o644)
-            except FileExistsError:
-                refuse_link(ignore)
-            else:
-                try:
-                    os.write(fd, b"*\n")
-                finally:
-                    os.close(fd)
+            _write_ignore(self.root)
             self.folder(self.keys)
         except LinkRefusedError:
             raise
@@ -270,6 +267,74 @@ class Layout:
                 ) from exc
 
 
+_IGNORE = b"*\n"
+
+
+def _write_ignore(root: Path) -> None:
+    """``.flowdrop/.gitignore`` of ``*``: written whole and durable before the command that
+    made it reports, and written again when found empty.
+
+    It had been created and then written, unsynced: a power cut or a full disk at first
+    use left it empty for good (``git add -A`` then staged the records, every run
+    recorded a dirty tree, ``--strict`` refused as drifted). Its bytes go to a file of
+    their own, synced, then linked into place (nothing of the user's replaced) or renamed
+    over an empty one; the folder is synced. A non-empty one is left as it is.
+    """
+    ignore = root / ".gitignore"
+    refuse_link(ignore)
+    try:
+        empty = _unwritten(ignore)
+    except FileNotFoundError:
+        empty = None
+    if empty is False:
+        return
+    tmp = root / f".gitignore.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644)
+    try:
+        try:
+            os.write(fd, _IGNORE)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if empty is None:
+            try:
+                os.link(tmp, ignore)
+            except FileExistsError:
+                refuse_link(ignore)  # made meanwhile (another command): theirs stands
+        else:
+            os.rename(tmp, ignore)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _sync_folder(root)
+
+
+def _unwritten(ignore: Path) -> bool:
+    """Whether a ``.gitignore`` there holds nothing: empty, or only the zeros a power cut
+    leaves in blocks never written (ext2)."""
+    info = os.lstat(ignore)
+    if not stat.S_ISREG(info.st_mode):
+        return False  # not ours to judge (a link is refused before; anything else stays)
+    if info.st_size == 0:
+        return True
+    if info.st_size > 64:
+        return False
+    fd = os.open(ignore, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 64).strip(b"\0") == b""
+    finally:
+        os.close(fd)
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def refuse_link(path: Path) -> None:
     """Refuse, naming it, a link where the engine writes under ``.flowdrop/``.
 
@@ -282,9 +347,42 @@ def refuse_link(path: Path) -> None:
         return  # not there (yet): the caller creates it without following anything
     if is_link:
         raise LinkRefusedError(
-            f"{path} is a link; the engine never writes through a link inside "
-            f"{RECORDS_DIR}/ — remove the link (the engine makes its own) and try again"
+            f"{path} is a link; the engine never writes or deletes through a link inside "
+            f"{RECORDS_DIR}/ — remove the link (put the real file or folder in its place, "
+            "or let the engine make its own) and try again"
         )
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path``, checked before the engine writes or deletes it: the one rule that
+    nothing outside ``.flowdrop/`` (``root``) is ever written or deleted (SPEC §16),
+    whatever was planted inside it.
+
+    Refused (``LinkRefusedError``, naming it) when ``path`` is not under ``root``, or
+    when it or any folder between ``root`` and it is a link — by ``lstat``, never
+    following one; what is not there yet ends the check (the caller makes it with
+    ``O_NOFOLLOW``/``O_EXCL`` or ``mkdir``, which follow nothing). ``root`` itself may
+    be a link: records kept on another disk are the user's choice (docs/decisions.md).
+    A link planted at ``trash/`` had ``prune`` and ``reindex`` delete the folder it
+    pointed to; at ``pins/``, ``pin`` wrote through it; a run folder that is a link
+    had ``stop`` append to a record elsewhere.
+    """
+    try:
+        rel = Path(os.path.normpath(path)).relative_to(os.path.normpath(root))
+    except ValueError:
+        raise LinkRefusedError(
+            f"{path} is not inside {root}; the engine never writes or deletes there"
+        ) from None
+    current = root
+    for part in rel.parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return path
+        if stat.S_ISLNK(mode):
+            refuse_link(current)
+    return path
 
 
 def find_workspace(cwd: Path | None = None, override: str | os.PathLike[str] | None = None) -> Path:

@@ -370,7 +370,9 @@ def prune(
     for start in range(0, len(plan.delete), BATCH):
         batch = plan.delete[start : start + BATCH]
         moved: list[Verdict] = []
-        with locks.exclusive(layout.index_lock):
+        # A deadline, naming the holder (a process stopped with Ctrl-Z); what
+        # earlier batches deleted stays deleted, the rest waits for the next prune.
+        with locks.exclusive(layout.index_lock, wait=index.WRITE_WAIT):
             for verdict in batch:
                 why = _still_deletable(layout, verdict)
                 if why is not None:

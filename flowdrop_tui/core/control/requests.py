@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.paths import REQUESTS, refuse_link
+from flowdrop_tui.core.files.regular import read_regular
+from flowdrop_tui.core.paths import REQUESTS, inside, refuse_link
 
 STOP = "stop"
 STOP_NOW = "stop-now"
@@ -34,8 +35,7 @@ class Request:
 def post(run_dir: Path, kind: str, by: dict[str, Any]) -> bool:
     """The asker's end: leave a request; False when one of that kind is already pending."""
     folder = run_dir / REQUESTS
-    refuse_link(run_dir)  # never through a link planted in the record
-    refuse_link(folder)
+    inside(run_dir.parent.parent, folder)  # never through a link planted in the records
     with contextlib.suppress(FileExistsError):
         folder.mkdir()
     refuse_link(folder)  # (made meanwhile: looked at again)
@@ -79,7 +79,7 @@ class Inbox:
             for kind in KINDS:
                 path = self.folder / f"{kind}.json"
                 try:
-                    raw = path.read_bytes()
+                    raw = read_regular(path, 1 << 20)  # never a FIFO: the run would wait
                 except OSError:
                     continue
                 try:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from flowdrop_tui.core.errors import LockTimeoutError
 from flowdrop_tui.core.files.atomic import open_fd
+from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.paths import refuse_link
 
 # struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
@@ -107,7 +108,7 @@ def holder_pid(path: Path) -> int | None:
     if holds(path):
         return os.getpid()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
     except OSError:
         return None
     try:
@@ -126,7 +127,7 @@ def read_content(path: Path) -> str:
             fd = _held[_key(path)]
         return os.pread(fd, 256, 0).decode(errors="replace").strip()
     try:
-        return path.read_text(errors="replace").strip()
+        return read_regular(path, 4096).decode(errors="replace").strip()
     except OSError:
         return ""
 

@@ -25,6 +25,7 @@ import orjson
 
 from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, NotFoundError
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.flows.describe_child import DESCRIBE_TIMEOUT, PARALLEL
 from flowdrop_tui.core.paths import FLOW_FILE, FLOWS_DIR, Layout, validate_flow_name, validate_key
 from flowdrop_tui.core.records.budget import clean_limits
@@ -328,7 +329,7 @@ class DescribeCache:
         self.path = layout.cache / "flows.json"
         self.entries: dict[str, Any] = {}
         try:
-            data = orjson.loads(self.path.read_bytes())
+            data = orjson.loads(read_regular(self.path))
             if isinstance(data, dict) and data.get("v") == CACHE_VERSION:
                 entries = data.get("entries")
                 self.entries = entries if isinstance(entries, dict) else {}

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.files.regular import open_regular
+
 
 def parse_lines(raw: bytes) -> list[dict[str, Any]]:
     """Every whole, parseable event in ``raw``; torn lines and junk are skipped."""
@@ -79,7 +81,7 @@ def event_batches(path: Path) -> Iterator[list[dict[str, Any]]]:
     """The record's events a chunk at a time (a huge record never sits in memory whole),
     its last line too when it parses without its newline."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path)  # a FIFO or /dev/zero planted there: never read
     except OSError:
         return
     try:

@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 
 from flowdrop_tui.core.errors import FlowdropError, NotFoundError
+from flowdrop_tui.core.files.regular import open_regular, read_regular
 from flowdrop_tui.core.paths import CYCLE, Layout
 from flowdrop_tui.core.records.budget import Used, clean_limits
 from flowdrop_tui.core.records.event_lines import line_batches, parse_lines
@@ -64,7 +65,7 @@ def fold_run(layout: Layout, run_id: str, path: Path) -> RunInfo:
     and the lines after it when the record is big."""
     run = RunFold(run_id, path)
     try:
-        fd = os.open(path / CYCLE, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path / CYCLE)  # never a FIFO or a device
     except OSError:
         return run.feed([])
     try:
@@ -93,7 +94,7 @@ def _restore(
     layout: Layout, run_id: str, path: Path, identity: list[int], size: int
 ) -> tuple[RunFold, int] | None:
     try:
-        data = orjson.loads(_cache_file(layout, run_id).read_bytes())
+        data = orjson.loads(read_regular(_cache_file(layout, run_id)))
         if not (
             isinstance(data, dict)
             and data.get("v") == _VERSION

@@ -46,13 +46,15 @@ def unwritable(path: Path, exc: OSError) -> RecordsUnwritableError:
     return RecordsUnwritableError(f"cannot write {path}: {exc.strerror or exc}")
 
 
-def refuse_links(run_dir: Path) -> None:
+def refuse_links(layout: Layout, run_dir: Path) -> None:
     """Refuse to write a record again (resume, closing a paused run) through a link.
 
     Only a paused run's folder is ever written twice, and the engine never follows a
     link there for writing: a link left in a record could otherwise send its state,
-    events or session links to a file outside ``.flowdrop/``.
+    events or session links to a file outside ``.flowdrop/``. The run's folder itself,
+    or ``runs/``, being a link is refused the same way (``Layout.inside``).
     """
+    layout.inside(run_dir)
     for name in _RECORD_ENTRIES:
         if (run_dir / name).is_symlink():
             raise RecordsUnwritableError(

@@ -22,8 +22,10 @@ from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.errors import LinkRefusedError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
 from flowdrop_tui.core.records import folded, key_runs, trash
 from flowdrop_tui.core.records.event_lines import read_events
@@ -130,7 +132,7 @@ def read(layout: Layout) -> Index | None:
     if os.path.lexists(layout.root / STALE):
         return None
     try:
-        data = orjson.loads(layout.index.read_bytes())
+        data = orjson.loads(read_regular(layout.index))  # never a FIFO, never endless
     except (OSError, orjson.JSONDecodeError):
         return None
     return data if _valid(data) else None
@@ -143,7 +145,7 @@ def _write(layout: Layout, data: Index) -> None:
 def _state_keys(layout: Layout, run_id: str) -> set[str] | None:
     """Keys the run's ``state.json`` holds; ``None`` when it cannot be read."""
     try:
-        data = orjson.loads((layout.runs / run_id / STATE).read_bytes())
+        data = orjson.loads(read_regular(layout.runs / run_id / STATE, None))
     except (OSError, orjson.JSONDecodeError):
         return None
     return set(data) if isinstance(data, dict) else None
@@ -241,6 +243,7 @@ def _sweep_half_made(layout: Layout) -> None:
     into place before it lets go; so one seen by a holder of the lock, whose
     ``live.lock`` nobody holds, is a creation that was killed — never a record.
     """
+    layout.inside(layout.runs)  # a link at runs/: not ours to delete in
     try:
         names = os.listdir(layout.runs)
     except OSError:
@@ -260,7 +263,11 @@ def rebuild(layout: Layout, *, strict: bool = False) -> Index:
             data = _rescan_locked(layout)
             _write(layout, data)
             key_runs.rebuild_locked(layout)
-        trash.sweep(layout)  # finish what a killed prune left (invisible to readers)
+        try:
+            trash.sweep(layout)  # finish what a killed prune left (invisible to readers)
+        except LinkRefusedError:
+            if strict:  # `reindex` says so (a run need not: the trash is prune's)
+                raise
     except locks.LockTimeout:
         if strict:
             raise

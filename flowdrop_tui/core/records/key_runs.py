@@ -22,6 +22,7 @@ from pathlib import Path
 
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.regular import open_regular, read_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, key_filename
 from flowdrop_tui.core.records.event_lines import read_first_event
 from flowdrop_tui.core.records.run_fold import list_run_ids
@@ -54,12 +55,14 @@ def _scan(layout: Layout) -> dict[str, list[str]]:
 
 
 def _write(layout: Layout, key: str, ids: list[str]) -> None:
+    layout.inside(layout.keys)  # (a link at the file itself is replaced: write_atomic)
     write_atomic(path_of(layout, key), "".join(f"{run_id}\n" for run_id in ids).encode())
 
 
 def rebuild_locked(layout: Layout) -> None:
     """Every key's list from the records (``reindex``). Call under the index lock."""
     by_key = _scan(layout)
+    layout.inside(layout.keys)
     with contextlib.suppress(OSError):
         for name in os.listdir(layout.keys):
             if name.endswith(SUFFIX):
@@ -74,7 +77,7 @@ def compact_locked(layout: Layout, keys: set[str]) -> None:
     for key in keys:
         path = path_of(layout, key)
         try:
-            ids = path.read_text("ascii", "replace").split()
+            ids = read_regular(path).decode("ascii", "replace").split()
         except OSError:
             continue
         kept = [run_id for run_id in ids if (layout.runs / run_id).is_dir()]
@@ -90,8 +93,9 @@ def _ensure_locked(layout: Layout, key: str) -> None:
 def append_locked(layout: Layout, key: str, run_id: str) -> None:
     """A new run of ``key``, before its record appears. Call under the index lock."""
     _ensure_locked(layout, key)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-    fd = os.open(path_of(layout, key), flags, 0o644)
+    # O_NONBLOCK: a FIFO planted there fails at once (ENXIO) instead of waiting for a reader
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(layout.inside(path_of(layout, key)), flags, 0o644)
     try:
         os.write(fd, f"{run_id}\n".encode())
     finally:
@@ -114,7 +118,7 @@ def _ensure(layout: Layout, key: str) -> bool:
 def _lines_from_end(path: Path) -> Iterator[str]:
     """The file's whole lines, last first, read in chunks from its end."""
     try:
-        handle = open(path, "rb")  # noqa: SIM115
+        handle = os.fdopen(open_regular(path), "rb")  # never a FIFO or a device
     except OSError:
         return
     with handle:

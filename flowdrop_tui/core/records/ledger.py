@@ -29,6 +29,7 @@ import orjson
 from flowdrop_tui.core.child_read import child_output, never
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.regular import open_regular, read_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
 from flowdrop_tui.core.records.event_lines import parse_lines, read_first_event
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
@@ -54,7 +55,7 @@ class RunFacts:
 def last_event(path: Path) -> dict[str, Any] | None:
     """The last whole event of a ``cycle.jsonl``, reading only its tail."""
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(open_regular(path), "rb") as handle:  # never a FIFO or a device
             size = os.fstat(handle.fileno()).st_size
             handle.seek(max(0, size - _TAIL))
             tail = handle.read()
@@ -128,7 +129,7 @@ class Ledger:
         self._dirty = False
         self._saved = time.monotonic()
         try:
-            data = orjson.loads(self.path.read_bytes())
+            data = orjson.loads(read_regular(self.path))
         except (OSError, orjson.JSONDecodeError):
             return
         if isinstance(data, dict) and data.get("v") == LEDGER_VERSION:
@@ -168,7 +169,7 @@ class Ledger:
         if not self._dirty:
             return
         try:
-            self.layout.cache.mkdir(parents=True, exist_ok=True)
+            self.layout.folder(self.layout.cache)  # never through a link (a planted cache/)
             data = orjson.dumps({"v": LEDGER_VERSION, "runs": self._known})
             write_atomic(self.path, data, durable=False)  # a cache: losing it costs a re-read
         except OSError:

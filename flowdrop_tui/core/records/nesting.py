@@ -13,8 +13,68 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 MAX_DEPTH = 200  # a file's top level counts as 1; orjson writes up to 254
+WRITER_DEPTH = 254  # the most orjson writes ("Recursion limit reached" past it)
+# A state value sits two levels down in state.json (``{key: {name: value}}``): the most
+# it may nest, so that what is written is always read back (one limit, both ways).
+VALUE_DEPTH = MAX_DEPTH - 2
 _CLIPPED = "<nested more than {} levels: not shown>"
+_PROBE = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def _no_shape(value: Any) -> Any:
+    return None  # (a value JSON has no shape for is written as its text: no deeper)
+
+
+def dumps_within(value: Any, levels: int, default: Any = _no_shape, option: int = 0) -> bytes:
+    """``orjson.dumps(value)``, raising ``orjson.JSONEncodeError`` when ``value`` nests
+    more than ``levels`` levels — measured by orjson itself, at C speed: the value is
+    written inside ``WRITER_DEPTH - levels`` lists, which are then cut off again."""
+    extra = WRITER_DEPTH - levels
+    probe = value
+    for _ in range(extra):
+        probe = [probe]
+    raw = orjson.dumps(probe, default=default, option=option)
+    return raw[extra : len(raw) - extra]
+
+
+def fits(value: Any, levels: int) -> bool:
+    """Whether ``value`` nests at most ``levels`` levels (a cycle is not depth: it is
+    written as its text). Cheap for a scalar; one C-speed write for a container."""
+    if not isinstance(value, dict | list | tuple):
+        return True
+    try:
+        dumps_within(value, levels, option=_PROBE)
+        return True
+    except orjson.JSONEncodeError as exc:
+        if "Recursion limit" not in str(exc):
+            return True  # another failure: not this check's to judge
+    # Too deep, or a cycle (orjson says the same of both): measured with cycles cut.
+    return _depth_no_cycles(value, levels + 1) <= levels
+
+
+def _depth_no_cycles(value: Any, stop: int) -> int:
+    """``depth_of``, not counting a container again inside itself; up to ``stop``."""
+    deepest = 0
+    pending: list[tuple[Any, int, frozenset[int]]] = [(value, 1, frozenset())]
+    while pending:
+        item, level, above = pending.pop()
+        if id(item) in above:
+            continue
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest >= stop:
+            return deepest
+        path = above | {id(item)}
+        pending.extend((child, level + 1, path) for child in children)
+    return deepest
 
 
 def depth_of(value: Any, stop: int = MAX_DEPTH + 1) -> int:

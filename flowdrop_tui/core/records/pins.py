@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 
-from flowdrop_tui.core.errors import NotFoundError, RecordsUnwritableError
+from flowdrop_tui.core.errors import LinkRefusedError, NotFoundError, RecordsUnwritableError
 from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import sync_dir
 from flowdrop_tui.core.paths import RUN_ID_RE, Layout, check_run_ref
+from flowdrop_tui.core.records.index import WRITE_WAIT
 
 
 def _checked(layout: Layout, run_id: str) -> None:
@@ -24,14 +26,27 @@ def _checked(layout: Layout, run_id: str) -> None:
 def pin(layout: Layout, run_id: str) -> bool:
     """Pin a run; returns False when it was pinned already."""
     layout.ensure()
-    with locks.exclusive(layout.index_lock):
+    # A deadline, naming the holder: a process stopped with Ctrl-Z holding the lock had
+    # `pin` wait silently for good (`run` and `reindex` already waited so).
+    with locks.exclusive(layout.index_lock, wait=WRITE_WAIT):
         _checked(layout, run_id)
-        path = layout.pins / run_id
-        if path.exists():
+        path = layout.inside(layout.pins) / run_id  # never through a link at pins/
+        if os.path.lexists(path):
             return False
         try:
-            layout.pins.mkdir(exist_ok=True)
-            path.touch()
+            layout.folder(layout.pins)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(path, flags, 0o644)
+            try:  # durable before it is reported: a lost pin is a run the next prune deletes
+                os.fsync(fd)  # the file itself before its name (ext2: docs/reliability.md)
+            finally:
+                os.close(fd)
+            sync_dir(layout.pins)
+            sync_dir(layout.root)  # (pins/ itself may have been made just now)
+        except FileExistsError:
+            return False
+        except LinkRefusedError:
+            raise
         except OSError as exc:
             raise RecordsUnwritableError(
                 f"cannot pin {run_id}: cannot write {path}: {exc.strerror or exc}"
@@ -43,8 +58,8 @@ def unpin(layout: Layout, run_id: str) -> bool:
     """Unpin a run; returns False when it was not pinned. A pin left by a run that is
     gone can be removed too (it names no run, so nothing is checked)."""
     check_run_ref(run_id)
-    path = layout.pins / run_id
-    if not path.exists() and not path.is_symlink():
+    path = layout.inside(layout.pins) / run_id  # a link at pins/<run> itself may go
+    if not os.path.lexists(path):
         _checked(layout, run_id)  # an unknown run is an error, a known unpinned one is not
         return False
     try:

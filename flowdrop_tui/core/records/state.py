@@ -24,8 +24,9 @@ import orjson
 
 from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.records import mirror
-from flowdrop_tui.core.records.nesting import MAX_DEPTH, too_deep
+from flowdrop_tui.core.records.nesting import MAX_DEPTH, VALUE_DEPTH, dumps_within, fits, too_deep
 
 _MISSING: Any = object()
 # The fast path: no option lets a value change on the way. Integers beyond 2^53
@@ -127,8 +128,8 @@ def encode_states(
     A value that cannot be written at all (``unsaved``) keeps what ``last`` (the
     last good save) held for it, or is left out; every other key is written.
     """
-    try:
-        data = orjson.dumps(states, default=_as_text, option=_FAST)
+    try:  # never deeper than the file may be read back (one limit: nesting.MAX_DEPTH)
+        data = dumps_within(states, MAX_DEPTH, default=_as_text, option=_FAST)
     except (orjson.JSONEncodeError, TypeError):
         pass
     else:
@@ -147,10 +148,13 @@ def encode_states(
                 unsaved.append((where, "its key collides with another once written as text"))
                 continue
             try:
-                written[text] = plain.value(value, where, set())
+                converted = plain.value(value, where, set())
+                if not fits(converted, VALUE_DEPTH):
+                    raise RecursionError
+                written[text] = converted
             except (Exception, RecursionError) as exc:
                 reason = (
-                    "nested too deeply"
+                    too_deep_words()
                     if isinstance(exc, RecursionError)
                     else (f"{type(exc).__name__}: {exc}")
                 )
@@ -160,6 +164,13 @@ def encode_states(
         out[run_key] = written
     altered = [f"{where} was {what}" for where, what in plain.altered]
     return orjson.dumps(out), altered, unsaved
+
+
+def too_deep_words() -> str:
+    return (
+        f"nests more than {VALUE_DEPTH} levels, the most a state value may "
+        f"({MAX_DEPTH} in state.json, the most this engine reads back)"
+    )
 
 
 def encode(states: Mapping[str, Mapping[Any, Any]]) -> bytes:
@@ -173,7 +184,7 @@ def encode(states: Mapping[str, Mapping[Any, Any]]) -> bytes:
 def read_states(path: Path) -> dict[str, dict[str, Any]]:
     """Read a run's ``state.json``; refuse (INT-15, naming the file) what cannot be consumed."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, None)  # a FIFO or a device: refused, never waited on
     except FileNotFoundError:
         raise UnusableStateError(
             f"{path} is missing: the run's state cannot be read; "
@@ -237,7 +248,7 @@ class StateFile:
             existing = self._states.get(key)
             if existing is not None:
                 return existing
-            state = State(self, initial or {})
+            state = State(self, initial or {}, key)
             self._states[key] = state
             self.save()
             return state
@@ -246,7 +257,19 @@ class StateFile:
         """Hold ``states`` as read from disk (a resumed run), without writing."""
         with self._lock:
             for key, value in states.items():
-                self._states[key] = State(self, value)
+                self._states[key] = State(self, value, key)
+
+    def refuse_deep(self, key: str, items: Mapping[str, Any]) -> set[str]:
+        """The names among ``items`` whose value nests too deep to be read back (SPEC
+        §5.3): refused at the key set that made them — the name keeps its last value,
+        the others are set — with one warning each."""
+        refused = {name for name, value in items.items() if not fits(value, VALUE_DEPTH)}
+        for name in sorted(refused):
+            self.on_warning(
+                f"state value {key}[{name!r}] {too_deep_words()}: it was not set; it keeps "
+                "its last value and every other key was saved"
+            )
+        return refused
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         with self._lock:
@@ -329,7 +352,7 @@ class StateFile:
         raw = self._last
         try:
             if raw is None:
-                raw = self.path.read_bytes()  # a resumed run: what the file holds
+                raw = read_regular(self.path, None)  # a resumed run: what the file holds
             data = orjson.loads(raw)
         except (OSError, orjson.JSONDecodeError):
             return None
@@ -342,7 +365,7 @@ class StateFile:
         if self._encoded is not None:
             return self._encoded
         try:
-            return self.path.read_bytes()
+            return read_regular(self.path, None)
         except OSError:
             return b""
 
@@ -358,9 +381,17 @@ class State(dict[str, Any]):
     cannot be seen here; the run saves again at each round end and at its end.
     """
 
-    def __init__(self, store: StateFile, initial: Mapping[str, Any]) -> None:
+    def __init__(self, store: StateFile, initial: Mapping[str, Any], key: str = "") -> None:
         super().__init__(initial)
         self._store = store
+        self._key = key
+
+    def _set(self, items: dict[str, Any]) -> None:
+        """Set ``items`` and save; a value nested too deep is refused here (SPEC §5.3)."""
+        for name in self._store.refuse_deep(self._key, items):
+            del items[name]
+        super().update(items)
+        self._save()
 
     def __reduce__(self) -> Any:
         return (dict, (dict(self),))
@@ -369,28 +400,24 @@ class State(dict[str, Any]):
         self._store.save()
 
     def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
-        self._save()
+        self._set({key: value})
 
     def __delitem__(self, key: str) -> None:
         super().__delitem__(key)
         self._save()
 
     def __ior__(self, other: Any) -> State:  # type: ignore[override,misc]
-        super().update(other)
-        self._save()
+        self._set(dict(other))
         return self
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        super().update(*args, **kwargs)
-        self._save()
+        self._set(dict(*args, **kwargs))
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         if key in self:
             return self[key]
-        super().__setitem__(key, default)
-        self._save()
-        return default
+        self._set({key: default})
+        return self.get(key)
 
     def pop(self, key: str, default: Any = _MISSING) -> Any:
         if key not in self:

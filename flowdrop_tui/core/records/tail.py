@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flowdrop_tui.core.files.regular import open_regular
 from flowdrop_tui.core.records.event_lines import line_batches, parse_lines
 
 CHUNK = 1 << 20  # read about this much per call: a huge record streams, it never balloons
@@ -41,7 +42,7 @@ class EventTail:
         """The whole lines appended since the last read (at most ``limit`` bytes of them)."""
         result = TailRead()
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = open_regular(self.path)  # never a FIFO or a device
         except OSError:
             return result  # not there (yet, or any more): nothing new
         try:

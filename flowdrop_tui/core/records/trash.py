@@ -65,8 +65,11 @@ def linked_transcripts(layout: Layout, folder: Path, run_id: str) -> list[Path]:
 def discard(layout: Layout, run_id: str) -> bool:
     """Move a run's folder into the trash (call under the index lock); False when gone.
 
-    The rename is the instant the run stops existing for every reader."""
-    layout.trash.mkdir(exist_ok=True)
+    The rename is the instant the run stops existing for every reader. Refused
+    (``LinkRefusedError``) when ``runs/`` or ``trash/`` is a link: the run would be
+    moved out of ``.flowdrop/`` (a run folder that is itself a link moves as the link)."""
+    layout.inside(layout.runs)
+    layout.folder(layout.trash)
     place = layout.trash / run_id
     if os.path.lexists(place):
         _remove(place)  # a leftover of the same name is garbage by construction
@@ -79,8 +82,9 @@ def discard(layout: Layout, run_id: str) -> bool:
 
 def purge(layout: Layout, name: str) -> int:
     """Delete a trashed run: its kept transcripts first, then its folder. Returns the
-    number of transcripts removed. Safe to repeat after a kill at any point."""
-    place = layout.trash / name
+    number of transcripts removed. Safe to repeat after a kill at any point. Refused
+    (``LinkRefusedError``) when ``trash/`` is a link: what it points to is not ours."""
+    place = layout.inside(layout.trash) / name
     removed = 0
     if RUN_ID_RE.match(name) and keeps_transcripts(layout) and not place.is_symlink():
         for transcript in linked_transcripts(layout, place, name):
@@ -125,7 +129,11 @@ def purge_all(layout: Layout, names: Iterable[str]) -> None:
 
 
 def sweep(layout: Layout) -> int:
-    """Finish deleting whatever a killed prune left in the trash; returns how many."""
+    """Finish deleting whatever a killed prune left in the trash; returns how many.
+
+    Refused (``LinkRefusedError``, naming it) when ``trash/`` is a link: everything in
+    the folder it points to would be deleted."""
+    layout.inside(layout.trash)
     names = leftovers(layout)
     if names:
         purge_all(layout, names)

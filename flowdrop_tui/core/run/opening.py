@@ -169,7 +169,7 @@ def _reopen(
     answer: dict[str, Any] | None,
 ) -> Execution:
     run_dir = layout.run_dir(run_id)
-    refuse_links(run_dir)
+    refuse_links(layout, run_dir)
     try:
         locks.acquire(run_dir / LIVE_LOCK, content=str(os.getpid()))
     except locks.LockHeld:
