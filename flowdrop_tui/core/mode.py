@@ -70,13 +70,27 @@ class Mode(Protocol):
         """Seconds between looks at a run a command waits on (``stop --wait``)."""
         ...
 
-    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+    def start(
+        self,
+        ref: FlowRef,
+        options: StartOptions,
+        extra: list[str],
+        *,
+        say: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
         """Start ``ref`` in the background: ``{"run", "flow", "warnings"}`` once it exists,
-        or the refusal it met (the class that owns its code: ``errors.error_for``)."""
+        or the refusal it met (the class that owns its code: ``errors.error_for``).
+        ``say``: told once if the start waits (remote: for a worker to take it); Ctrl-C
+        meanwhile withdraws it (``KeyboardInterrupt``, its text what became of it)."""
         ...
 
     def resume(
-        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        extra: list[str],
+        *,
+        by: dict[str, Any] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]: ...
 
     def answer(
@@ -139,7 +153,14 @@ class LocalMode:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
 
-    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+    def start(
+        self,
+        ref: FlowRef,
+        options: StartOptions,
+        extra: list[str],
+        *,
+        say: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
         from flowdrop_tui.core.control import launch
 
         return launch.launch_run(
@@ -154,7 +175,12 @@ class LocalMode:
         )
 
     def resume(
-        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        extra: list[str],
+        *,
+        by: dict[str, Any] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         from flowdrop_tui.core.control import launch
 
