@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # each verb imports what it runs: `stop` never loads the laun
 # the run (or closes one) and runs it as local code does, whatever the config says;
 # its record writes go through to PostgreSQL (the mirror, installed by ``choose``).
 REMOTE_RUN_ENV = "FLOWDROP_REMOTE_RUN"
+_run_child = False  # this process is such a run child (its variable already taken)
 
 
 class LiveFeed(Protocol):
@@ -245,7 +246,7 @@ def choose(layout: Layout) -> Mode:
     for remote mode (``.flowdrop/config.toml`` ``[remote]`` or ``FLOWDROP_*``). A run
     child a worker started is local (its writes go through the mirror that
     ``install_run_mirror`` put in place), whatever the config it inherited says."""
-    if os.environ.get(REMOTE_RUN_ENV):
+    if _run_child or os.environ.get(REMOTE_RUN_ENV):
         return LocalMode(layout)
     settings = config.load(layout)
     if settings is None:
@@ -259,9 +260,11 @@ def install_run_mirror() -> None:
     """In a run child a worker started (``REMOTE_RUN_ENV``), write every record through
     to PostgreSQL from the first write on — before anything else, even a usage error's
     answer, so nothing the run writes stays on this machine alone."""
+    global _run_child
     if os.environ.get(REMOTE_RUN_ENV):
         from flowdrop_tui.core.remote.write_through import install_from_env  # psycopg
 
+        _run_child = True  # the variable is gone once read: nothing the flow starts has it
         install_from_env()
 
 
