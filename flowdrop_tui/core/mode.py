@@ -264,8 +264,10 @@ def install_run_mirror() -> None:
     if os.environ.get(REMOTE_RUN_ENV):
         from flowdrop_tui.core.remote.write_through import install_from_env  # psycopg
 
-        _run_child = True  # the variable is gone once read: nothing the flow starts has it
         install_from_env()
+        # A ticket file's variable is gone once read (nothing the flow starts has it):
+        # this process is still the run child.
+        _run_child = _run_child or not os.environ.get(REMOTE_RUN_ENV)
 
 
 def serve_worker(

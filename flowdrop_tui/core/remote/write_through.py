@@ -340,12 +340,16 @@ def _say_on_stderr(line: str) -> None:
 
 def install_from_env(value: str | None = None) -> RemoteMirror | None:
     """Install the mirror ``FLOWDROP_REMOTE_RUN`` asks for (None when it is not set).
-    The variable is taken out of this process's environment first, so nothing the flow
-    starts inherits it; a ticket file it names is read and removed."""
-    text = os.environ.pop(ENV_VAR, "") if value is None else value
+    A ticket file it names (a worker's way) is read and removed, and the variable taken
+    out of this process's environment, so nothing the flow starts inherits it. A ticket
+    given inline (a child started by hand) stays, as before: a ``run --detach`` passes
+    it on to the run it launches."""
+    text = os.environ.get(ENV_VAR, "") if value is None else value
     if not text:
         return None
     if text.startswith(TICKET_FILE):
+        if value is None:
+            del os.environ[ENV_VAR]
         text = take_ticket(Path(text.removeprefix(TICKET_FILE)))
     remote = RemoteMirror(RunTicket.parse(text))
     mirror.install(remote)
