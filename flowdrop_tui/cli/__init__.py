@@ -102,8 +102,9 @@ def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
             print(dump({**exc.as_json(), **extra}))
         err(f"flowdrop-tui: {exc.message}")
         return exc.exit_code
-    except KeyboardInterrupt:
-        err("flowdrop-tui: interrupted")
+    except KeyboardInterrupt as exc:
+        said = str(exc)  # what became of what it interrupted, when that needs saying
+        err(f"flowdrop-tui: interrupted; {said}" if said else "flowdrop-tui: interrupted")
         return 130
     except BrokenPipeError:
         return 0

@@ -14,7 +14,7 @@ from flowdrop_tui.cli.launching import (
     options,
     print_launched,
 )
-from flowdrop_tui.cli.output import Warnings, dump
+from flowdrop_tui.cli.output import Warnings, dump, err
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
@@ -48,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.warnings.add(by_path)
         mode = workspace.mode(args)
         if args.detach or not mode.runs_here:
-            answer = mode.start(ref, asked, option_args(asked))
+            answer = mode.start(ref, asked, option_args(asked), say=err)
             return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
 
     def make(warnings: Warnings) -> Execution:

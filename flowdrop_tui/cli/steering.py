@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from flowdrop_tui.cli import workspace
-from flowdrop_tui.cli.output import Warnings, dump
+from flowdrop_tui.cli.output import Warnings, dump, err
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
@@ -41,7 +41,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.handshake_fd is None:
         mode = workspace.mode(args)
         if args.detach or not mode.runs_here:
-            answer = mode.resume(args.run, option_args(asked))
+            answer = mode.resume(args.run, option_args(asked), say=err)
             return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
 
     def make(warnings: Warnings) -> Execution:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # each verb imports what it runs: `stop` never loads the laun
 # the run (or closes one) and runs it as local code does, whatever the config says;
 # its record writes go through to PostgreSQL (the mirror, installed by ``choose``).
 REMOTE_RUN_ENV = "FLOWDROP_REMOTE_RUN"
+_run_child = False  # this process is such a run child (its variable already taken)
 
 
 class LiveFeed(Protocol):
@@ -70,13 +71,27 @@ class Mode(Protocol):
         """Seconds between looks at a run a command waits on (``stop --wait``)."""
         ...
 
-    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+    def start(
+        self,
+        ref: FlowRef,
+        options: StartOptions,
+        extra: list[str],
+        *,
+        say: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
         """Start ``ref`` in the background: ``{"run", "flow", "warnings"}`` once it exists,
-        or the refusal it met (the class that owns its code: ``errors.error_for``)."""
+        or the refusal it met (the class that owns its code: ``errors.error_for``).
+        ``say``: told once if the start waits (remote: for a worker to take it); Ctrl-C
+        meanwhile withdraws it (``KeyboardInterrupt``, its text what became of it)."""
         ...
 
     def resume(
-        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        extra: list[str],
+        *,
+        by: dict[str, Any] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]: ...
 
     def answer(
@@ -139,7 +154,14 @@ class LocalMode:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
 
-    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
+    def start(
+        self,
+        ref: FlowRef,
+        options: StartOptions,
+        extra: list[str],
+        *,
+        say: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
         from flowdrop_tui.core.control import launch
 
         return launch.launch_run(
@@ -154,7 +176,12 @@ class LocalMode:
         )
 
     def resume(
-        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        extra: list[str],
+        *,
+        by: dict[str, Any] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         from flowdrop_tui.core.control import launch
 
@@ -219,7 +246,7 @@ def choose(layout: Layout) -> Mode:
     for remote mode (``.flowdrop/config.toml`` ``[remote]`` or ``FLOWDROP_*``). A run
     child a worker started is local (its writes go through the mirror that
     ``install_run_mirror`` put in place), whatever the config it inherited says."""
-    if os.environ.get(REMOTE_RUN_ENV):
+    if _run_child or os.environ.get(REMOTE_RUN_ENV):
         return LocalMode(layout)
     settings = config.load(layout)
     if settings is None:
@@ -233,10 +260,14 @@ def install_run_mirror() -> None:
     """In a run child a worker started (``REMOTE_RUN_ENV``), write every record through
     to PostgreSQL from the first write on — before anything else, even a usage error's
     answer, so nothing the run writes stays on this machine alone."""
+    global _run_child
     if os.environ.get(REMOTE_RUN_ENV):
         from flowdrop_tui.core.remote.write_through import install_from_env  # psycopg
 
         install_from_env()
+        # A ticket file's variable is gone once read (nothing the flow starts has it):
+        # this process is still the run child.
+        _run_child = _run_child or not os.environ.get(REMOTE_RUN_ENV)
 
 
 def serve_worker(

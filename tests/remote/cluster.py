@@ -102,18 +102,30 @@ class Cluster:
     orphans: list[int] = field(default_factory=list)  # run children a test left parentless
 
     def start_worker(
-        self, name: str, *, max_runs: int = 4, extra: tuple[str, ...] = ()
+        self,
+        name: str,
+        *,
+        max_runs: int = 4,
+        extra: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+        postgres_flag: bool = True,
     ) -> WorkerProcess:
+        """``env``: more variables for the worker; ``postgres_flag=False``: the URL
+        in ``FLOWDROP_POSTGRES``, not on the command line (where ``ps`` shows it)."""
         home = self.root / f"machine-{name}"
         home.mkdir(parents=True, exist_ok=True)
         log = home / "worker.log"
-        env = {
+        variables = {
             **os.environ,
             "HOME": str(home),
             "PYTHONUNBUFFERED": "1",
         }
         for var in ("FLOWDROP_TEMPORAL", "FLOWDROP_POSTGRES", "FLOWDROP_SPACE"):
-            env.pop(var, None)
+            variables.pop(var, None)
+        variables.update(env or {})
+        if not postgres_flag:  # both, or the worker refuses a half remote config
+            variables["FLOWDROP_POSTGRES"] = self.postgres
+            variables["FLOWDROP_TEMPORAL"] = self.temporal
         command = [
             sys.executable,
             "-m",
@@ -125,8 +137,7 @@ class Cluster:
             str(home / "flowdrop-worker"),
             "--temporal",
             self.temporal,
-            "--postgres",
-            self.postgres,
+            *(["--postgres", self.postgres] if postgres_flag else []),
             "--task-queue",
             self.task_queue,
             "--max-runs",
@@ -137,7 +148,7 @@ class Cluster:
             process = subprocess.Popen(
                 command,
                 cwd=home,
-                env=env,
+                env=variables,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

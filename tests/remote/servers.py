@@ -268,6 +268,11 @@ class TcpProxy:
 
     close = cut
 
+    def connections(self) -> int:
+        """How many connections go through the proxy now (after a cut: those made since)."""
+        with self._lock:
+            return len(self._sockets) // 2
+
     def _accept(self, listener: socket.socket) -> None:
         while True:
             try:

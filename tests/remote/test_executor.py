@@ -15,7 +15,9 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote.activities import check_request
 from flowdrop_tui.core.remote.workflow import FlowInput
 
-CONFIG = '[remote]\ntemporal = "127.0.0.1:1"\npostgres = "postgresql://x@127.0.0.1:1/p"\n'
+CONFIG = (
+    '[remote]\ntemporal = "127.0.0.1:1"\npostgres = "postgresql://x@127.0.0.1:1/p"\nspace = "s"\n'
+)
 
 
 def test_no_config_is_local_and_a_run_child_is_always_local(

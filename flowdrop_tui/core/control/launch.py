@@ -97,8 +97,8 @@ def launch(
 ) -> dict[str, Any]:
     """Start a run in its own session and process group; wait only for it to be created.
 
-    ``env``: variables added to this process's environment for the child (a remote
-    run's mirror settings); None passes the environment on as it is."""
+    ``env``: the child's whole environment (a remote run's: the worker's, less its
+    secrets, and its ticket); None passes this process's on as it is."""
     message, child = launch_process(layout, child_args, timeout=timeout, env=env)
     # The child lives on in its own session; it is reaped by init when it ends.
     threading.Thread(target=child.wait, daemon=True).start()
@@ -134,7 +134,7 @@ def launch_process(
             stderr=subprocess.STDOUT,
             pass_fds=(write_fd,),
             start_new_session=True,
-            env=None if env is None else {**os.environ, **env},
+            env=env,
         )
     except OSError as exc:
         os.close(read_fd)

@@ -50,11 +50,13 @@ from flowdrop_tui.core.remote.workflow import (
     ReapInput,
 )
 from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
-from flowdrop_tui.core.remote.write_through import RunTicket, ship_output
+from flowdrop_tui.core.remote.write_through import ENV_VAR, TICKET_FILE, RunTicket, ship_output
 
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
 SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
 CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
+
+TICKETS = "tickets"  # the folder of the worker's home holding run children's tickets
 
 
 RunStore = PostgresStore  # what a worker calls of the record store
@@ -70,7 +72,9 @@ class StoreAccess(Protocol):
 
     url: str  # the PostgreSQL URL, for the run child's ticket
 
-    def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]: ...
+    def child_env(
+        self, space: str, key: str, epoch: int, worker: str, tickets: Path
+    ) -> dict[str, str]: ...
 
 
 @dataclass
@@ -155,7 +159,9 @@ class WorkerActivities:
             tree = checked
             layout = Layout(tree)
             await asyncio.to_thread(self.access.sync, layout, store)
-            env = self.access.child_env(request.space, request.key, epoch, self.worker_id)
+            env = self.access.child_env(
+                request.space, request.key, epoch, self.worker_id, self.home / TICKETS
+            )
             if request.branch:  # the run records the client's branch, not a detached HEAD
                 env[BRANCH_ENV] = request.branch
             args = request.args
@@ -165,11 +171,17 @@ class WorkerActivities:
                 given.write_text(request.snapshot)
                 args = [*args, "--snapshot", str(given)]
             if request.mode == CLOSE:
-                answer = await asyncio.to_thread(_close_paused, layout, args, env)
+                try:
+                    answer = await asyncio.to_thread(_close_paused, layout, args, env)
+                finally:
+                    _drop_ticket(env)
                 await handle.signal("started", answer)
                 return {"run": request.run, "outcome": "closed", "exit": answer.get("exit")}
             shipped = _size(layout.run_dir(request.run)) if request.run else 0
-            message, child = await asyncio.to_thread(launch_process, layout, args, env=env)
+            try:
+                message, child = await asyncio.to_thread(launch_process, layout, args, env=env)
+            finally:
+                _drop_ticket(env)  # read by now (first thing the child does), or never
             if isinstance(message.get("error"), dict):
                 await asyncio.to_thread(child.wait)
                 await handle.signal("started", message)
@@ -431,6 +443,23 @@ def _tree_name(space: str, key: str, epoch: int) -> str:
     return f"{digest}-{epoch}"
 
 
+def sweep_tickets(home: Path) -> None:
+    """Remove the ticket files a dead worker left in ``home`` (children it started
+    and that never read theirs)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(home / TICKETS):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+
+
+def _drop_ticket(env: dict[str, str]) -> None:
+    """Remove a child's ticket file if the child did not (it died before reading it)."""
+    value = env.get(ENV_VAR, "")
+    if value.startswith(TICKET_FILE):
+        with contextlib.suppress(OSError):
+            os.unlink(value.removeprefix(TICKET_FILE))
+
+
 def _close_paused(layout: Layout, args: list[str], env: dict[str, str]) -> dict[str, Any]:
     """``stop`` of a paused run, as its holder: the CLI's own ``stop`` in the worktree,
     writing through the mirror; its JSON answer and exit status."""
@@ -440,7 +469,7 @@ def _close_paused(layout: Layout, args: list[str], env: dict[str, str]) -> dict[
     done = subprocess.run(
         [*command, "--json"],
         cwd=layout.workspace,
-        env={**os.environ, **env},
+        env=env,  # the whole environment (``StoreAccess.child_env``)
         capture_output=True,
         timeout=CLOSE_LIMIT,
         stdin=subprocess.DEVNULL,

@@ -157,6 +157,7 @@ def store_label(config: RemoteConfig) -> str:
 
 
 FOLLOW_GRACE = 20.0  # seconds without a new failure after which the follower is taken as back
+FOLLOW_RETRY = 1.0  # seconds: the longest wait between two tries of a follower that failed
 
 
 class LiveReplica:
@@ -165,8 +166,10 @@ class LiveReplica:
     machines' writes land in the replica's files, where the local readers see them.
 
     ``problem()`` says why following has been failing (the follower retries with
-    backoff); ``failing_for()`` how long without a break, for a caller that must not
-    wait for ever."""
+    backoff, at most ``FOLLOW_RETRY`` apart); ``failing_for()`` how long without a
+    break, for a caller that must not wait for ever. A sync that succeeds ends the
+    failure at once, whether it brought anything or not (the window of a later outage
+    starts afresh)."""
 
     def __init__(self, layout: Layout, config: RemoteConfig) -> None:
         from flowdrop_tui.core.remote.replica import Follower
@@ -180,9 +183,10 @@ class LiveReplica:
             layout,
             config.postgres,
             config.space,
-            on_sync=lambda _report: self._recovered(),
+            on_ok=self._recovered,
             on_error=self._failed,
             interval=2.0,
+            max_delay=FOLLOW_RETRY,
         )
 
     def start(self) -> None:

@@ -56,13 +56,29 @@ class RemoteMode:
 
     # -- the executor verbs -------------------------------------------------------------
 
-    def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
-        return self._runs().start(ref, options, extra)
+    def start(
+        self,
+        ref: FlowRef,
+        options: StartOptions,
+        extra: list[str],
+        *,
+        say: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
+        runs = self._runs()
+        runs.say = say
+        return runs.start(ref, options, extra)
 
     def resume(
-        self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        extra: list[str],
+        *,
+        by: dict[str, Any] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        return self._runs().resume(run_id, extra, by=by)
+        runs = self._runs()
+        runs.say = say
+        return runs.resume(run_id, extra, by=by)
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None

@@ -345,7 +345,12 @@ class Follower:
     """Keeps a workspace's replica current from a thread of its own.
 
     ``on_sync(report)`` is called (from that thread) after every sync that applied
-    something; ``on_error(exc)`` when PostgreSQL cannot be reached (it retries)."""
+    something; ``on_ok()`` after every sync that succeeded, whether it applied anything
+    or not (following works again); ``on_error(exc)`` when PostgreSQL cannot be reached.
+    It then retries with backoff, 0.2 s doubling up to ``max_delay``: a reader waiting
+    out an outage with a deadline needs the retry that comes after the server is back
+    to come well before the deadline (doubling to 10 s, a 20 s outage was seen next at
+    32.6 s)."""
 
     def __init__(
         self,
@@ -354,14 +359,18 @@ class Follower:
         space: str,
         *,
         on_sync: Callable[[SyncReport], None] | None = None,
+        on_ok: Callable[[], None] | None = None,
         on_error: Callable[[Exception], None] | None = None,
         interval: float = 2.0,
+        max_delay: float = 10.0,
     ) -> None:
         self.layout = layout
         self.store = PostgresStore(url, space)
         self.on_sync = on_sync
+        self.on_ok = on_ok
         self.on_error = on_error
         self.interval = interval
+        self.max_delay = max_delay
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._listener: psycopg.Connection[Any] | None = None
@@ -392,7 +401,7 @@ class Follower:
                     with contextlib.suppress(Exception):
                         self.on_error(exc)
                 self._stop.wait(delay)
-                delay = min(delay * 2, 10.0)
+                delay = min(delay * 2, self.max_delay)
         self._close_listener()
 
     def _follow(self) -> None:
@@ -415,6 +424,8 @@ class Follower:
 
     def _sync(self) -> None:
         report = sync(self.layout, self.store)
+        if self.on_ok is not None:
+            self.on_ok()
         if (report.changed or report.deleted) and self.on_sync is not None:
             self.on_sync(report)
 

@@ -15,6 +15,7 @@ record is written through to PostgreSQL by a holder of the key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import time
 from collections.abc import Callable
@@ -23,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
@@ -59,6 +66,8 @@ SETTLE_LIMIT = 10.0  # seconds a run its worker let go of may still read live he
 WORKFLOW_TASK_TIMEOUT = timedelta(seconds=2)
 LOST_START_RETRIES = 3  # starts made again after a worker was lost before the run existed
 START_LIMIT = 300.0  # seconds `run` waits for a worker to take the run and create it
+WAIT_NOTICE = 3.0  # seconds after which a start no worker has taken is said to wait
+TAKEN_EVERY = 1.0  # seconds between looks at whether a worker took the start
 
 
 class TemporalExecutor:
@@ -69,6 +78,9 @@ class TemporalExecutor:
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
         self.layout = layout
         self.settings = settings
+        # Told, once, that a start waits for a worker (the CLI: a line on stderr).
+        self.say: Callable[[str], None] | None = None
+        self.interrupted = ""  # what became of a start Ctrl-C interrupted
 
     # -- the replica --------------------------------------------------------------------
 
@@ -139,7 +151,7 @@ class TemporalExecutor:
         # its worker has shipped the last output): wait for it, as `r` pressed right
         # after `p` must not be refused ALREADY_RUNNING by the run it resumes.
         paused = request.mode in (CLOSE, RESUME)
-        answer = asyncio.run(self._start_async(request, after_end=paused))
+        answer = self._run_start(request, after_end=paused)
         for _ in range(LOST_START_RETRIES):
             if _code(answer) != "WORKER_LOST":
                 break
@@ -150,12 +162,21 @@ class TemporalExecutor:
             self._warnings.append(
                 f"a worker was lost taking {request.key} before the run started; started again"
             )
-            answer = asyncio.run(self._start_async(request, after_end=True))
+            answer = self._run_start(request, after_end=True)
         error = answer.get("error")
         if isinstance(error, dict):
             raise error_for(str(error.get("code")), str(error.get("message")))
         warnings = [*self._warnings, *(answer.get("warnings") or [])]
         return {**answer, "warnings": warnings}
+
+    def _run_start(self, request: FlowInput, *, after_end: bool) -> dict[str, Any]:
+        """``_start_async`` to its end; Ctrl-C while it waits is a ``KeyboardInterrupt``
+        that says what became of the start (the CLI's one line, exit 130)."""
+        self.interrupted = ""
+        try:
+            return asyncio.run(self._start_async(request, after_end=after_end))
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(self.interrupted) from None
 
     async def _start_async(self, request: FlowInput, *, after_end: bool = False) -> dict[str, Any]:
         client = await self._client()
@@ -181,17 +202,82 @@ class TemporalExecutor:
                 ):
                     continue
                 raise AlreadyRunningError(self._running_words(request.key, wid)) from None
+        waiting = asyncio.ensure_future(handle.execute_update(FlowKeyWorkflow.wait_started))
+        # Its failure once cancelled (Ctrl-C, the time limit) is retrieved here: asyncio
+        # would print it at exit, ~30 lines of traceback after the one-line answer.
+        waiting.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
-            answer: dict[str, Any] = await asyncio.wait_for(
-                handle.execute_update(FlowKeyWorkflow.wait_started), START_LIMIT
-            )
+            answer: dict[str, Any] = await self._await_start(handle, request, waiting)
         except TimeoutError:
+            waiting.cancel()
+            await self._withdraw(handle, "no worker took it in time")
             raise FlowdropError(
                 f"no worker took {request.key} within {START_LIMIT:.0f} s (task queue "
-                f"{self.settings.task_queue}); start one with: flowdrop-tui worker — the run "
-                "starts when one polls"
+                f"{self.settings.task_queue}), and the start was withdrawn: nothing runs it "
+                f"later; start a worker ({self._worker_hint()}), then run it again"
             ) from None
+        except asyncio.CancelledError:
+            # Ctrl-C (asyncio.run turns SIGINT into this): a start no worker has taken
+            # is withdrawn, so it never runs later, unseen; then the interrupt goes on
+            # to the CLI's one line and exit 130.
+            waiting.cancel()
+            if not await self._taken(handle):
+                await self._withdraw(handle, "interrupted before a worker took it")
+                self.interrupted = f"the start of {request.key} was withdrawn: nothing runs it"
+            else:
+                self.interrupted = (
+                    f"a worker had already taken {request.key}: its run goes on; see it with "
+                    f"flowdrop-tui runs {request.key}, stop it with flowdrop-tui stop RUN"
+                )
+            raise
         return answer
+
+    async def _await_start(
+        self, handle: WorkflowHandle[Any, Any], request: FlowInput, waiting: asyncio.Future[Any]
+    ) -> dict[str, Any]:
+        """The ``wait_started`` answer; while no worker has taken the start, say once (after
+        ``WAIT_NOTICE``) that it waits, on which queue, and how to start a worker."""
+        deadline = time.monotonic() + START_LIMIT
+        notice_at = time.monotonic() + WAIT_NOTICE
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            done, _ = await asyncio.wait({waiting}, timeout=min(TAKEN_EVERY, left))
+            if done:
+                answer: dict[str, Any] = waiting.result()
+                return answer
+            if self.say is not None and time.monotonic() >= notice_at:
+                if not await self._taken(handle):
+                    self.say(
+                        f"flowdrop-tui: waiting for a worker to take {request.key} on task "
+                        f"queue {self.settings.task_queue} (none has yet); start one with: "
+                        f"{self._worker_hint()} — Ctrl-C withdraws the start"
+                    )
+                notice_at = float("inf")
+
+    def _worker_hint(self) -> str:
+        queue = self.settings.task_queue
+        where = "" if queue == "flowdrop" else f" --task-queue {queue}"
+        return f"flowdrop-tui worker --temporal {self.settings.temporal} --postgres URL{where}"
+
+    async def _taken(self, handle: WorkflowHandle[Any, Any]) -> bool:
+        """Whether a worker took the start: its ``run_flow`` started, or the workflow is
+        past it (closed). Unknown (Temporal not answering) counts as taken: nothing is
+        withdrawn on a guess."""
+        try:
+            described = await handle.describe()
+        except Exception:
+            return True
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            return True
+        scheduled = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+        return any(a.state != scheduled for a in described.raw_description.pending_activities)
+
+    async def _withdraw(self, handle: WorkflowHandle[Any, Any], why: str) -> None:
+        """Terminate the key's workflow: a start nobody took never runs later."""
+        with contextlib.suppress(Exception):  # already closed: nothing left to run
+            await handle.terminate(reason=f"flowdrop-tui: {why}")
 
     def _run_ended(self, run_id: str) -> bool:
         """Whether the records (synced first) say ``run_id`` has stopped: ended or paused."""

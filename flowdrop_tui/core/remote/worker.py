@@ -33,7 +33,12 @@ from flowdrop_tui.core.errors import FlowdropError, UsageError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import replica, worktrees
-from flowdrop_tui.core.remote.activities import RunStore, StoreAccess, WorkerActivities
+from flowdrop_tui.core.remote.activities import (
+    RunStore,
+    StoreAccess,
+    WorkerActivities,
+    sweep_tickets,
+)
 from flowdrop_tui.core.remote.remote_errors import StoreError, StoreUnreachableError
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.temporal_client import connect
@@ -43,7 +48,7 @@ from flowdrop_tui.core.remote.workflow import (
     LEASE_GONE,
     FlowKeyWorkflow,
 )
-from flowdrop_tui.core.remote.write_through import RunTicket
+from flowdrop_tui.core.remote.write_through import RunTicket, flow_env, password_shown
 
 _TEMPORAL_SETTING = "the worker's --temporal (or FLOWDROP_TEMPORAL)"
 DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round
@@ -79,8 +84,13 @@ class PostgresAccess:
     def sync(self, layout: Layout, store: RunStore) -> None:
         replica.sync(layout, store)
 
-    def child_env(self, space: str, key: str, epoch: int, worker: str) -> dict[str, str]:
-        return RunTicket(self.url, space, key, epoch, worker).env()
+    def child_env(
+        self, space: str, key: str, epoch: int, worker: str, tickets: Path
+    ) -> dict[str, str]:
+        """A run child's whole environment: the worker's, less its own settings and
+        secrets, and the variable naming the child's ticket file (in ``tickets``)."""
+        ticket = RunTicket(self.url, space, key, epoch, worker)
+        return {**flow_env(os.environ, self.url), **ticket.hand_over(tickets)}
 
 
 async def serve(
@@ -97,8 +107,15 @@ async def serve(
     client = await connect(settings.temporal, settings.namespace, setting=_TEMPORAL_SETTING)
     lease = await asyncio.to_thread(Lease.take, settings.access.url, settings.worker_id)
     left = worktrees.sweep(settings.home)
+    sweep_tickets(settings.home)
     if left:
         say(f"worker {settings.worker_id}: removed {len(left)} worktrees a dead worker left")
+    if password_shown(settings.access.url):
+        say(
+            f"worker {settings.worker_id}: warning: the PostgreSQL password is on this "
+            "worker's command line, where `ps` shows it to every user of the machine; give "
+            "the URL in FLOWDROP_POSTGRES instead (or the password in ~/.pgpass)"
+        )
     acts = WorkerActivities(settings.worker_id, settings.home, settings.access)
     identity = f"{settings.worker_id}@{socket.gethostname()}"
     # The workflow module imports only temporalio and the standard library; passing

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
+import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -57,6 +60,21 @@ ENV_VAR = "FLOWDROP_REMOTE_RUN"
 # requests are this machine's control files, sessions/ holds links to transcripts on
 # this disk (usage is recorded as events instead); output.log is shipped by the
 # worker's activity.
+TICKET_FILE = "file:"  # FLOWDROP_REMOTE_RUN=file:PATH: the ticket is in PATH (read once)
+# The worker's own settings and secrets, never passed to a flow: remote mode's
+# variables, the UI server's token, libpq's (PGPASSWORD, PGPASSFILE, PGSERVICEFILE, …).
+_WORKER_ONLY = frozenset(
+    {
+        "FLOWDROP_POSTGRES",
+        "FLOWDROP_TEMPORAL",
+        "FLOWDROP_SPACE",
+        "FLOWDROP_ORIGIN",
+        "FLOWDROP_NAMESPACE",
+        "FLOWDROP_TASK_QUEUE",
+        "FLOWDROP_SERVE_TOKEN",
+        ENV_VAR,
+    }
+)
 _NOT_MIRRORED = frozenset({LIVE_LOCK, REMOTE_LIVE, REQUESTS, SESSIONS})
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 5.0
@@ -74,8 +92,23 @@ class RunTicket:
     worker: str
 
     def env(self) -> dict[str, str]:
-        """The environment entry that makes a child mirror its records."""
+        """The environment entry that makes a child mirror its records, the ticket inline
+        (for a hand-started child and the tests; a worker hands it over in a file)."""
         return {ENV_VAR: orjson.dumps(asdict(self)).decode()}
+
+    def hand_over(self, folder: Path) -> dict[str, str]:
+        """The ticket in a new file only this user can read (0600, in ``folder``: the
+        worker's home), the variable naming it: the password is never in the child's
+        environment (inherited by every process the flow starts, and readable in
+        ``/proc/PID/environ`` even after it is unset) nor on its command line (``ps``).
+        The child reads the file and removes it first thing (``take_ticket``)."""
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = folder / f"{secrets.token_hex(8)}.json"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path, flags, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(orjson.dumps(asdict(self)))
+        return {ENV_VAR: f"{TICKET_FILE}{path}"}
 
     @classmethod
     def parse(cls, text: str) -> RunTicket:
@@ -306,13 +339,81 @@ def _say_on_stderr(line: str) -> None:
 
 
 def install_from_env(value: str | None = None) -> RemoteMirror | None:
-    """Install the mirror ``FLOWDROP_REMOTE_RUN`` asks for (None when it is not set)."""
+    """Install the mirror ``FLOWDROP_REMOTE_RUN`` asks for (None when it is not set).
+    A ticket file it names (a worker's way) is read and removed, and the variable taken
+    out of this process's environment, so nothing the flow starts inherits it. A ticket
+    given inline (a child started by hand) stays, as before: a ``run --detach`` passes
+    it on to the run it launches."""
     text = os.environ.get(ENV_VAR, "") if value is None else value
     if not text:
         return None
+    if text.startswith(TICKET_FILE):
+        if value is None:
+            del os.environ[ENV_VAR]
+        text = take_ticket(Path(text.removeprefix(TICKET_FILE)))
     remote = RemoteMirror(RunTicket.parse(text))
     mirror.install(remote)
     return remote
+
+
+def take_ticket(path: Path) -> str:
+    """The ticket file's text; the file removed. Refused unless it is a plain file of
+    this user that no one else can read (a ticket carries the PostgreSQL password)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(
+            f"{ENV_VAR}: cannot read the ticket file {path} ({exc.strerror or exc}); each "
+            "is read once, by the run process its worker made it for"
+        ) from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise UsageError(
+                f"{ENV_VAR}: the ticket file {path} must be a file of this user that only "
+                "this user can read (0600)"
+            )
+        with os.fdopen(os.dup(fd), "rb") as given:
+            text = given.read().decode(errors="replace")
+    finally:
+        os.close(fd)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return text
+
+
+def _password(postgres: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        return str(conninfo_to_dict(postgres).get("password") or "")
+    except Exception:
+        return ""
+
+
+def password_shown(postgres: str) -> bool:
+    """Whether this process's command line (``ps``, readable by every user) holds the
+    password of ``postgres``."""
+    password = _password(postgres)
+    try:
+        cmdline = Path("/proc/self/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        cmdline = "\0".join(sys.argv)
+    return bool(password) and password in cmdline
+
+
+def flow_env(environ: dict[str, str] | os._Environ[str], postgres: str) -> dict[str, str]:
+    """The worker's environment as a run child gets it: without the worker's own
+    settings and secrets (``_WORKER_ONLY``, libpq's ``PG*``) nor any variable holding
+    the PostgreSQL password. The rest (PATH, HOME, an agent's API key…) is the flow's."""
+    password = _password(postgres)
+    return {
+        name: value
+        for name, value in environ.items()
+        if name not in _WORKER_ONLY
+        and not name.startswith("PG")
+        and not (password and password in value)
+    }
 
 
 def ship_output(store: PostgresStore, ticket: RunTicket, run_dir: Path, offset: int) -> int:
