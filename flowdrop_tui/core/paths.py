@@ -256,7 +256,7 @@ class Layout:
         """
         self.ensure()
         for folder in (self.runs, self.keys):
-            probe = folder / f".probe-{os.getpid()}"
+            probe = folder / f".probe-{os.getpid()}-{secrets.token_hex(4)}"  # threads too
             try:
                 probe.write_bytes(b"probe")
                 probe.unlink()
@@ -288,7 +288,9 @@ def _write_ignore(root: Path) -> None:
         empty = None
     if empty is False:
         return
-    tmp = root / f".gitignore.{os.getpid()}.tmp"
+    # Its own name: two threads of one process (the UI's readers, a replica's syncs) may
+    # make the folder at once; a name per process only was "File exists" for one of them.
+    tmp = root / f".gitignore.{os.getpid()}-{secrets.token_hex(4)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o644)
     try:

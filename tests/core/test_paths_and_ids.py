@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import orjson
 import pytest
 
 from flowdrop_tui.core.errors import InvalidNameError
-from flowdrop_tui.core.paths import RUN_ID_RE, check_run_ref, key_filename, new_run_id, validate_key
+from flowdrop_tui.core.paths import (
+    RUN_ID_RE,
+    Layout,
+    check_run_ref,
+    key_filename,
+    new_run_id,
+    validate_key,
+)
 from tests.conftest import CLI, write_flow
 
 ESCAPES = [
@@ -141,3 +149,34 @@ def test_unwritable_records_refuse_the_run_up_front(workspace: Path, cli: CLI) -
     assert "Traceback" not in done.stderr
     detached = cli("run", "f", "--detach", "--json")
     assert detached.returncode == 3
+
+
+def _make_at_once(layout: Layout, threads: int) -> list[BaseException]:
+    start = threading.Barrier(threads)
+    failures: list[BaseException] = []
+
+    def make() -> None:
+        start.wait()
+        try:
+            layout.check_writable()
+        except BaseException as exc:  # every failure is the finding
+            failures.append(exc)
+
+    running = [threading.Thread(target=make) for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    return failures
+
+
+def test_threads_making_the_records_folder_at_once_all_succeed(tmp_path: Path) -> None:
+    """Guards a race seen under load: two threads of one process (a replica's syncs, the
+    UI's readers) made `.flowdrop/` at once and one was refused "File exists" — the
+    `.gitignore`'s temporary file and the write probe were named by the process only."""
+    for attempt in range(20):
+        (tmp_path / f"ws{attempt}").mkdir()
+        layout = Layout(tmp_path / f"ws{attempt}")
+        assert _make_at_once(layout, 8) == []
+        assert (layout.root / ".gitignore").read_bytes() == b"*\n"
+        assert [p.name for p in layout.root.iterdir() if p.name.endswith(".tmp")] == []
