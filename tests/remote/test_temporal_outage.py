@@ -60,7 +60,7 @@ def test_a_run_outlives_a_temporal_outage_and_counts_on(
     """Guards against a Temporal restart (or a blip past the heartbeat timeout) killing
     every run in the cluster while clients still show them running."""
     first = own_cluster.start_worker("a", max_runs=1)
-    spare = own_cluster.start_worker("b", max_runs=1)  # would take the reap, and a pick-up
+    spare = own_cluster.start_worker("b", max_runs=1)  # the other would take a reap
     client: Client = make_client(own_cluster, space, tmp_path)
     client.add_flow("counter", COUNTER)
     first.wait_polling()
@@ -69,7 +69,9 @@ def test_a_run_outlives_a_temporal_outage_and_counts_on(
     store = PostgresStore(own_cluster.postgres, space)
     try:
         info = wait_for("the run live", lambda: (store.run_info(run) or {}).get("live"))
-        assert info and store.run_info(run)["worker"] == "a"  # type: ignore[index]
+        # Either worker may take it (both poll the queue): the one that did keeps it.
+        holder = (store.run_info(run) or {}).get("worker")
+        assert info and holder in ("a", "b"), holder
         epoch = store.key_epoch("counter")
         wait_for("three rounds", lambda: stored_round(store, run) >= 3)
 
@@ -91,7 +93,7 @@ def test_a_run_outlives_a_temporal_outage_and_counts_on(
             timeout=HEARTBEAT_TIMEOUT.total_seconds() * 4 + 30,
         )
         row = store.run_info(run)
-        assert row is not None and row["live"] and row["worker"] == "a", row
+        assert row is not None and row["live"] and row["worker"] == holder, row
         assert store.key_epoch("counter") == epoch, "the run was reaped (its key fenced)"
         shown = client.json("show", run)
         assert shown["status"] == "running", shown["status"]
