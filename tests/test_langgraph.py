@@ -368,3 +368,18 @@ async def test_the_ui_lists_a_graph_thread_beside_the_flows(
         table.move_cursor(row=1)
         await until(pilot, lambda: list(app.main_screen.runs.runs) == [run["run"]])
         assert not app.said, app.said
+
+
+def test_without_the_extra_the_import_says_how_to_get_it() -> None:
+    """A user who imports the saver without LangGraph installed is told the extra."""
+    code = (
+        "import sys\n"
+        "sys.modules['langchain_core'] = None\n"
+        "sys.modules['langgraph'] = None\n"
+        "import flowdrop_tui.langgraph\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert "pip install 'flowdrop-tui[langgraph]'" in done.stderr.splitlines()[-1]
