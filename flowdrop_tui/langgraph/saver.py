@@ -102,23 +102,21 @@ class FlowdropSaver(BaseCheckpointSaver[str]):
             pending_writes=pending,
         )
 
-    def _pending_channels(self, thread_id: str) -> set[str]:
-        """The channels written since the thread's newest root checkpoint."""
+    def _root_writes(self, thread_id: str) -> list[Any]:
+        """The writes pending on the thread's newest root checkpoint."""
         fold = self._log(thread_id).fold()
         root = [cid for ns, cid in fold.rows if ns == ""]
-        if not root:
-            return set()
-        return {write[1] for write in (fold.writes.get(("", max(root))) or {}).values()}
+        return list((fold.writes.get(("", max(root))) or {}).values()) if root else []
+
+    def _pending_channels(self, thread_id: str) -> set[str]:
+        """The channels written since the thread's newest root checkpoint."""
+        return {write[1] for write in self._root_writes(thread_id)}
 
     def _questions(self, thread_id: str) -> list[Any]:
         """What the thread's pending ``interrupt()``s ask: their values (SPEC §22: the
         paused run's open question, listed in the inbox)."""
-        fold = self._log(thread_id).fold()
-        root = [cid for ns, cid in fold.rows if ns == ""]
-        if not root:
-            return []
         asked: list[Any] = []
-        for write in (fold.writes.get(("", max(root))) or {}).values():
+        for write in self._root_writes(thread_id):
             if write[1] != INTERRUPT:
                 continue
             value = self.serde.loads_typed(write[2])
