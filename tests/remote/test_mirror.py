@@ -397,6 +397,27 @@ def test_a_fenced_mirror_says_one_line_and_ends_the_process(
     mirror.close()
 
 
+def test_the_mirror_keeps_durably_in_its_process_and_not_in_a_forked_copy(
+    pg_store: PostgresStore, tmp_path: Path
+) -> None:
+    """Guards against a save skipping its sync where no commit stands behind it: a
+    forked copy of the run sends nothing to PostgreSQL, so its saves keep their own."""
+    mirror, _ = _in_process_mirror(pg_store, tmp_path)
+    assert mirror.keeps_durably is True
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the forked copy: says what it sees, then leaves at once
+        os.write(write, b"1" if mirror.keeps_durably else b"0")
+        os._exit(0)
+    os.close(write)
+    seen = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert seen == b"0"
+    assert mirror.keeps_durably is True  # this process still does
+    mirror.close()
+
+
 HELD = """
 import time
 from pathlib import Path

@@ -17,6 +17,12 @@ return (a key set is not done until the mirror has it), from inside their own lo
 A mirror never raises into a writer: it retries what it cannot send yet, and ends
 the process when it must not write at all (fenced out).
 
+- ``keeps_durably``: whether the mirror's copy is the durable one — a write it has
+  taken survives a power cut of this machine (PostgreSQL committed it, and whoever
+  picks the run up reads it from there, never from this disk). Then a whole-file save
+  here need not sync before the mirror is called (``StateFile``): the local file is a
+  working copy, and a write the mirror did not take was never reported saved.
+
 - ``shared(name)``: a workspace file every machine of the space shares
   (``limits.json``: a usage limit closes for every worker's runs), held against the
   other machines while the block runs; ``None`` when it cannot be reached now, and
@@ -40,6 +46,8 @@ class SharedFile(Protocol):
 
 
 class Mirror(Protocol):
+    keeps_durably: bool
+
     def wrote(self, path: Path, data: bytes) -> None: ...
 
     def appended(self, path: Path, data: bytes, offset: int) -> None: ...

@@ -32,6 +32,7 @@ import stat
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -186,6 +187,14 @@ class RemoteMirror:
         self._depth = threading.local()
         self.host = socket.gethostname()
         self._shared_said = -_SAY_EVERY
+        # PostgreSQL's commit is the durable copy of every record write (``wrote``
+        # returns only once it committed, synchronous_commit being the server's), so a
+        # save here need not sync first: a worker's power cut loses at most this working
+        # copy, and the run is reaped and picked up from PostgreSQL (docs/remote.md,
+        # "Durability"). Not in a forked copy of the run, which sends nothing (``_send``).
+        self.keeps_durably = True
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _not_durable_in(ref()))
 
     # --- the seam -------------------------------------------------------------------
 
@@ -330,6 +339,11 @@ class RemoteMirror:
             self._stores.clear()
         for store in stores:
             store.close()
+
+
+def _not_durable_in(forked: RemoteMirror | None) -> None:
+    if forked is not None:
+        forked.keeps_durably = False
 
 
 def _say_on_stderr(line: str) -> None:
