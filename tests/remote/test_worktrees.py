@@ -152,3 +152,70 @@ def test_a_restarted_worker_sweeps_what_a_dead_one_left(tmp_path: Path) -> None:
     assert sweep(tmp_path / "home") == [tree]
     assert not tree.exists() and str(tree) not in git(source.mirror, "worktree", "list")
     assert sweep(tmp_path / "nothing-here") == []
+
+
+def test_a_parked_worktree_is_the_next_runs_at_its_commit_with_only_its_replica_kept(
+    tmp_path: Path,
+) -> None:
+    """Guards against a warm worktree carrying the last run's files (untracked, ignored,
+    edited) into the next run, or losing the replica it is kept for."""
+    origin, clone = make_origin(tmp_path)
+    (clone / "a.txt").write_text("one\n")
+    first = commit_all(clone, "one")
+    source = MirrorWorktrees(str(origin), tmp_path / "home")
+    tree = source.checkout(first, "run-one", pool="space")
+    (tree / "a.txt").write_text("edited by the run\n")
+    (tree / "untracked.txt").write_text("made by the run\n")
+    (tree / "build").mkdir()
+    (tree / ".gitignore").write_text("build/\n")
+    (tree / "build" / "ignored.o").write_text("x")
+    replica = tree / ".flowdrop" / "cache" / "remote-replica.json"
+    replica.parent.mkdir(parents=True)
+    replica.write_text('{"last": 7}')
+    (tree / ".flowdrop" / "given-snapshot.json").write_text("{}")
+    source.park(tree, "space")
+    assert not tree.exists()
+    (clone / "a.txt").write_text("two\n")
+    second = commit_all(clone, "two")
+    other = source.checkout(first, "other-space", pool="elsewhere")  # another space: new
+    assert not (other / ".flowdrop").exists()
+    again = source.checkout(second, "run-two", pool="space")
+    assert git(again, "rev-parse", "HEAD") == second
+    assert (again / "a.txt").read_text() == "two\n"
+    assert not (again / "untracked.txt").exists() and not (again / "build").exists()
+    assert not (again / ".gitignore").exists()
+    assert (again / ".flowdrop" / "cache" / "remote-replica.json").read_text() == '{"last": 7}'
+    assert not (again / ".flowdrop" / "given-snapshot.json").exists()
+    assert git(again, "status", "--porcelain", "--untracked-files=no") == ""
+    fresh = source.checkout(second, "run-three", pool="space")  # none parked now: new
+    assert not (fresh / ".flowdrop").exists()
+
+
+def test_a_new_runs_commit_the_mirror_has_needs_no_fetch(tmp_path: Path) -> None:
+    """Guards against every start asking the origin again (a round trip to a remote
+    git server per start) for a commit the worker's mirror already holds; a commit it
+    lacks is still fetched."""
+    origin, clone = make_origin(tmp_path)
+    head = git(clone, "rev-parse", "HEAD")
+    source = MirrorWorktrees(str(origin), tmp_path / "home")
+    source.release(source.checkout(head, "warm"))
+    away = origin.rename(tmp_path / "origin-away.git")
+    assert git(source.checkout(head, "run"), "rev-parse", "HEAD") == head  # no origin asked
+    away.rename(origin)
+    (clone / "c.txt").write_text("new\n")
+    newer = commit_all(clone, "newer")
+    assert git(source.checkout(newer, "newer"), "rev-parse", "HEAD") == newer
+
+
+def test_a_restarted_worker_drops_the_parked_worktrees(tmp_path: Path) -> None:
+    """Guards against a worker reusing, after a crash or a power cut, a replica whose
+    unsynced writes may have been lost while its cursor says they were applied."""
+    origin, clone = make_origin(tmp_path)
+    head = git(clone, "rev-parse", "HEAD")
+    source = MirrorWorktrees(str(origin), tmp_path / "home")
+    source.park(source.checkout(head, "ended", pool="space"), "space")
+    parked = source.parked / "space" / "ended"
+    assert parked.is_dir()
+    assert sweep(tmp_path / "home") == [parked]
+    assert not parked.exists() and str(parked) not in git(source.mirror, "worktree", "list")
+    assert not (source.checkout(head, "next", pool="space") / ".flowdrop").exists()

@@ -257,13 +257,16 @@ class WorkerActivities:
         self, holding: Holding, store: RunStore, key: str, epoch: int, source: MirrorWorktrees
     ) -> None:
         """The run's life here, whoever attends it: ship its output, push its commits,
-        clear its liveness once it ends, keep its commits, remove its worktree."""
+        clear its liveness once it ends, keep its commits, park its worktree (warm for
+        the next run of the space) or, ended by a signal or a failure here, remove it."""
         outcome: BaseException | int
+        by_itself = False  # the child exited (no signal ended it) and its keeping went well
         try:
             code = await self._watch(holding, store, key, epoch, source)
             await asyncio.to_thread(store.clear_live, key, epoch, holding.run)
             holding.child_ended.set_result(code)
             outcome = code
+            by_itself = code >= 0
         except BaseException as exc:
             # Fenced, the store gone past SHIP_RETRY, the worker stopping: the run must
             # not go on writing unheld. Fencing makes any write it still tries harmless;
@@ -273,7 +276,12 @@ class WorkerActivities:
         finally:
             with contextlib.suppress(FlowdropError):
                 await asyncio.to_thread(source.keep, holding.tree, holding.run)
-            await asyncio.to_thread(source.release, holding.tree)
+            if by_itself:
+                # Ended by itself: every record write it made reached PostgreSQL, so its
+                # worktree's replica is current (up to the feed): warm for the next run.
+                await asyncio.to_thread(source.park, holding.tree, _pool(store.space))
+            else:
+                await asyncio.to_thread(source.release, holding.tree)
             await asyncio.to_thread(store.close)
             self.runs.pop(holding.run, None)
         if not holding.child_ended.done():
@@ -412,10 +420,12 @@ def check_request(request: FlowInput) -> None:
 def _checkout(source: MirrorWorktrees, request: FlowInput, name: str) -> tuple[Path, list[str]]:
     """The run's worktree and what to warn of. A resumed (or closed) run goes on where
     it left off, on the commits its worker pushed (as locally its workspace holds them);
-    a new run, a pick-up too, starts on the client's HEAD (docs/remote.md)."""
+    a new run, a pick-up too, starts on the client's HEAD (docs/remote.md). A worktree
+    parked by an earlier run of the space is taken when there is one (warm)."""
+    pool = _pool(request.space)
     if request.mode == RUN or request.run is None:
-        return source.checkout(request.commit, name), []
-    tree, kept = source.checkout_run(request.run, request.commit, name)
+        return source.checkout(request.commit, name, pool=pool), []
+    tree, kept = source.checkout_run(request.run, request.commit, name, pool=pool)
     if kept:
         return tree, []
     return tree, [
@@ -435,6 +445,11 @@ def _size(run_dir: Path) -> int:
 
 def _refusal(exc: FlowdropError) -> dict[str, Any]:
     return {**exc.as_json(), "exit": exc.exit_code}
+
+
+def _pool(space: str) -> str:
+    """The parked worktrees a run of ``space`` may take: its replica is the space's."""
+    return hashlib.sha256(space.encode()).hexdigest()[:16]
 
 
 def _tree_name(space: str, key: str, epoch: int) -> str:

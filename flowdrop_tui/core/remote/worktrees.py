@@ -2,11 +2,19 @@
 "Runs on Temporal workers" and "Remote mode: reading").
 
 Locally the workspace itself is the run's checkout. On a worker each run gets its
-own ``git worktree add --detach`` of the commit the client asked for (a resumed run:
-of its own commits, ``checkout_run``), from a mirror clone of the origin kept in the
-worker's home (``MirrorWorktrees``); its commits are pushed to
-``refs/flowdrop/runs/<run>`` (``git.run_ref``) on the origin (so ``show`` lists them
-from anywhere) before the worktree goes.
+own detached worktree of the commit the client asked for (a resumed run: of its own
+commits, ``checkout_run``), from a mirror clone of the origin kept in the worker's
+home (``MirrorWorktrees``), fetched only when it lacks what a start asks for; its
+commits are pushed to ``refs/flowdrop/runs/<run>`` (``git.run_ref``) on the origin
+(so ``show`` lists them from anywhere) before the worktree goes.
+
+Warm: a run that ended by itself leaves its worktree **parked** for the next run of
+the same space (``park``), its replica of the records and its cursor kept, so the
+next start moves it to its commit (``checkout --force``, ``clean``) and syncs only
+what changed since, instead of a new worktree and a replica of the whole space. A
+run ended any other way (killed, fenced) has its worktree removed, and a restarted
+worker drops every parked one (``sweep``): their local files are working copies
+whose syncs a power cut may have lost (docs/remote.md, "Durability").
 
 Every git call is a short ``git`` child process: a worker is long-running, and
 gitpython leaks there (core/git.py).
@@ -32,6 +40,8 @@ from flowdrop_tui.core.remote.remote_errors import GitError, NotOnOriginError
 
 _SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
 GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
+PARK_MAX = 4  # worktrees kept warm per space (more ended runs at once: removed)
+_KEPT = ".flowdrop"  # what a parked worktree keeps besides its tracked files: the replica
 
 
 def git(args: list[str], *, cwd: Path | None = None, what: str) -> str:
@@ -64,6 +74,7 @@ class MirrorWorktrees:
         digest = hashlib.sha256(origin.encode()).hexdigest()[:16]
         self.mirror = home / "mirrors" / f"{digest}.git"
         self.worktrees = home / "worktrees"
+        self.parked = home / "parked" / digest
         self._lock = home / "mirrors" / f"{digest}.lock"
 
     def _fetch(self) -> None:
@@ -83,19 +94,32 @@ class MirrorWorktrees:
         )
         partial.rename(self.mirror)
 
-    def checkout(self, commit: str, name: str) -> Path:
-        """A fresh detached worktree of ``commit``, named ``name`` under the home."""
-        return self._checkout(commit, name, None)[0]
+    def checkout(self, commit: str, name: str, *, pool: str | None = None) -> Path:
+        """A detached worktree of ``commit``, named ``name`` under the home: one parked
+        for ``pool`` moved there when there is one, else a new one."""
+        return self._checkout(commit, name, None, pool)[0]
 
-    def checkout_run(self, run_id: str, commit: str, name: str) -> tuple[Path, bool]:
-        """A fresh detached worktree where run ``run_id`` left off: the commit its worker
+    def checkout_run(
+        self, run_id: str, commit: str, name: str, *, pool: str | None = None
+    ) -> tuple[Path, bool]:
+        """A detached worktree where run ``run_id`` left off: the commit its worker
         pushed to its ref on the origin (``True``), else ``commit`` (``False``: the run
         pushed none — a worker lost before its first push)."""
         if not check_run_ref(run_id):
             raise InvalidNameError(f"invalid run id {run_id!r}: it names no run to check out")
-        return self._checkout(commit, name, run_ref(run_id))
+        return self._checkout(commit, name, run_ref(run_id), pool)
 
-    def _checkout(self, commit: str, name: str, ref: str | None) -> tuple[Path, bool]:
+    def _has_commit(self, commit: str) -> bool:
+        found = subprocess.run(
+            ["git", "cat-file", "-e", f"{commit}^{{commit}}"],
+            cwd=self.mirror,
+            capture_output=True,
+        )
+        return found.returncode == 0
+
+    def _checkout(
+        self, commit: str, name: str, ref: str | None, pool: str | None
+    ) -> tuple[Path, bool]:
         if not _SHA.match(commit):
             raise NotOnOriginError(
                 f"{commit!r} is not a commit id; a worker checks out the commit the client's "
@@ -106,7 +130,15 @@ class MirrorWorktrees:
         target = self.worktrees / name
         # One fetch or worktree change at a time in this mirror (runs start in parallel).
         with locks.exclusive(self._lock):
-            self._fetch()
+            # A new run's commit already here needs no fetch (a warm mirror: the origin
+            # is asked only for what it lacks); a resumed run's ref may have moved on
+            # the origin (pushed from another worker), so it is always fetched.
+            if (
+                ref is not None
+                or not (self.mirror / "HEAD").exists()
+                or not self._has_commit(commit)
+            ):
+                self._fetch()
             on_ref = False
             if ref is not None:
                 kept = subprocess.run(
@@ -117,24 +149,66 @@ class MirrorWorktrees:
                 )
                 if kept.returncode == 0:
                     commit, on_ref = kept.stdout.strip(), True
-            found = subprocess.run(
-                ["git", "cat-file", "-e", f"{commit}^{{commit}}"],
-                cwd=self.mirror,
-                capture_output=True,
-            )
-            if found.returncode != 0:
+            if not self._has_commit(commit):
                 raise NotOnOriginError(
                     f"commit {commit} is not on the origin {self.origin}; push it first "
                     "(git push), then run again"
                 )
             if target.exists():  # a worktree left by a worker that died: start clean
                 self._remove(target)
-            git(
-                ["worktree", "add", "--detach", "--quiet", str(target), commit],
-                cwd=self.mirror,
-                what=f"check out {commit} in {target}",
-            )
+            if not (pool is not None and self._unpark(pool, target, commit)):
+                git(
+                    ["worktree", "add", "--detach", "--quiet", str(target), commit],
+                    cwd=self.mirror,
+                    what=f"check out {commit} in {target}",
+                )
         return target, on_ref
+
+    def _unpark(self, pool: str, target: Path, commit: str) -> bool:
+        """Move a worktree parked for ``pool`` to ``target`` at ``commit``, its tracked
+        files as the commit has them and nothing else but its replica (``_KEPT``).
+        False when none is parked (or the one found would not move cleanly: removed)."""
+        folder = self.parked / pool
+        if not folder.is_dir():
+            return False
+        for parked in sorted(folder.iterdir()):
+            try:
+                git(["worktree", "move", str(parked), str(target)], cwd=self.mirror, what="unpark")
+            except GitError:
+                self._remove(parked)
+                continue
+            try:
+                git(
+                    ["checkout", "--detach", "--force", "--quiet", commit],
+                    cwd=target,
+                    what=f"check out {commit} in {target}",
+                )
+                git(["clean", "-ffdxq", "-e", f"/{_KEPT}"], cwd=target, what=f"clean {target}")
+            except GitError:
+                self._remove(target)
+                return False
+            return True
+        return False
+
+    def park(self, checkout: Path, pool: str) -> None:
+        """Keep the ended run's worktree warm for the next run of ``pool`` (its space),
+        once its commits were kept; removed instead when ``PARK_MAX`` are parked."""
+        with locks.exclusive(self._lock):
+            folder = self.parked / pool
+            folder.mkdir(parents=True, exist_ok=True)
+            if len(list(folder.iterdir())) >= PARK_MAX:
+                self._remove(checkout)
+                return
+            self._keep_transcripts(checkout)
+            Layout(checkout).root.joinpath("given-snapshot.json").unlink(missing_ok=True)
+            try:
+                git(
+                    ["worktree", "move", str(checkout), str(folder / checkout.name)],
+                    cwd=self.mirror,
+                    what=f"park {checkout}",
+                )
+            except GitError:
+                self._remove(checkout)
 
     def keep(self, checkout: Path, run_id: str) -> bool:
         """Push the checkout's HEAD to ``refs/flowdrop/runs/<run>`` on the origin.
@@ -219,6 +293,14 @@ def sweep(home: Path) -> list[Path]:
             _kill_runs_in(entry)
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
+    # Parked worktrees of a worker that died: their replicas may have lost writes a
+    # power cut caught unsynced (docs/remote.md, "Durability"), so none is reused.
+    parked = home / "parked"
+    if parked.is_dir():
+        for pool in sorted(parked.glob("*/*")):
+            for entry in sorted(pool.iterdir()):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
     mirrors = home / "mirrors"
     if mirrors.is_dir():
         for mirror in sorted(mirrors.glob("*.git")):
