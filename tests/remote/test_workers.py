@@ -276,7 +276,11 @@ def test_a_runs_commits_reach_the_origin_and_its_worktree_goes(
     )
     assert kept == b"the run's commit"
     trees = worker.home / "flowdrop-worker" / "worktrees"
-    wait_for("the worktree removed", lambda: not any(trees.iterdir()))
+    wait_for("the worktree let go", lambda: not any(trees.iterdir()))
+    # Parked warm for the next run of the space (worktrees.py), one per ended run at
+    # most PARK_MAX: never one per run.
+    parked = list((worker.home / "flowdrop-worker" / "parked").glob("*/*/*"))
+    assert len(parked) == 1
 
 
 def test_a_stopping_worker_stops_its_runs_after_their_round(
@@ -315,7 +319,11 @@ def test_a_run_whose_worker_died_alone_is_fenced_out_when_reaped(
     reaper = cluster.start_worker("b", max_runs=1)  # a lost run is reaped by a live worker
     reaper.wait_polling()
     wait_for("a saved round", lambda: client.json("show", run)["state"].get("counter"))
-    [child] = first.children()
+    # The run's child (the worker's other child is the warm process kept for its next
+    # start, which ends with it).
+    with PostgresStore(cluster.postgres, space) as rows:
+        child = int((rows.run_info(run) or {})["pid"])
+    assert child in first.children()
     cluster.orphans.append(child)  # killed after the test if it is still there
     os.killpg(first.process.pid, signal.SIGKILL)  # the worker alone
     first.process.wait(timeout=10)

@@ -141,6 +141,16 @@ def launch_process(
         os.close(write_fd)
         raise FlowdropError(f"could not start the run process: {exc}") from exc
     os.close(write_fd)
+    return handshake(child, read_fd, timeout)
+
+
+def handshake(
+    child: subprocess.Popen[bytes], read_fd: int, timeout: float = 120.0
+) -> tuple[dict[str, Any], subprocess.Popen[bytes]]:
+    """The parent's end once ``child`` runs with the answer pipe's other end (and its
+    output on ``child.stdout``): wait until the run exists, the child's answer; a
+    child that ended first is a ``FlowdropError`` with the tail of what it said.
+    ``read_fd`` is closed."""
     deadline = time.monotonic() + timeout
     assert child.stdout is not None
     output = child.stdout.fileno()

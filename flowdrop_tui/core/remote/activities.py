@@ -30,12 +30,12 @@ import orjson
 from temporalio import activity
 
 from flowdrop_tui.core.control import process, verbs
-from flowdrop_tui.core.control.launch import launch_process
 from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError, error_for
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
 from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.warm import WarmChild
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
     HEARTBEAT_EVERY,
@@ -50,13 +50,21 @@ from flowdrop_tui.core.remote.workflow import (
     ReapInput,
 )
 from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
-from flowdrop_tui.core.remote.write_through import ENV_VAR, TICKET_FILE, RunTicket, ship_output
+from flowdrop_tui.core.remote.write_through import (
+    ENV_VAR,
+    TICKET_FILE,
+    RunTicket,
+    flow_env,
+    ship_output,
+)
 
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
 SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
 CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
 
 TICKETS = "tickets"  # the folder of the worker's home holding run children's tickets
+WARM = "warm"  # the folder of the worker's home a warm run process waits in
+WARM_AFTER = 1.0  # seconds after a start's answer before the next warm process starts
 
 
 RunStore = PostgresStore  # what a worker calls of the record store
@@ -99,10 +107,25 @@ class WorkerActivities:
     runs: dict[str, Holding] = field(default_factory=dict)
     finished: dict[str, int] = field(default_factory=dict)  # ended, not yet attended to
     _keepers: set[asyncio.Task[None]] = field(default_factory=set)
+    _warm: WarmChild | None = None
+    _warming: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def warm(self) -> WarmChild:
+        """The run process kept ready for the next start (``core/remote/warm.py``)."""
+        if self._warm is None:
+            self._warm = WarmChild(self.home / WARM)
+        return self._warm
+
+    def warm_up(self) -> None:
+        """Start the warm run process for the next start (the worker, once polling)."""
+        self.warm.prepare(flow_env(os.environ, self.access.url))
 
     async def let_go(self, limit: float) -> None:
         """Kill the runs still kept here (a worker stopping past its drain) and wait
-        up to ``limit`` s for their keepers to clear their liveness and worktrees."""
+        up to ``limit`` s for their keepers to clear their liveness and worktrees;
+        the warm run process too."""
+        await asyncio.to_thread(self.warm.close)
         for holding in list(self.runs.values()):
             process.kill_group(holding.child.pid)
         if self._keepers:
@@ -178,10 +201,16 @@ class WorkerActivities:
                 await handle.signal("started", answer)
                 return {"run": request.run, "outcome": "closed", "exit": answer.get("exit")}
             shipped = _size(layout.run_dir(request.run)) if request.run else 0
+            base = {k: v for k, v in env.items() if k not in (ENV_VAR, BRANCH_ENV)}
             try:
-                message, child = await asyncio.to_thread(launch_process, layout, args, env=env)
+                message, child = await asyncio.to_thread(
+                    self.warm.launch, layout, args, env=env, base=base
+                )
             finally:
                 _drop_ticket(env)  # read by now (first thing the child does), or never
+                warming = asyncio.create_task(self._warm_again(base))
+                self._warming.add(warming)
+                warming.add_done_callback(self._warming.discard)
             if isinstance(message.get("error"), dict):
                 await asyncio.to_thread(child.wait)
                 await handle.signal("started", message)
@@ -231,6 +260,11 @@ class WorkerActivities:
             process.kill_group(child.pid)
             raise
         return holding
+
+    async def _warm_again(self, base: dict[str, str]) -> None:
+        """A warm process for the next start, once this one's run is under way."""
+        await asyncio.sleep(WARM_AFTER)
+        await asyncio.to_thread(self.warm.prepare, base)
 
     async def _attend(self, holding: Holding) -> dict[str, Any]:
         """Heartbeat for a run this worker keeps until it has ended; its outcome.

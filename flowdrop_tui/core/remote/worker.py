@@ -117,6 +117,7 @@ async def serve(
             "the URL in FLOWDROP_POSTGRES instead (or the password in ~/.pgpass)"
         )
     acts = WorkerActivities(settings.worker_id, settings.home, settings.access)
+    await asyncio.to_thread(acts.warm_up)  # the first start's run process, loading now
     identity = f"{settings.worker_id}@{socket.gethostname()}"
     # The workflow module imports only temporalio and the standard library; passing
     # flowdrop_tui through keeps the sandbox from re-importing the package per run.
