@@ -118,6 +118,14 @@ def test_worker_loss_prints_a_ratio(tmp_path: Path) -> None:
     assert match and float(match.group(1)) > 0, out
 
 
+def test_remote_start_prints_a_ratio(tmp_path: Path) -> None:
+    """Guards against bench/remote_start.py breaking (real Temporal, PostgreSQL, a worker)."""
+    out = quick("remote_start.py", tmp_path)
+    match = RATIO.search(out)
+    assert match and float(match.group(1)) > 0, out
+    assert re.search(r"goal <= 1\.5: (met|NOT met)", out), out
+
+
 def test_round_moves_prints_the_cost_per_round(tmp_path: Path) -> None:
     """Guards against bench/round_moves.py (SPEC §20's cost per round) breaking."""
     out = quick("round_moves.py", tmp_path)
