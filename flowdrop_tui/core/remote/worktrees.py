@@ -285,7 +285,8 @@ def _kill_runs_in(tree: Path, *, wait: float = 10.0) -> None:
 
 def sweep(home: Path) -> list[Path]:
     """Remove the worktrees a worker that died in ``home`` left behind (and the git
-    metadata naming them); call only while holding the home. The folders removed."""
+    metadata naming them), and every parked one; call only while holding the home.
+    The run worktrees removed."""
     removed = []
     trees = home / "worktrees"
     if trees.is_dir():
@@ -299,8 +300,7 @@ def sweep(home: Path) -> list[Path]:
     if parked.is_dir():
         for pool in sorted(parked.glob("*/*")):
             for entry in sorted(pool.iterdir()):
-                shutil.rmtree(entry, ignore_errors=True)
-                removed.append(entry)
+                shutil.rmtree(entry, ignore_errors=True)  # not said: a clean stop parks too
     mirrors = home / "mirrors"
     if mirrors.is_dir():
         for mirror in sorted(mirrors.glob("*.git")):
