@@ -11,6 +11,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core import git
@@ -18,11 +19,13 @@ from flowdrop_tui.core.control import process, requests
 from flowdrop_tui.core.errors import (
     AlreadyPausedError,
     NoActivePauseError,
+    RecordsUnwritableError,
     SignalPendingError,
     SignalRefusedError,
     TerminalSnapshotError,
 )
 from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import datasync
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
 from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.event_lines import read_events
@@ -180,24 +183,48 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
         info = load_run(layout, run_id)
         if info.status != Status.PAUSED:
             return False
-        try:
-            log = EventLog(run_dir / CYCLE)
-        except OSError as exc:
-            raise unwritable(run_dir / CYCLE, exc) from exc
-        log.append("stop_requested", by=by, now=False)
-        log.append(
-            "ended",
-            outcome=str(Status.CANCELLED),
-            result=None,
-            error=None,
-            git=git.facts(layout.workspace),
-            position=info.position,
-            round=info.round,
-        )
-        log.close()
+        _commit_close(layout, run_dir, info, by)
         final = fold(run_id, run_dir, read_events(run_dir / CYCLE))
         with contextlib.suppress(OSError):  # the index was removed: readers rebuild it
             index.record_status(layout, final, [info.key or "", *final.called])
         return True
     finally:
         locks.release(run_dir / LIVE_LOCK)
+
+
+def _commit_close(layout: Layout, run_dir: Path, info: RunInfo, by: dict[str, Any]) -> None:
+    """Append the close (``stop_requested``, then ``ended``) and make it durable, or
+    leave the record as it was: a later ``resume`` decides on that ``ended``, so it is
+    on disk before ``stop`` says "closed" (issue 27). On a full disk or any write error
+    the record is cut back to its length before, and the error names the file
+    (``RECORDS_UNWRITABLE``): the run stays paused, nothing claimed."""
+    path = run_dir / CYCLE
+    facts = git.facts(layout.workspace)  # before the record is touched: a git call may be slow
+    try:
+        log = EventLog(path)
+    except OSError as exc:
+        raise unwritable(path, exc) from exc
+    try:
+        size = os.lseek(log.fileno(), 0, os.SEEK_END)
+        try:
+            log.commit("stop_requested", by=by, now=False)
+            log.commit(
+                "ended",
+                outcome=str(Status.CANCELLED),
+                result=None,
+                error=None,
+                git=facts,
+                position=info.position,
+                round=info.round,
+            )
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # this process holds the run: its only writer
+                os.ftruncate(log.fileno(), size)
+                datasync(log.fileno())
+            raise RecordsUnwritableError(
+                f"cannot close run {info.run}: cannot write {path}: {exc.strerror or exc}; "
+                "nothing was written and it is still paused — free space in "
+                f"{layout.root} and stop it again"
+            ) from exc
+    finally:
+        log.close()
