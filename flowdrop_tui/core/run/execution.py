@@ -452,6 +452,8 @@ class Execution:
                 f"({exc.strerror or exc}); it will show as interrupted"
             )
         self.signals.ended()
+        if status != Status.PAUSED:
+            self.signals.discard_requests()  # a stop or pause that lost the race to the end
         try:
             index.record_status(self.layout, self._folded(), list(self.known_frames))
         except OSError as exc:
