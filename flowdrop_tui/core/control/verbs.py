@@ -120,8 +120,9 @@ def stop(
 
 def _unless_ended_first(layout: Layout, asked: RunInfo, kind: str, verb: str) -> None:
     """After a request was posted: refuse it, withdrawn, when the run ended before taking
-    it (the race with its natural end, issue 27) — "stop after round N" of a run that
-    completed meanwhile was accepted (exit 0) and its request file left behind.
+    it (the race with its natural end; docs/decisions.md, "Stopping and pausing") —
+    "stop after round N" of a run that completed meanwhile had been accepted (exit 0)
+    and its request file left behind.
 
     The run, when it ends, removes a request it never took (``RunSignals``); so a
     request gone from an ended run was taken only if the run recorded it, with our pid."""
@@ -254,8 +255,9 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
 def _commit_close(layout: Layout, run_dir: Path, info: RunInfo, by: dict[str, Any]) -> None:
     """Append the close (``stop_requested``, then ``ended``) and make it durable, or
     leave the record as it was: a later ``resume`` decides on that ``ended``, so it is
-    on disk before ``stop`` says "closed" (issue 27). On a full disk or any write error
-    the record is cut back to its length before, and the error names the file
+    on disk before ``stop`` says "closed" (docs/decisions.md, "Stopping and pausing").
+    On a full disk or any write error the record is cut back to its length before, and
+    the error names the file
     (``RECORDS_UNWRITABLE``): the run stays paused, nothing claimed."""
     path = run_dir / CYCLE
     facts = git.facts(layout.workspace)  # before the record is touched: a git call may be slow

@@ -94,8 +94,9 @@ def append_locked(layout: Layout, key: str, run_id: str, *, durable: bool = True
     """A new run of ``key``, before its record appears. Call under the index lock.
 
     ``durable``: synced before the record is made, so a run reported started is never
-    missing from its list after a power cut (issue 27; a replica's lists are not: it is
-    rebuilt from its server, and ``catch_up`` repairs a list behind the index)."""
+    missing from its list after a power cut (docs/decisions.md, "Durability"; a
+    replica's lists are not: it is rebuilt from its server, and ``catch_up`` repairs a
+    list behind the index)."""
     _ensure_locked(layout, key)
     # O_NONBLOCK: a FIFO planted there fails at once (ENXIO) instead of waiting for a reader
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK

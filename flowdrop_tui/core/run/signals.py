@@ -109,7 +109,8 @@ class RunSignals:
             self._watchdog.cancel()
 
     def discard_requests(self) -> None:
-        """After ``ended``: what was asked and not taken is moot (issue 27)."""
+        """After ``ended``: what was asked and not taken is moot (docs/decisions.md,
+        "Stopping and pausing")."""
         requests.discard_all(self._inbox.folder.parent)
 
     # -- signals and the watcher thread ------------------------------------------------------
