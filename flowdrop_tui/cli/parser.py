@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--token",
         help="the secret a browser must bring (default: $FLOWDROP_SERVE_TOKEN, or one made"
-        " up when the address is not loopback)",
+        " up when the address is not loopback); prefer the variable: every user's ps shows"
+        " a command line",
     )
     prune = sub.add_parser(
         "prune", parents=[common, json_flag], help="delete old ended runs (never what is picked up)"

@@ -6,6 +6,7 @@ loads them."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.core.errors import UsageError
@@ -21,11 +22,18 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     layout = workspace.layout(args)
-    from flowdrop_tui.serve.access import Access, token_for
+    from flowdrop_tui.serve.access import TOKEN_ENV, Access, token_for
     from flowdrop_tui.serve.server import serve
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port (0-65535)")
+    if args.token is not None:
+        # Every user of the machine sees a command line (ps): the variable is not shown.
+        print(
+            "flowdrop-tui serve: warning: --token shows the token to every user of this "
+            f"machine in the process list; set {TOKEN_ENV} instead",
+            file=sys.stderr,
+        )
     token = token_for(args.host, args.token)
     access = Access(token=token, port=args.port)
     return serve(layout, args.host, args.port, access, as_json=args.json)

@@ -352,6 +352,25 @@ def _discard(layout: Layout, run_id: str) -> bool:
         ) from exc
 
 
+def _sync_moved(layout: Layout) -> None:
+    try:
+        trash.sync_moved(layout)
+    except OSError as exc:
+        raise RecordsUnwritableError(
+            f"cannot delete runs: cannot sync {layout.runs}: {exc.strerror or exc}; "
+            "nothing was deleted yet (the runs moved to the trash go at the next prune)"
+        ) from exc
+
+
+def _sync_all(layout: Layout) -> None:
+    try:
+        trash.sync_all(layout)
+    except OSError as exc:
+        raise RecordsUnwritableError(
+            f"cannot make the prune durable: cannot sync {layout.root}: {exc.strerror or exc}"
+        ) from exc
+
+
 def prune(
     layout: Layout,
     keep: int = DEFAULT_KEEP,
@@ -381,6 +400,8 @@ def prune(
                     moved.append(verdict)
                 else:
                     result.skipped.append((verdict, "gone already"))
+            if moved:
+                _sync_moved(layout)  # gone from runs/ on disk before their folders go
         trash.purge_all(layout, [v.run for v in moved])
         result.deleted.extend(moved)
     # The flows' run lists forget the deleted runs (readers skip them meanwhile, and a
@@ -393,6 +414,8 @@ def prune(
             key_runs.compact_locked(layout, {v.flow for v in result.deleted if v.flow})
     ledger.forget({v.run for v in result.deleted})
     ledger.save()
+    if result.deleted or swept:
+        _sync_all(layout)  # what prune reports is what a power cut right after leaves
     # Looked for again now: the deleted runs' transcripts that no link named go too.
     for orphan in _orphans(layout, set(list_run_ids(layout)), now or time.time()):
         prefix = orphan.name[:_RUN_ID_LEN]

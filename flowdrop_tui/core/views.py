@@ -234,6 +234,7 @@ def run_page(
     page, not the workspace; a record that cannot be read is left out.
     """
     if key is not None:
+        index.key_runs_caught_up(layout, key)  # a list a power cut left behind is rebuilt
         ids = key_runs.newest(layout, key, limit, before)
         total = key_runs.count(layout, key)
     else:

@@ -132,7 +132,10 @@ class Access:
         if self.token is None:
             # Loopback without a token: a page from another site must not drive the UI
             # (a websocket is not held back by CORS), nor a name that rebinds to 127.0.0.1.
-            if not _is_loopback_host_header(request.host):
+            # request.host stands in this machine's name for a missing Host header (an
+            # HTTP/1.0 request): only a Host the client sent is looked at.
+            sent = request.headers.get("Host")
+            if sent is None or not _is_loopback_host_header(sent):
                 raise _refuse(web.HTTPForbidden, "this server answers only to localhost")
             if origin is not None and urlsplit(origin).netloc != request.host:
                 raise _refuse(web.HTTPForbidden, "requests from other sites are refused")

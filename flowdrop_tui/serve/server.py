@@ -28,12 +28,16 @@ from aiohttp import web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
-from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.errors import FlowdropError, UsageError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.serve.access import TOKEN_ENV, Access
 
 TEMPLATES = Path(__file__).with_name("templates")
 QUIT_GRACE = 5.0  # seconds a UI process has to quit before it is killed
+# One UI process per websocket: at most this many at once (a page reloaded in a loop, or
+# a script opening websockets, had started one process each with no end).
+MAX_UIS = 8
+MAX_UIS_ENV = "FLOWDROP_SERVE_MAX_UIS"  # another cap, for a bigger team or the tests
 
 log = logging.getLogger("flowdrop_tui.serve")
 
@@ -103,6 +107,8 @@ class FlowdropServer(Server):
         self.argv = [sys.executable, "-m", "flowdrop_tui", "--workspace", str(layout.workspace)]
         self.sockets: set[web.WebSocketResponse] = set()
         self.uis: set[UiProcess] = set()
+        self.max_uis = MAX_UIS
+        self.open_uis = 0  # counted before the handshake: two at once cannot both pass
         self.as_json = False  # ``serve --json``: the address as one JSON line
 
     async def _make_app(self) -> web.Application:
@@ -131,6 +137,22 @@ class FlowdropServer(Server):
         }
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if self.open_uis >= self.max_uis:
+            why = (
+                f"{self.open_uis} UIs are open already, the most this server runs at once "
+                f"(set {MAX_UIS_ENV} for another limit); close a tab and reload"
+            )
+            log.warning("a browser's UI was refused: %s", why)
+            raise web.HTTPServiceUnavailable(
+                text=f"flowdrop-tui serve: {why}\n", headers={"Cache-Control": "no-store"}
+            )
+        self.open_uis += 1
+        try:
+            return await self._one_ui(request)
+        finally:
+            self.open_uis -= 1
+
+    async def _one_ui(self, request: web.Request) -> web.WebSocketResponse:
         websocket = web.WebSocketResponse(heartbeat=15)
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)
@@ -227,6 +249,21 @@ async def _serve(server: FlowdropServer) -> None:
         await runner.cleanup()
 
 
+def max_uis() -> int:
+    """The cap on UI processes: ``$FLOWDROP_SERVE_MAX_UIS`` (a whole number ≥ 1), else
+    ``MAX_UIS``."""
+    given = os.environ.get(MAX_UIS_ENV)
+    if given is None or given == "":
+        return MAX_UIS
+    try:
+        value = int(given)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise UsageError(f"{MAX_UIS_ENV}={given!r} is not a whole number of 1 or more")
+    return value
+
+
 def serve(layout: Layout, host: str, port: int, access: Access, *, as_json: bool = False) -> int:
     """Serve until SIGINT/SIGTERM/SIGHUP; returns the exit status. ``as_json``: the
     address is said as one JSON line (``serve --json``)."""
@@ -234,6 +271,7 @@ def serve(layout: Layout, host: str, port: int, access: Access, *, as_json: bool
     # The app and the access rules are built inside the running loop (aiohttp wants one).
     server = FlowdropServer(layout, host, port, access)
     server.as_json = as_json
+    server.max_uis = max_uis()
     asyncio.run(_serve(server))
     return 0
 

@@ -63,6 +63,26 @@ def is_pending(run_dir: Path, kind: str) -> bool:
     return (run_dir / REQUESTS / f"{kind}.json").exists()
 
 
+def withdraw(run_dir: Path, kind: str) -> bool:
+    """The asker's end, when the run ended before taking its request: remove it; whether
+    it was still there (never through a link planted in the record)."""
+    folder = run_dir / REQUESTS
+    if folder.is_symlink():
+        return False
+    try:
+        (folder / f"{kind}.json").unlink()
+    except OSError:
+        return False
+    return True
+
+
+def discard_all(run_dir: Path) -> None:
+    """The run's end: a request no longer taken by anyone is removed (an asker that posted
+    it after the run's last look sees the run ended and says so: ``verbs``)."""
+    for kind in KINDS:
+        withdraw(run_dir, kind)
+
+
 class Inbox:
     """The run's end: the requests folder as the run reads it."""
 

@@ -11,6 +11,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core import git
@@ -18,14 +19,17 @@ from flowdrop_tui.core.control import process, requests
 from flowdrop_tui.core.errors import (
     AlreadyPausedError,
     NoActivePauseError,
+    RecordsUnwritableError,
     SignalPendingError,
     SignalRefusedError,
     TerminalSnapshotError,
 )
 from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import datasync
+from flowdrop_tui.core.files.regular import open_regular
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.records.event_lines import parse_lines, read_events
 from flowdrop_tui.core.records.event_log import EventLog, who
 from flowdrop_tui.core.records.folder import refuse_links, unwritable
 from flowdrop_tui.core.records.liveness import local_pid
@@ -102,13 +106,71 @@ def stop(
         info = load_run(layout, run_id)  # it was resumed meanwhile: ask it like a live run
         _refuse_ended(info, "stop")
     if now or info.stop_pending or requests.is_pending(info.path, requests.STOP):
-        requests.post(info.path, requests.STOP_NOW, by)
+        posted = requests.post(info.path, requests.STOP_NOW, by)
         pid = local_pid(info.path)  # never a pid a replica's marker names (another machine)
         if pid is not None:
             process.interrupt(pid)
+        if posted:
+            _unless_ended_first(layout, info, requests.STOP_NOW, "stop")
         return Asked(run_id, info.key, Action.STOP_NOW, info.round)
-    requests.post(info.path, requests.STOP, by)
+    if requests.post(info.path, requests.STOP, by):
+        _unless_ended_first(layout, info, requests.STOP, "stop")
     return Asked(run_id, info.key, Action.STOP_AFTER_ROUND, info.round)
+
+
+def _unless_ended_first(layout: Layout, asked: RunInfo, kind: str, verb: str) -> None:
+    """After a request was posted: refuse it, withdrawn, when the run ended before taking
+    it (the race with its natural end; docs/decisions.md, "Stopping and pausing") —
+    "stop after round N" of a run that completed meanwhile had been accepted (exit 0)
+    and its request file left behind.
+
+    The run, when it ends, removes a request it never took (``RunSignals``); so a
+    request gone from an ended run was taken only if the run recorded it, with our pid."""
+    last = _last_events(asked.path / CYCLE)  # cheap: a long record is not folded again
+    ended = next((e for e in reversed(last) if e.get("event") == "ended"), None)
+    if ended is None:
+        return  # it takes the request between rounds, or removes it at its end
+    if not requests.withdraw(asked.path, kind) and _taken_by_us(last, kind):
+        return  # it took the request, then ended: as asked
+    raise TerminalSnapshotError(
+        f"cannot {verb} run {asked.run}: it ended ({ended.get('outcome')}) before taking "
+        f"the request, which was withdrawn; {pick_up_hint(asked)}"
+    )
+
+
+_TAKEN_AS = {
+    requests.STOP: "stop_requested",
+    requests.STOP_NOW: "stop_requested",
+    requests.PAUSE: "pause_requested",
+}
+
+
+def _taken_by_us(last: list[dict[str, Any]], kind: str) -> bool:
+    """Whether the record's last events hold ``kind`` taken from this process."""
+    me = os.getpid()
+    for event in last:
+        by = event.get("by")
+        if event.get("event") == _TAKEN_AS[kind] and isinstance(by, dict) and by.get("pid") == me:
+            return True
+    return False
+
+
+def _last_events(path: Path, window: int = 256 * 1024) -> list[dict[str, Any]]:
+    """The events in the last ``window`` bytes of a record (a request is taken just
+    before the end: a long record is not read whole for it)."""
+    try:
+        fd = open_regular(path)
+    except OSError:
+        return []
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - window)
+        raw = os.pread(fd, size - start, start)
+    finally:
+        os.close(fd)
+    if start > 0:
+        raw = raw[raw.find(b"\n") + 1 :]  # the first line may be cut: skipped
+    return parse_lines(raw)
 
 
 def refuse_graph(info: RunInfo, verb: str) -> None:
@@ -142,6 +204,7 @@ def pause(layout: Layout, run_id: str, *, by: dict[str, Any] | None = None) -> A
         raise SignalPendingError(
             f"run {run_id} already has {what} pending; it acts on it after round {info.round}"
         )
+    _unless_ended_first(layout, info, requests.PAUSE, "pause")
     return Asked(run_id, info.key, Action.PAUSE_AFTER_ROUND, info.round)
 
 
@@ -180,24 +243,49 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
         info = load_run(layout, run_id)
         if info.status != Status.PAUSED:
             return False
-        try:
-            log = EventLog(run_dir / CYCLE)
-        except OSError as exc:
-            raise unwritable(run_dir / CYCLE, exc) from exc
-        log.append("stop_requested", by=by, now=False)
-        log.append(
-            "ended",
-            outcome=str(Status.CANCELLED),
-            result=None,
-            error=None,
-            git=git.facts(layout.workspace),
-            position=info.position,
-            round=info.round,
-        )
-        log.close()
+        _commit_close(layout, run_dir, info, by)
         final = fold(run_id, run_dir, read_events(run_dir / CYCLE))
         with contextlib.suppress(OSError):  # the index was removed: readers rebuild it
             index.record_status(layout, final, [info.key or "", *final.called])
         return True
     finally:
         locks.release(run_dir / LIVE_LOCK)
+
+
+def _commit_close(layout: Layout, run_dir: Path, info: RunInfo, by: dict[str, Any]) -> None:
+    """Append the close (``stop_requested``, then ``ended``) and make it durable, or
+    leave the record as it was: a later ``resume`` decides on that ``ended``, so it is
+    on disk before ``stop`` says "closed" (docs/decisions.md, "Stopping and pausing").
+    On a full disk or any write error the record is cut back to its length before, and
+    the error names the file
+    (``RECORDS_UNWRITABLE``): the run stays paused, nothing claimed."""
+    path = run_dir / CYCLE
+    facts = git.facts(layout.workspace)  # before the record is touched: a git call may be slow
+    try:
+        log = EventLog(path)
+    except OSError as exc:
+        raise unwritable(path, exc) from exc
+    try:
+        size = os.lseek(log.fileno(), 0, os.SEEK_END)
+        try:
+            log.commit("stop_requested", by=by, now=False)
+            log.commit(
+                "ended",
+                outcome=str(Status.CANCELLED),
+                result=None,
+                error=None,
+                git=facts,
+                position=info.position,
+                round=info.round,
+            )
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # this process holds the run: its only writer
+                os.ftruncate(log.fileno(), size)
+                datasync(log.fileno())
+            raise RecordsUnwritableError(
+                f"cannot close run {info.run}: cannot write {path}: {exc.strerror or exc}; "
+                "nothing was written and it is still paused — free space in "
+                f"{layout.root} and stop it again"
+            ) from exc
+    finally:
+        log.close()

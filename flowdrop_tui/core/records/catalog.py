@@ -11,7 +11,7 @@ import threading
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import key_runs
+from flowdrop_tui.core.records import index, key_runs
 from flowdrop_tui.core.records.folded import load_run  # a big record: only what it appended
 from flowdrop_tui.core.records.run_info import ENDED, RunInfo
 
@@ -26,10 +26,12 @@ class RunCatalog:
 
     def count(self, key: str) -> int:
         """How many runs the key has had (a page may show fewer)."""
+        index.key_runs_caught_up(self.layout, key)  # a list a power cut left behind
         return key_runs.count(self.layout, key)
 
     def ids_of(self, key: str, limit: int | None = None, before: str | None = None) -> list[str]:
         """The key's runs, newest first (at most ``limit``, older than ``before``)."""
+        index.key_runs_caught_up(self.layout, key)  # a list a power cut left behind
         return key_runs.newest(self.layout, key, limit, before)
 
     def runs_of(

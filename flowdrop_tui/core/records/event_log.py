@@ -157,6 +157,9 @@ class EventLog:
             return {SIDE_KEY: None, "bytes": len(raw), "preview": preview, "lost": True}
         return {SIDE_KEY: relative, "bytes": len(raw), "preview": preview}
 
+    def fileno(self) -> int:
+        return self._fd
+
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:

@@ -378,6 +378,15 @@ def lookup(layout: Layout, key: str) -> Entry | None:
     return dict(entry)
 
 
+def key_runs_caught_up(layout: Layout, key: str) -> None:
+    """Before a key's runs are listed: its run list rebuilt if it is behind the index's
+    last run of the key (``key_runs.catch_up``). One read of ``index.json`` as it is."""
+    data = read(layout)
+    entry = data["keys"].get(key) if data is not None else None
+    if entry is not None:
+        key_runs.catch_up(layout, key, entry["last_run"])
+
+
 def repair(layout: Layout, key: str, entry: Entry) -> Entry | None:
     """An entry still saying live or paused may be behind its record (killed mid-update)."""
     run_id = entry["last_run"]

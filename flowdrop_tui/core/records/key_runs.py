@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from flowdrop_tui.core.files import locks
-from flowdrop_tui.core.files.atomic import write_atomic
+from flowdrop_tui.core.files.atomic import datasync, write_atomic
 from flowdrop_tui.core.files.regular import open_regular, read_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, key_filename
 from flowdrop_tui.core.records.event_lines import read_first_event
@@ -90,16 +90,53 @@ def _ensure_locked(layout: Layout, key: str) -> None:
         _write(layout, key, _scan(layout).get(key, []))
 
 
-def append_locked(layout: Layout, key: str, run_id: str) -> None:
-    """A new run of ``key``, before its record appears. Call under the index lock."""
+def append_locked(layout: Layout, key: str, run_id: str, *, durable: bool = True) -> None:
+    """A new run of ``key``, before its record appears. Call under the index lock.
+
+    ``durable``: synced before the record is made, so a run reported started is never
+    missing from its list after a power cut (docs/decisions.md, "Durability"; a
+    replica's lists are not: it is rebuilt from its server, and ``catch_up`` repairs a
+    list behind the index)."""
     _ensure_locked(layout, key)
     # O_NONBLOCK: a FIFO planted there fails at once (ENXIO) instead of waiting for a reader
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     fd = os.open(layout.inside(path_of(layout, key)), flags, 0o644)
     try:
         os.write(fd, f"{run_id}\n".encode())
+        if durable:
+            datasync(fd)
     finally:
         os.close(fd)
+
+
+def _tail(layout: Layout, key: str) -> str | None:
+    """The newest run id the key's list holds (a tail of zeros a power cut left skipped)."""
+    for line in _lines_from_end(path_of(layout, key)):
+        if RUN_ID_RE.match(line):
+            return line
+    return None
+
+
+def catch_up(layout: Layout, key: str, last_run: str) -> None:
+    """Rebuild ``key``'s list when it is behind ``last_run``, the key's last run as the
+    index says (durable before any record appears): a list that lost its newest lines
+    (a power cut on a list written before its lines were synced, a replica's) would
+    otherwise hide those runs until ``reindex``. Costs one read of the list's end; the
+    rebuild (one first line per run) happens once, when a list is found behind."""
+    if RUN_ID_RE.match(last_run) is None or not path_of(layout, key).exists():
+        return  # a missing list is made from the records when first needed (_ensure)
+    tail = _tail(layout, key)
+    if tail is not None and tail >= last_run:
+        return
+    if _key_of(layout, last_run) != key:
+        return  # a run that called this key (not one of its own), or gone
+    try:
+        with locks.exclusive(layout.index_lock, wait=1.0):  # as index.READ_WAIT
+            tail = _tail(layout, key)
+            if tail is None or tail < last_run:
+                _write(layout, key, _scan(layout).get(key, []))
+    except OSError:
+        return  # read-only or the lock held: the page is read as it is
 
 
 def _ensure(layout: Layout, key: str) -> bool:

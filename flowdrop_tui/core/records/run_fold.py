@@ -271,9 +271,14 @@ def load_run(layout: Layout, run_id: str) -> RunInfo:
 
 
 def list_run_ids(layout: Layout) -> list[str]:
-    """Every run id in the workspace, oldest first (ids sort by start)."""
+    """Every run id in the workspace, oldest first (ids sort by start). A plain file
+    named as a run (a power cut's stray, ``trash.strays``) is never a run."""
     try:
-        names = os.listdir(layout.runs)
+        entries = list(os.scandir(layout.runs))
     except OSError:
         return []
-    return sorted(name for name in names if RUN_ID_RE.match(name))
+    return sorted(
+        entry.name
+        for entry in entries
+        if RUN_ID_RE.match(entry.name) and not entry.is_file(follow_symlinks=False)
+    )

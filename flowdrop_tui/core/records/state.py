@@ -13,8 +13,10 @@ save that fails leaves the last save standing and reports a warning.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -181,6 +183,24 @@ def encode(states: Mapping[str, Mapping[Any, Any]]) -> bytes:
     return data
 
 
+# An integer of 20 digits or more, outside a string or not: orjson reads one beyond
+# 64 bits as a float (10**30 came back 1e+30). Only then is the file read again by
+# Python's own parser, which keeps every integer exact (a match inside a string costs
+# that second read, nothing else).
+_BIG_INT = re.compile(rb"(?<![\w.])-?\d{20,}(?![\w.])")
+
+
+def _exact_integers(path: Path, raw: bytes) -> Any:
+    """``raw`` parsed keeping big integers exact (another tool may write them)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # beyond Python's 4300-digit limit, say
+        raise UnusableStateError(
+            f"{path} holds a number this engine cannot read exactly ({exc}); "
+            "it was left as it is — fix it, or start fresh with --fresh"
+        ) from None
+
+
 def read_states(path: Path) -> dict[str, dict[str, Any]]:
     """Read a run's ``state.json``; refuse (INT-15, naming the file) what cannot be consumed."""
     try:
@@ -204,6 +224,8 @@ def read_states(path: Path) -> dict[str, dict[str, Any]]:
             f"{path} nests more than {MAX_DEPTH} levels deep, the most this engine reads; "
             "it was left as it is — fix it, or start fresh with --fresh"
         )
+    if _BIG_INT.search(raw):
+        data = _exact_integers(path, raw)
     if not isinstance(data, dict):
         raise UnusableStateError(
             f"{path} holds {type(data).__name__}, not an object of states by key; "
@@ -241,6 +263,8 @@ class StateFile:
         # SPEC §5.3: how many saves left each value out in this run, warned of twice
         # (a resumed run counts on; docs/decisions.md, "What a newcomer tripped on")
         self.refused: dict[str, int] = {}
+        self._closed: Callable[[str], None] | None = None  # set by close(): saves refused
+        self._late_told = False
 
     def state(self, key: str, initial: Mapping[str, Any] | None = None) -> State:
         """The mapping for ``key``, created with ``initial`` (and saved) the first time."""
@@ -284,6 +308,8 @@ class StateFile:
         """
         if os.getpid() != self._owner:
             return False  # a forked child of the flow: only the run's process writes
+        if self._closed is not None:
+            return self._refuse_after_close()
         with self._lock:
             if self._saving:
                 self._dirty = True
@@ -369,8 +395,21 @@ class StateFile:
         except OSError:
             return b""
 
-    def close(self) -> None:
-        """The run is done writing."""
+    def close(self, on_late: Callable[[str], None] | None = None) -> None:
+        """The run is done writing: every later save is refused (a flow's leftover thread
+        or ``atexit`` hook had rewritten an ended run's ``state.json`` after its end), said
+        once through ``on_late`` (never into the record: nothing follows its end)."""
+        with self._lock:
+            self._closed = on_late or (lambda message: None)
+
+    def _refuse_after_close(self) -> bool:
+        if not self._late_told and self._closed is not None:
+            self._late_told = True
+            self._closed(
+                f"state not saved: the run has ended, and {self.path} is never written after "
+                "its end (a thread or an atexit hook of the flow set a key); said once"
+            )
+        return False
 
 
 class State(dict[str, Any]):

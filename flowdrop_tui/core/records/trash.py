@@ -14,12 +14,16 @@ folder, its target stays.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from flowdrop_tui.core.files.atomic import open_fd, sync_dir
 from flowdrop_tui.core.paths import RUN_ID_RE, SESSIONS, Layout
 
 
@@ -137,4 +141,71 @@ def sweep(layout: Layout) -> int:
     names = leftovers(layout)
     if names:
         purge_all(layout, names)
+    return len(names) + sweep_strays(layout)
+
+
+def strays(layout: Layout) -> list[str]:
+    """Plain files under ``runs/`` named as a run: never a record (a record is a folder).
+
+    What a power cut on a filesystem without a journal leaves when a run's folder was
+    deleted before its name's removal reached the disk: the name comes back pointing
+    at the inode, reused since for another file (a run list, say). Never read as a run
+    (``run_fold.list_run_ids`` skips them)."""
+    try:
+        entries = list(os.scandir(layout.runs))
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if RUN_ID_RE.match(entry.name) is None:
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+                found.append(entry.name)
+    return found
+
+
+def sweep_strays(layout: Layout) -> int:
+    """Remove ``strays`` (by ``prune`` and ``reindex``); how many went. Only the name is
+    removed: a file it shares an inode with (``e2fsck`` counts both names) stays."""
+    names = strays(layout)
+    if not names:
+        return 0
+    layout.inside(layout.runs)
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            (layout.runs / name).unlink()
+    sync_dir(layout.runs)
     return len(names)
+
+
+def sync_moved(layout: Layout) -> None:
+    """Make runs just moved into the trash gone from ``runs/`` on disk, before their
+    folders are deleted: without a journal (ext2) a removal that reached the disk
+    before the rename did had a power cut bring back the run's name, pointing at an
+    inode reused since (a plain file holding a run list), and its folders in
+    ``lost+found``."""
+    sync_dir(layout.runs)
+    sync_dir(layout.trash)
+
+
+def sync_all(layout: Layout) -> None:
+    """Everything deleted so far on disk (the freed inodes and blocks, the folders'
+    names): a finished prune is what a power cut right after it leaves (``syncfs`` of
+    the records' filesystem; ``sync`` where there is none)."""
+    fd = open_fd(layout.root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _SYNCFS is None or _SYNCFS(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _syncfs() -> ctypes._NamedFuncPointer | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None  # not Linux: sync() instead
+
+
+_SYNCFS = _syncfs()

@@ -223,7 +223,7 @@ def _write_locked(
             key = _created_key(files.get(CYCLE, ("", b""))[1])
             if with_index and key is not None:
                 # before the record appears, as creation does (key_runs.py)
-                key_runs.append_locked(layout, key, run_id)
+                key_runs.append_locked(layout, key, run_id, durable=False)
             _build(layout, run_id, files, info)
         elif run_dir.is_dir():
             for relpath, (how, data) in sorted(files.items()):

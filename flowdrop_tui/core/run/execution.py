@@ -422,7 +422,7 @@ class Execution:
         position = self._end_position or self.position()
         self.close_loops(list(self.known_frames.values()), _round_outcome(status))
         self.states.save()  # SPEC §5.2: the end of the run saves changes inside values
-        self.states.close()
+        self.states.close(on_late=lambda message: self.notify(f"warning: {message}"))
         # Durable before the run says so (a power cut must not lose a pause the user
         # was told about, or an end): committed, not just appended.
         notices.at_end(self, status, result, error)
@@ -452,6 +452,8 @@ class Execution:
                 f"({exc.strerror or exc}); it will show as interrupted"
             )
         self.signals.ended()
+        if status != Status.PAUSED:
+            self.signals.discard_requests()  # a stop or pause that lost the race to the end
         try:
             index.record_status(self.layout, self._folded(), list(self.known_frames))
         except OSError as exc:

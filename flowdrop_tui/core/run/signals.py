@@ -108,6 +108,11 @@ class RunSignals:
         if self._watchdog is not None:
             self._watchdog.cancel()
 
+    def discard_requests(self) -> None:
+        """After ``ended``: what was asked and not taken is moot (docs/decisions.md,
+        "Stopping and pausing")."""
+        requests.discard_all(self._inbox.folder.parent)
+
     # -- signals and the watcher thread ------------------------------------------------------
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
