@@ -25,11 +25,10 @@ from flowdrop_tui.core.errors import (
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.event_log import EventLog, who
 from flowdrop_tui.core.records.folder import refuse_links, unwritable
 from flowdrop_tui.core.records.liveness import local_pid
-from flowdrop_tui.core.records.run_fold import fold, load_run
+from flowdrop_tui.core.records.run_fold import fold_run, load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, RunInfo, Status
 
 
@@ -195,7 +194,7 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
             round=info.round,
         )
         log.close()
-        final = fold(run_id, run_dir, read_events(run_dir / CYCLE))
+        final = fold_run(layout, run_id, run_dir)  # a big record: from its cached fold
         with contextlib.suppress(OSError):  # the index was removed: readers rebuild it
             index.record_status(layout, final, [info.key or "", *final.called])
         return True

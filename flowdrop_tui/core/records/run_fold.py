@@ -1,4 +1,9 @@
-"""Folding a run's events into its ``RunInfo``, and loading runs from the workspace."""
+"""Folding a run's events into its ``RunInfo``, and loading runs from the workspace.
+
+A record is always read a chunk at a time (``event_lines.line_batches``), and a big
+one only from where its cached fold ends (``folded``): however long a run went on,
+reading it never holds its record in memory (docs/reliability.md, "Giant records").
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core.errors import NotFoundError
+from flowdrop_tui.core.files.regular import open_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
+from flowdrop_tui.core.records import folded
 from flowdrop_tui.core.records.budget import Used, between, clean_limits, session_tokens
-from flowdrop_tui.core.records.event_lines import event_batches
+from flowdrop_tui.core.records.event_lines import MAX_LINE, line_batches, parse_lines
 from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.progress import Streaks, paused_by
@@ -264,10 +271,43 @@ def load_run(layout: Layout, run_id: str) -> RunInfo:
     path = layout.run_dir(run_id)
     if not path.is_dir():
         raise NotFoundError(f"no run {run_id} in {layout.runs}")
+    return derive_status(fold_run(layout, run_id, path))
+
+
+def fold_run(layout: Layout, run_id: str, path: Path) -> RunInfo:
+    """The run's *recorded* fold (``fold`` of its whole record), read a chunk at a time;
+    for a big record, from its cached fold and only the lines after it."""
     run = RunFold(run_id, path)
-    for batch in event_batches(path / CYCLE):
-        run.feed(batch)
-    return derive_status(run.info)
+    try:
+        fd = open_regular(path / CYCLE)  # never a FIFO or a device
+    except OSError:
+        return run.feed([])
+    try:
+        stat = os.fstat(fd)
+        identity = [stat.st_dev, stat.st_ino]
+        offset = 0
+        if stat.st_size >= folded.CACHE_MIN:
+            restored = folded.restore(layout, run_id, path, identity, stat.st_size)
+            if restored is not None:
+                run.info, run.in_round_main = restored.info, restored.in_round_main
+                offset = restored.offset
+        start = offset
+        for lines, after in line_batches(fd, offset, stat.st_size):
+            run.feed(parse_lines(lines))
+            offset = after
+        kept = run.info.events
+        if offset < stat.st_size:  # a last line without its newline: folded, not kept
+            tail = os.pread(fd, min(stat.st_size - offset, MAX_LINE), offset)
+            run.feed(parse_lines(tail))
+    except OSError:
+        return run.feed([])
+    finally:
+        os.close(fd)
+    big = stat.st_size >= folded.CACHE_MIN
+    # kept once, then every MiB the record grows; never a fold holding an unended last line
+    if big and (start == 0 or offset - start >= folded.CACHE_MIN) and run.info.events == kept:
+        folded.save(layout, run_id, folded.encode(run.info, run.in_round_main, identity, offset))
+    return run.feed([])
 
 
 def list_run_ids(layout: Layout) -> list[str]:
