@@ -277,37 +277,82 @@ def load_run(layout: Layout, run_id: str) -> RunInfo:
 def fold_run(layout: Layout, run_id: str, path: Path) -> RunInfo:
     """The run's *recorded* fold (``fold`` of its whole record), read a chunk at a time;
     for a big record, from its cached fold and only the lines after it."""
-    run = RunFold(run_id, path)
-    try:
-        fd = open_regular(path / CYCLE)  # never a FIFO or a device
-    except OSError:
-        return run.feed([])
-    try:
-        stat = os.fstat(fd)
-        identity = [stat.st_dev, stat.st_ino]
-        offset = 0
-        if stat.st_size >= folded.CACHE_MIN:
-            restored = folded.restore(layout, run_id, path, identity, stat.st_size)
+    kept = KeptFold(layout, run_id, path)
+    kept.update()
+    return kept.with_last_line()
+
+
+class KeptFold:
+    """A record folded as it grows, new lines only, its fold kept in the cache
+    (``folded``) once the record is big and again every ``CACHE_MIN`` it grows.
+
+    ``fold_run`` uses one for a single read; the process holding a run keeps one for its
+    whole life (``BudgetMeter``), so that the cache of a week-long run is always warm: its
+    end, ``flows``, ``runs``, ``show`` and the next pick-up read only its last lines."""
+
+    def __init__(self, layout: Layout, run_id: str, path: Path) -> None:
+        self.layout = layout
+        self.run_id = run_id
+        self.path = path
+        self.run = RunFold(run_id, path)
+        self.offset = 0  # the record is folded up to here (whole lines only)
+        self._identity: list[int] | None = None
+        self._kept = 0  # the offset the cache holds (0: none yet)
+
+    def update(self) -> RunInfo:
+        """The fold with the whole lines appended since the last update."""
+        try:
+            fd = open_regular(self.path / CYCLE)  # never a FIFO or a device
+        except OSError:
+            return self.run.feed([])
+        try:
+            stat = os.fstat(fd)
+            identity = [stat.st_dev, stat.st_ino]
+            if identity != self._identity or stat.st_size < self.offset:
+                self._start(identity, stat.st_size)  # first read, or a record replaced
+            for lines, after in line_batches(fd, self.offset, stat.st_size):
+                self.run.feed(parse_lines(lines))
+                self.offset = after
+        except OSError:
+            return self.run.feed([])
+        finally:
+            os.close(fd)
+        if stat.st_size >= folded.CACHE_MIN and (
+            self._kept == 0 or self.offset - self._kept >= folded.CACHE_MIN
+        ):
+            raw = folded.encode(self.run.info, self.run.in_round_main, identity, self.offset)
+            folded.save(self.layout, self.run_id, raw)
+            self._kept = self.offset
+        return self.run.feed([])
+
+    def _start(self, identity: list[int], size: int) -> None:
+        self.run = RunFold(self.run_id, self.path)
+        self._identity, self.offset, self._kept = identity, 0, 0
+        if size >= folded.CACHE_MIN:
+            restored = folded.restore(self.layout, self.run_id, self.path, identity, size)
             if restored is not None:
-                run.info, run.in_round_main = restored.info, restored.in_round_main
-                offset = restored.offset
-        start = offset
-        for lines, after in line_batches(fd, offset, stat.st_size):
-            run.feed(parse_lines(lines))
-            offset = after
-        kept = run.info.events
-        if offset < stat.st_size:  # a last line without its newline: folded, not kept
-            tail = os.pread(fd, min(stat.st_size - offset, MAX_LINE), offset)
-            run.feed(parse_lines(tail))
-    except OSError:
-        return run.feed([])
-    finally:
-        os.close(fd)
-    big = stat.st_size >= folded.CACHE_MIN
-    # kept once, then every MiB the record grows; never a fold holding an unended last line
-    if big and (start == 0 or offset - start >= folded.CACHE_MIN) and run.info.events == kept:
-        folded.save(layout, run_id, folded.encode(run.info, run.in_round_main, identity, offset))
-    return run.feed([])
+                self.run.info, self.run.in_round_main = restored.info, restored.in_round_main
+                self.offset = self._kept = restored.offset
+
+    def with_last_line(self) -> RunInfo:
+        """The fold with the record's last line too when it parses without its newline
+        (as ``event_lines.read_events`` reads it); only for a fold read once: that line
+        is folded here and would be folded again by the next ``update``."""
+        try:
+            fd = open_regular(self.path / CYCLE)
+        except OSError:
+            return self.run.feed([])
+        try:
+            stat = os.fstat(fd)
+            if [stat.st_dev, stat.st_ino] == self._identity and stat.st_size > self.offset:
+                tail = os.pread(fd, min(stat.st_size - self.offset, MAX_LINE), self.offset)
+                if b"\n" not in tail:
+                    self.run.feed(parse_lines(tail))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return self.run.feed([])
 
 
 def list_run_ids(layout: Layout) -> list[str]:

@@ -105,7 +105,7 @@ class Execution:
         self.notify = notify
         self.resumed_by = resumed_by
         self.resumed_fields = resumed_fields or {}  # budget, flow digest, git: for `resumed`
-        self.budget_meter = BudgetMeter(run_id, self.run_dir)
+        self.budget_meter = BudgetMeter(layout, run_id, self.run_dir)
         # SPEC §20: what each round moved, and the streaks that pause a spinning loop
         in_git = git.is_repository(layout.workspace)
         self.moves = RoundMoves(layout.workspace, states.encoded, in_git)
