@@ -92,7 +92,8 @@ def grow(cycle: Path, size: int, first: int) -> int:
         while os.fstat(fd).st_size < size:
             out = bytearray()
             for n in range(first + rounds, first + rounds + 5000):
-                t = f"2026-01-0{1 + n // 400_000 % 9}T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}.000Z"
+                clock = f"{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}"
+                t = f"2026-01-0{1 + n // 400_000 % 9}T{clock}.000Z"
                 out += orjson.dumps(
                     {
                         "t": t,
@@ -260,7 +261,7 @@ def measure(base: Path, args: argparse.Namespace) -> int:
     report("stop RUN (the command)", *stopping.wait(args.timeout))
     ending = time.perf_counter()
     hold.unlink()
-    took, peak, status = live.wait(args.timeout)
+    _, peak, status = live.wait(args.timeout)
     report("the run's end after stop", time.perf_counter() - ending, peak, status)
     for name, argv in (
         ("flows", ["flows", "--json"]),

@@ -55,7 +55,8 @@ def grow(cycle: Path, megabytes: int, first: int) -> int:
     try:
         while os.fstat(fd).st_size < megabytes << 20:
             out = bytearray()
-            for n in range(n, n + 2000):
+            start = n
+            for n in range(start, start + 2000):
                 t = "2026-01-01T00:00:00.000Z"
                 out += orjson.dumps({"t": t, "event": "round_started", "key": "loop", "round": n})
                 out += b"\n" + orjson.dumps(
@@ -142,11 +143,13 @@ def test_no_command_holds_a_giant_record_in_memory(
         assert peak < PEAK_MB, f"{args}: {peak:.0f} MB"
     hold.write_text("")
     picking = child(workspace, "run", "loop")  # a pick-up from it, to its first round
-    newer = wait_for(lambda: sorted(p.name for p in (workspace / ".flowdrop" / "runs").glob("2*"))[1:])
+    newer = wait_for(
+        lambda: sorted(p.name for p in (workspace / ".flowdrop" / "runs").glob("2*"))[1:]
+    )
     wait_for(lambda: any(e["event"] == "round_started" for e in events(workspace, newer[0])))
     cli("stop", newer[0], check=0)
     hold.unlink()
-    status, peak, _ = finish(picking)
+    _, peak, _ = finish(picking)
     assert peak < PEAK_MB, f"a pick-up: {peak:.0f} MB"
     assert cli.json("show", newer[0])["status"] == "cancelled"
     assert cli.json("show", newer[0])["first_round"] > last
@@ -228,3 +231,31 @@ def test_a_planted_fold_cache_is_ignored_and_rebuilt(
             cache.rmdir()
             cli.json("runs", "loop")
     assert orjson.loads(elsewhere.read_bytes()) == wrong  # never written through the link
+
+
+def test_following_a_giant_record_starts_from_its_cached_fold_and_last_events(
+    workspace: Path, cli: CLI, tmp_path: Path
+) -> None:
+    """Guards against the UI's run pane folding a week-long record from its start when
+    it opens the run: it takes up the cached fold and reads the last events from the end,
+    and what it shows is what the whole record says."""
+    from flowdrop_tui.core.paths import Layout
+    from flowdrop_tui.core.records.follow import RunFollower
+
+    run_id, last = dead_run(workspace, cli, tmp_path)
+    every = events(workspace, run_id)
+    follower = RunFollower(Layout(workspace), run_id, keep=50, output=False)
+    first = follower.poll(history=True)
+    assert first.events == every[-50:]
+    assert first.dropped == len(every) - 50 == first.info.events - 50
+    assert first.info.last_round == last and str(first.info.status) == "cancelled"
+    assert follower._tail.offset == orjson.loads(cache_of(workspace, run_id).read_bytes())["offset"]
+    cycle = workspace / ".flowdrop" / "runs" / run_id / "cycle.jsonl"
+    with cycle.open("ab") as handle:  # (a hand-written line after the end: read, not folded twice)
+        handle.write(
+            orjson.dumps({"t": "2026-01-02T00:00:00.000Z", "event": "warning", "message": "x"})
+            + b"\n"
+        )
+    later = follower.poll()
+    assert [e["event"] for e in later.events] == ["warning"]
+    assert later.info.events == len(every) + 1 and later.info.warnings[-1] == "x"

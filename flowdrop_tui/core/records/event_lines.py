@@ -126,6 +126,20 @@ def _whole_lines(path: Path) -> Iterator[bytes]:
         os.close(fd)
 
 
+def last_events(fd: int, end: int, count: int, chunk: int = READ_CHUNK) -> list[dict[str, Any]]:
+    """The last ``count`` whole events of ``fd`` before ``end`` (a line's end), read
+    backwards a chunk at a time: never the record from its start."""
+    data = b""
+    position = end
+    while position > 0 and data.count(b"\n") <= count and len(data) <= MAX_LINE * 2:
+        step = min(chunk, position)
+        position -= step
+        data = os.pread(fd, step, position) + data
+    if position > 0:
+        data = data[data.find(b"\n") + 1 :]  # the first line read is (maybe) cut: left out
+    return parse_lines(data)[-count:] if count > 0 else []
+
+
 def read_first_event(path: Path) -> dict[str, Any] | None:
     """The first event (``created``) without reading the whole file."""
     for batch in event_batches(path):
