@@ -259,3 +259,44 @@ def test_following_a_giant_record_starts_from_its_cached_fold_and_last_events(
     later = follower.poll()
     assert [e["event"] for e in later.events] == ["warning"]
     assert later.info.events == len(every) + 1 and later.info.warnings[-1] == "x"
+
+
+def _one_by_one(raw: bytes) -> list[dict[str, Any]]:
+    found = []
+    for line in raw.split(b"\n"):
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("event"), str):
+            found.append(item)
+    return found
+
+
+def test_a_batch_of_lines_parsed_at_once_reads_exactly_what_lines_one_by_one_read() -> None:
+    """Guards against the batch parse (one JSON array per chunk, for a giant record's cold
+    fold) letting junk through: a line of two objects, an empty line, a torn last line,
+    a value that is not an event are each read as a parse line by line reads them."""
+    import random
+
+    from flowdrop_tui.core.records.event_lines import parse_lines
+
+    pieces = [
+        b'{"t":"x","event":"a","n":1}',
+        b'{"event":"b"},{"event":"c"}',
+        b"",
+        b"   ",
+        b'{"event":"d"',
+        b"[1,2]",
+        b"3",
+        b'"event"',
+        b'{"event":5}',
+        b'{"event":"e"}\r',
+        b"\x00junk",
+        b'{"event":"f","deep":{"event":"g"}}',
+    ]
+    rng = random.Random(27)
+    for _ in range(3000):
+        raw = b"\n".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+        raw += rng.choice([b"", b"\n", b"\n\n"])
+        assert parse_lines(raw) == _one_by_one(raw), raw

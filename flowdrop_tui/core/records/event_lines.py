@@ -18,6 +18,17 @@ from flowdrop_tui.core.files.regular import open_regular
 
 def parse_lines(raw: bytes) -> list[dict[str, Any]]:
     """Every whole, parseable event in ``raw``; torn lines and junk are skipped."""
+    # A batch of lines parsed as one JSON array (half the time of a parse per line, what a
+    # giant record's cold fold costs); any junk in it, and it is parsed line by line. As
+    # many values as lines: a junk line holding two objects never passes as two events.
+    body = raw.strip(b"\n")
+    if body:
+        try:
+            items = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        except orjson.JSONDecodeError:
+            items = None
+        if items is not None and len(items) == body.count(b"\n") + 1:
+            return [i for i in items if isinstance(i, dict) and isinstance(i.get("event"), str)]
     events: list[dict[str, Any]] = []
     for line in raw.split(b"\n"):
         if not line.strip():
