@@ -219,6 +219,11 @@ def main() -> int:
     parser.add_argument("--cap-mb", type=int, default=8192, help="each child's address space")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per command")
     parser.add_argument("--quick", action="store_true", help="a 20 MB record: a smoke run")
+    parser.add_argument(
+        "--cold-stop",
+        action="store_true",
+        help="stop the run while the round that grew its record is still in flight",
+    )
     args = parser.parse_args()
     if args.quick:
         args.size_mb = 20
@@ -257,12 +262,25 @@ def measure(base: Path, args: argparse.Namespace) -> int:
         child = Child(ws, argv, args.cap_mb, logs / name.replace(" ", "_"))
         report(name, *child.wait(args.timeout))
 
-    stopping = Child(ws, ["stop", run_id], args.cap_mb, logs / "stop")
-    report("stop RUN (the command)", *stopping.wait(args.timeout))
+    if args.cold_stop:  # the record grew within one round: the run never folded it
+        stopping = Child(ws, ["stop", run_id], args.cap_mb, logs / "stop")
+        report("stop RUN, cold (the command)", *stopping.wait(args.timeout))
+    else:  # as a long loop grows it: round after round, the run folds what it appended
+        released = time.perf_counter()
+        hold.unlink()
+        kept = ws / ".flowdrop" / "cache" / "folds" / f"{run_id}.json"
+        caught = wait_until(lambda: kept.exists(), args.timeout)
+        took = time.perf_counter() - released
+        said = "its fold kept" if caught else "NOT caught up"
+        print(f"{'the live run folds what it appended':<34} {took:8.2f} s  ({said})", flush=True)
+        hold.write_text("")  # it holds again in its next round
+        stopping = Child(ws, ["stop", run_id], args.cap_mb, logs / "stop")
+        report("stop RUN (the command)", *stopping.wait(args.timeout))
     ending = time.perf_counter()
     hold.unlink()
     _, peak, status = live.wait(args.timeout)
     report("the run's end after stop", time.perf_counter() - ending, peak, status)
+    one("for scale: --version", ["--version"])  # the interpreter's and the CLI's start-up
     for name, argv in (
         ("flows", ["flows", "--json"]),
         ("runs loop", ["runs", "loop", "--json"]),
