@@ -131,3 +131,17 @@ def test_round_moves_prints_the_cost_per_round(tmp_path: Path) -> None:
     out = quick("round_moves.py", tmp_path)
     goal = r"added per round on [\d,]+ files: \d+\.\d ms; goal ≤ 20 ms: (met|NOT met)"
     assert re.search(goal, out), out
+
+
+def test_giant_record_prints_each_command(tmp_path: Path) -> None:
+    """Guards against bench/giant_record.py (a 1 GB record's time and memory) breaking."""
+    out = quick("giant_record.py", tmp_path)
+    for name in (
+        "stop RUN",
+        "the run's end",
+        "flows (warm)",
+        "reindex (cold)",
+        "run loop (pick-up",
+    ):
+        line = next((line for line in out.splitlines() if line.startswith(name)), "")
+        assert re.search(r"\d+\.\d\d s +\d+\.\d MB", line) and "killed" not in line, out

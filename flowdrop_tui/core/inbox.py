@@ -25,7 +25,7 @@ from flowdrop_tui.core.errors import FlowdropError, NotFoundError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import Layout, refuse_link
-from flowdrop_tui.core.records import folded, index
+from flowdrop_tui.core.records import index, run_fold
 from flowdrop_tui.core.records.budget import between
 from flowdrop_tui.core.records.run_info import RunInfo, Status
 from flowdrop_tui.core.times import now_iso
@@ -46,7 +46,7 @@ def items(layout: Layout, *, send: bool = True, now: str | None = None) -> list[
         if not isinstance(run_id, str) or entry.get("status") in QUIET:
             continue
         try:
-            info = folded.load_run(layout, run_id)
+            info = run_fold.load_run(layout, run_id)
         except FlowdropError:
             continue
         if info.key != key:

@@ -28,7 +28,6 @@ from flowdrop_tui.core.flows.discovery import (
     resolve_flow,
 )
 from flowdrop_tui.core.paths import (
-    CYCLE,
     OUTPUT,
     SESSIONS,
     STATE,
@@ -36,9 +35,8 @@ from flowdrop_tui.core.paths import (
     validate_flow_name,
     validate_key,
 )
-from flowdrop_tui.core.records import folded, index, key_runs, pins
+from flowdrop_tui.core.records import index, key_runs, pins
 from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
-from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.index import GRAPH_FLOW
 from flowdrop_tui.core.records.liveness import live_pid
@@ -115,7 +113,7 @@ def _last_run(layout: Layout, key: str, run_id: str) -> RunInfo:
     held = _ENDED.get((str(layout.root), key))
     if held is not None and held.run == run_id:
         return held
-    info = folded.load_run(layout, run_id)  # a big record: only what it appended since
+    info = load_run(layout, run_id)  # a big record: only what it appended since
     if info.status in TERMINAL:
         _ENDED[(str(layout.root), key)] = info
     return info
@@ -248,7 +246,7 @@ def run_page(
     found = []
     for run_id in ids:
         try:
-            info = folded.load_run(layout, run_id)  # a big record: only what it appended
+            info = load_run(layout, run_id)  # a big record: only what it appended
         except FlowdropError:
             continue
         if key is None or info.key == key:
@@ -328,9 +326,7 @@ def git_of(layout: Layout, info: RunInfo, *, isolated: bool = False) -> dict[str
     end = info.git_end.get("head") if isinstance(info.git_end, dict) else None
     until: str | None = None
     if end is None and info.status not in LIVE:
-        events = read_events(info.path / CYCLE)
-        last = events[-1].get("t") if events else None
-        until = last if isinstance(last, str) else None
+        until = info.last_event  # the ``t`` of its last event (folded: never the record re-read)
     # No recorded end: measured to HEAD, or to the commits its worker pushed (a remote
     # run's own, ``git.RUN_REFS``; the run's last event then cuts nothing off).
     if isolated:

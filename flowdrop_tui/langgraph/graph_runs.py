@@ -43,9 +43,8 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, REQUESTS, STATE, Layout, new_run_id
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.event_log import RECORD_VERSION, EventLog, who
-from flowdrop_tui.core.records.run_fold import fold
+from flowdrop_tui.core.records.run_fold import fold_run
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.spending import chain_usage_field
 from flowdrop_tui.core.records.state import encode_states
@@ -321,7 +320,7 @@ class GraphRuns:
 
     def _folded(self, run_id: str) -> Any:
         run_dir = self.layout.runs / run_id
-        return fold(run_id, run_dir, read_events(run_dir / CYCLE))
+        return fold_run(self.layout, run_id, run_dir)  # a big record: from its cached fold
 
 
 def _as_text(value: Any) -> str:

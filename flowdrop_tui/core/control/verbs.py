@@ -29,11 +29,11 @@ from flowdrop_tui.core.files.atomic import datasync
 from flowdrop_tui.core.files.regular import open_regular
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
 from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_lines import parse_lines, read_events
+from flowdrop_tui.core.records.event_lines import parse_lines
 from flowdrop_tui.core.records.event_log import EventLog, who
 from flowdrop_tui.core.records.folder import refuse_links, unwritable
 from flowdrop_tui.core.records.liveness import local_pid
-from flowdrop_tui.core.records.run_fold import fold, load_run
+from flowdrop_tui.core.records.run_fold import fold_run, load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, RunInfo, Status
 
 
@@ -244,7 +244,7 @@ def close_paused(layout: Layout, run_id: str, by: dict[str, Any]) -> bool:
         if info.status != Status.PAUSED:
             return False
         _commit_close(layout, run_dir, info, by)
-        final = fold(run_id, run_dir, read_events(run_dir / CYCLE))
+        final = fold_run(layout, run_id, run_dir)  # a big record: from its cached fold
         with contextlib.suppress(OSError):  # the index was removed: readers rebuild it
             index.record_status(layout, final, [info.key or "", *final.called])
         return True

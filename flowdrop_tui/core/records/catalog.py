@@ -12,7 +12,7 @@ import threading
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import index, key_runs
-from flowdrop_tui.core.records.folded import load_run  # a big record: only what it appended
+from flowdrop_tui.core.records.run_fold import load_run  # a big record: only what it appended
 from flowdrop_tui.core.records.run_info import ENDED, RunInfo
 
 

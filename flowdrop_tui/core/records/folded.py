@@ -1,12 +1,14 @@
-"""A big record folded once: later reads fold only what was appended since.
+"""A big record's fold kept on disk: later reads fold only what was appended since.
 
-``load_run`` folds a run's whole ``cycle.jsonl``. For a week-long fast loop that
-is a record of hundreds of megabytes, read again by every ``flows`` and ``runs``
-(a 183 MB record: 4–5 s and 1.35 GB each). For records over ``CACHE_MIN``, the
-fold is kept in ``.flowdrop/cache/folds/<run-id>.json`` with the byte offset and
-the file identity it covers; the next read restores it and folds only the lines
+``run_fold.fold_run`` folds a run's ``cycle.jsonl`` a chunk at a time. For a
+week-long fast loop that is a record of hundreds of megabytes, read again by every
+``flows``, ``runs``, ``show``, ``plan`` and the run's own end (a 1 GB record: about
+20 s each). For records over ``CACHE_MIN``, the fold is kept in
+``.flowdrop/cache/folds/<run-id>.json`` with the byte offset and the file identity it
+covers (``save``); the next read restores it (``restore``) and folds only the lines
 after that offset. It is a cache: anything that does not match the record (another
-inode, a record cut shorter, a damaged file) is ignored and the record read whole.
+inode, a record cut shorter, a damaged file, another version, a link, a FIFO) is
+ignored and the record read whole — and the cache written again.
 """
 
 from __future__ import annotations
@@ -15,24 +17,25 @@ import contextlib
 import dataclasses
 import os
 import secrets
+import stat
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.errors import FlowdropError, NotFoundError
-from flowdrop_tui.core.files.regular import open_regular, read_regular
-from flowdrop_tui.core.paths import CYCLE, Layout
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.files.atomic import open_fd
+from flowdrop_tui.core.files.regular import SMALL_FILE
+from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.budget import Used, clean_limits
-from flowdrop_tui.core.records.event_lines import line_batches, parse_lines
 from flowdrop_tui.core.records.progress import Streaks
-from flowdrop_tui.core.records.run_fold import RunFold, derive_status
 from flowdrop_tui.core.records.run_info import RunInfo, Status
 from flowdrop_tui.core.records.usage import Usage
 
 CACHE_MIN = 1 << 20  # smaller records are folded whole: faster than a cache file
 # 3: budgets and drift (SPEC §14, §15); 4: usage-limit waits (§19); 5: progress streaks
-# (§20); 6: gates (§21)
-_VERSION = 6
+# (§20); 6: gates (§21); 7: the first that is ever written (budget_carried made 1–6 fail)
+VERSION = 7
 # RunInfo fields a cached fold must hold with these types (anything else: not trusted)
 _SHAPES: dict[str, type | tuple[type, ...]] = {
     "position": dict,
@@ -45,59 +48,40 @@ _SHAPES: dict[str, type | tuple[type, ...]] = {
     "first_round": int,
     "events": int,
     "chain_before": dict,
+    "gates": dict,
+    "gate_answers": list,
+    "holders": list,
+    "state_refused": dict,
 }
+# Fields turned into JSON their own way (``save``) and back (``restore``); every other
+# field of ``RunInfo`` is plain JSON. A new field that is not (a dataclass, a path)
+# fails ``save`` loudly in the tests (tests/core/test_giant_records.py).
+_NOT_KEPT = ("path", "live_pid")
 
 
-def _cache_file(layout: Layout, run_id: str) -> Path:
+class Restored:
+    """A fold read back from the cache: the run so far, up to ``offset``."""
+
+    def __init__(self, info: RunInfo, in_round_main: bool, offset: int) -> None:
+        self.info = info
+        self.in_round_main = in_round_main
+        self.offset = offset
+
+
+def cache_file(layout: Layout, run_id: str) -> Path:
     return layout.cache / "folds" / f"{run_id}.json"
 
 
-def load_run(layout: Layout, run_id: str) -> RunInfo:
-    """``run_fold.load_run``, folding only what a big record appended since it was last read."""
-    path = layout.run_dir(run_id)
-    if not path.is_dir():
-        raise NotFoundError(f"no run {run_id} in {layout.runs}")
-    return derive_status(fold_run(layout, run_id, path))
-
-
-def fold_run(layout: Layout, run_id: str, path: Path) -> RunInfo:
-    """The run's *recorded* fold (``run_fold.fold`` of its whole record), from the cache
-    and the lines after it when the record is big."""
-    run = RunFold(run_id, path)
-    try:
-        fd = open_regular(path / CYCLE)  # never a FIFO or a device
-    except OSError:
-        return run.feed([])
-    try:
-        stat = os.fstat(fd)
-        identity = [stat.st_dev, stat.st_ino]
-        offset = 0
-        if stat.st_size >= CACHE_MIN:
-            restored = _restore(layout, run_id, path, identity, stat.st_size)
-            if restored is not None:
-                run, offset = restored
-        start = offset
-        for lines, after in line_batches(fd, offset, stat.st_size):
-            run.feed(parse_lines(lines))
-            offset = after
-        run.feed([])
-    except OSError:
-        return run.feed([])
-    finally:
-        os.close(fd)
-    if stat.st_size >= CACHE_MIN and (start == 0 or offset - start >= CACHE_MIN):
-        _save(layout, run_id, run, identity, offset)  # once, then every MiB it grows
-    return run.info
-
-
-def _restore(
+def restore(
     layout: Layout, run_id: str, path: Path, identity: list[int], size: int
-) -> tuple[RunFold, int] | None:
+) -> Restored | None:
+    """The cached fold of the record whose ``(st_dev, st_ino)`` is ``identity`` and whose
+    size is now ``size``; ``None`` when there is none that can be trusted."""
     try:
-        data = orjson.loads(read_regular(_cache_file(layout, run_id)))
+        data = orjson.loads(_read(cache_file(layout, run_id)))
         if not (
             isinstance(data, dict)
-            and data.get("v") == _VERSION
+            and data.get("v") == VERSION
             and data.get("identity") == identity
             and type(data.get("offset")) is int
             and 0 < data["offset"] <= size
@@ -122,43 +106,66 @@ def _restore(
         info = RunInfo(**fields)
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
-    run = RunFold(run_id, path)
-    run.info = info
-    run.in_round_main = bool(data.get("in_round_main"))
-    return run, int(data["offset"])
+    return Restored(info, bool(data.get("in_round_main")), int(data["offset"]))
 
 
-def _save(layout: Layout, run_id: str, run: RunFold, identity: list[int], offset: int) -> None:
-    info = {f.name: getattr(run.info, f.name) for f in dataclasses.fields(run.info)}
-    info.pop("path")
-    info.pop("live_pid")
-    info["streaks"] = run.info.streaks.to_record()
-    info["chain_before"] = {
+def _read(target: Path) -> bytes:
+    """The cache file: a regular file, never through a link (in its place or its
+    folder's), never more than ``SMALL_FILE``."""
+    if os.path.islink(target.parent):
+        raise OSError(f"{target.parent} is a link")
+    fd = open_fd(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > SMALL_FILE:
+            raise OSError(f"{target} is not a cache file")
+        chunks = []
+        while data := os.read(fd, 1 << 20):
+            chunks.append(data)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def encode(info: RunInfo, in_round_main: bool, identity: list[int], offset: int) -> bytes:
+    """The cache file's bytes for ``info`` folded up to ``offset``; ``TypeError`` for a
+    field this module does not turn into JSON (no ``default``: never a wrong cache)."""
+    fields: dict[str, Any] = {
+        f.name: getattr(info, f.name) for f in dataclasses.fields(info) if f.name not in _NOT_KEPT
+    }
+    fields["streaks"] = info.streaks.to_record()
+    fields["budget_carried"] = info.budget_carried.to_record()
+    fields["chain_before"] = {
         key: usage.to_json() if usage is not None else None
-        for key, usage in run.info.chain_before.items()
+        for key, usage in info.chain_before.items()
     }
     data = {
-        "v": _VERSION,
+        "v": VERSION,
         "identity": identity,
         "offset": offset,
-        "in_round_main": run.in_round_main,
-        "info": info,
+        "in_round_main": in_round_main,
+        "info": fields,
     }
-    target = _cache_file(layout, run_id)
+    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS)
+
+
+def save(layout: Layout, run_id: str, raw: bytes) -> None:
+    """Keep ``raw`` (``encode``) as the run's cached fold; a failure only means the next
+    read folds the record from its start."""
+    target = cache_file(layout, run_id)
     # A cache with many writers (every reader): each writes its own temporary file.
     tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
         layout.folder(target.parent)  # never through a link
-        # No `default`: a field holding objects this module does not convert (a future
-        # RunInfo field) raises, and the fold is simply not kept.
-        raw = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o644)
         try:
-            os.write(fd, raw)
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        os.replace(tmp, target)
-    except (OSError, TypeError, FlowdropError):
+        os.replace(tmp, target)  # a link, FIFO or junk in its place is replaced, never followed
+    except (OSError, FlowdropError):
         with contextlib.suppress(OSError):
             tmp.unlink()  # a read-only workspace, a full disk: read it whole next time

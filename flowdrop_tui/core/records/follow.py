@@ -6,19 +6,25 @@ run read so far (``RunFold``), so a run appending many events a second costs
 what it appended, not the length of its record. Status is checked against
 liveness on every poll, so a killed run turns ``interrupted`` the moment it is
 looked at. What the flow printed (``output.log``) is followed the same way:
-from its last lines onward, only what was appended.
+from its last lines onward, only what was appended. A big record is taken up from its
+cached fold (``folded``) and its last ``keep`` events, read from its end: opening a
+week-long run never folds its record from the start (docs/reliability.md).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from flowdrop_tui.core.errors import NotFoundError, OutputUnreadableError
+from flowdrop_tui.core.files.regular import open_regular
 from flowdrop_tui.core.paths import CYCLE, OUTPUT, Layout
+from flowdrop_tui.core.records import folded
+from flowdrop_tui.core.records.event_lines import last_events
 from flowdrop_tui.core.records.output_log import OutputTail
 from flowdrop_tui.core.records.run_fold import RunFold, derive_status
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
@@ -48,6 +54,7 @@ class RunFollower:
     def __init__(
         self, layout: Layout, run_id: str, *, keep: int = 2000, output: bool = True
     ) -> None:
+        self.layout = layout
         self.run_dir = layout.run_dir(run_id)
         self.run_id = run_id
         self.keep = keep
@@ -70,6 +77,8 @@ class RunFollower:
         new: deque[dict[str, Any]] = deque(maxlen=self.keep)
         restarted = False
         seen = 0
+        if self._tail.offset == 0:
+            seen = self._from_cache(new)
         while True:
             read = self._tail.read()
             if read.restarted:
@@ -97,6 +106,32 @@ class RunFollower:
         self._status = info.status
         self._read_output(update, history)
         return update
+
+    def _from_cache(self, new: deque[dict[str, Any]]) -> int:
+        """A big record taken up from its cached fold and its last ``keep`` events before
+        the offset the fold covers; how many events that skips to (0: none cached)."""
+        try:
+            fd = open_regular(self.run_dir / CYCLE)
+        except OSError:
+            return 0
+        try:
+            stat = os.fstat(fd)
+            if stat.st_size < folded.CACHE_MIN:
+                return 0
+            identity = [stat.st_dev, stat.st_ino]
+            kept = folded.restore(self.layout, self.run_id, self.run_dir, identity, stat.st_size)
+            if kept is None:
+                return 0
+            recent = last_events(fd, kept.offset, self.keep)
+        except OSError:
+            return 0
+        finally:
+            os.close(fd)
+        self._fold.info, self._fold.in_round_main = kept.info, kept.in_round_main
+        self._tail.start_at(kept.offset, (identity[0], identity[1]))
+        new.extend(recent)
+        self._recent.extend(recent)
+        return kept.info.events
 
     def _read_output(self, update: RunUpdate, history: bool) -> None:
         """After the status: once a run is seen stopped, all it printed is on disk, so an

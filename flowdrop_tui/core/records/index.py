@@ -27,11 +27,11 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
-from flowdrop_tui.core.records import folded, key_runs, trash
-from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.records import key_runs, trash
+from flowdrop_tui.core.records.event_lines import events_named
 from flowdrop_tui.core.records.folder import is_abandoned
 from flowdrop_tui.core.records.liveness import live_pid
-from flowdrop_tui.core.records.run_fold import fold, list_run_ids
+from flowdrop_tui.core.records.run_fold import fold_run, list_run_ids
 from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
 
 INDEX_VERSION = 1
@@ -197,16 +197,16 @@ def _scan(layout: Layout) -> Index:
     facts: dict[tuple[str, str], tuple[RunInfo, str | None, bool]] = {}
     for run_id in list_run_ids(layout):
         run_dir = layout.runs / run_id
-        events = read_events(run_dir / CYCLE)
-        info = fold(run_id, run_dir, events)
+        info = fold_run(layout, run_id, run_dir)  # streamed; a big record from its cached fold
         if not info.has_created or info.key is None:
             continue  # a half-made or foreign folder: not a run
         source = info.source if isinstance(info.source, str) else None
         begins: list[tuple[str, str, str | None, str | None]] = [
             (info.key, info.started or "", info.flow, source)
         ]
-        for ev in events:
-            if ev["event"] == "call_started" and isinstance(ev.get("key"), str):
+        calls = events_named(run_dir / CYCLE, "call_started") if info.called else iter(())
+        for ev in calls:
+            if isinstance(ev.get("key"), str):
                 called_source = ev.get("source")
                 begins.append(
                     (
@@ -391,7 +391,7 @@ def repair(layout: Layout, key: str, entry: Entry) -> Entry | None:
     """An entry still saying live or paused may be behind its record (killed mid-update)."""
     run_id = entry["last_run"]
     run_dir = layout.runs / run_id
-    info = folded.fold_run(layout, run_id, run_dir)  # a big record: only what it appended
+    info = fold_run(layout, run_id, run_dir)  # a big record: only what it appended
     status = str(info.recorded)
     round_ = info.key_rounds.get(key, entry.get("round", 0))
     if status == entry.get("status") and round_ == entry.get("round"):

@@ -1,4 +1,9 @@
-"""Folding a run's events into its ``RunInfo``, and loading runs from the workspace."""
+"""Folding a run's events into its ``RunInfo``, and loading runs from the workspace.
+
+A record is always read a chunk at a time (``event_lines.line_batches``), and a big
+one only from where its cached fold ends (``folded``): however long a run went on,
+reading it never holds its record in memory (docs/reliability.md, "Giant records").
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core.errors import NotFoundError
+from flowdrop_tui.core.files.regular import open_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
+from flowdrop_tui.core.records import folded
 from flowdrop_tui.core.records.budget import Used, between, clean_limits, session_tokens
-from flowdrop_tui.core.records.event_lines import event_batches
+from flowdrop_tui.core.records.event_lines import MAX_LINE, line_batches, parse_lines
 from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.progress import Streaks, paused_by
@@ -264,10 +271,88 @@ def load_run(layout: Layout, run_id: str) -> RunInfo:
     path = layout.run_dir(run_id)
     if not path.is_dir():
         raise NotFoundError(f"no run {run_id} in {layout.runs}")
-    run = RunFold(run_id, path)
-    for batch in event_batches(path / CYCLE):
-        run.feed(batch)
-    return derive_status(run.info)
+    return derive_status(fold_run(layout, run_id, path))
+
+
+def fold_run(layout: Layout, run_id: str, path: Path) -> RunInfo:
+    """The run's *recorded* fold (``fold`` of its whole record), read a chunk at a time;
+    for a big record, from its cached fold and only the lines after it."""
+    kept = KeptFold(layout, run_id, path)
+    kept.update()
+    return kept.with_last_line()
+
+
+class KeptFold:
+    """A record folded as it grows, new lines only, its fold kept in the cache
+    (``folded``) once the record is big and again every ``CACHE_MIN`` it grows.
+
+    ``fold_run`` uses one for a single read; the process holding a run keeps one for its
+    whole life (``BudgetMeter``), so that the cache of a week-long run is always warm: its
+    end, ``flows``, ``runs``, ``show`` and the next pick-up read only its last lines."""
+
+    def __init__(self, layout: Layout, run_id: str, path: Path) -> None:
+        self.layout = layout
+        self.run_id = run_id
+        self.path = path
+        self.run = RunFold(run_id, path)
+        self.offset = 0  # the record is folded up to here (whole lines only)
+        self._identity: list[int] | None = None
+        self._kept = 0  # the offset the cache holds (0: none yet)
+
+    def update(self) -> RunInfo:
+        """The fold with the whole lines appended since the last update."""
+        try:
+            fd = open_regular(self.path / CYCLE)  # never a FIFO or a device
+        except OSError:
+            return self.run.feed([])
+        try:
+            stat = os.fstat(fd)
+            identity = [stat.st_dev, stat.st_ino]
+            if identity != self._identity or stat.st_size < self.offset:
+                self._start(identity, stat.st_size)  # first read, or a record replaced
+            for lines, after in line_batches(fd, self.offset, stat.st_size):
+                self.run.feed(parse_lines(lines))
+                self.offset = after
+        except OSError:
+            return self.run.feed([])
+        finally:
+            os.close(fd)
+        if stat.st_size >= folded.CACHE_MIN and (
+            self._kept == 0 or self.offset - self._kept >= folded.CACHE_MIN
+        ):
+            raw = folded.encode(self.run.info, self.run.in_round_main, identity, self.offset)
+            folded.save(self.layout, self.run_id, raw)
+            self._kept = self.offset
+        return self.run.feed([])
+
+    def _start(self, identity: list[int], size: int) -> None:
+        self.run = RunFold(self.run_id, self.path)
+        self._identity, self.offset, self._kept = identity, 0, 0
+        if size >= folded.CACHE_MIN:
+            restored = folded.restore(self.layout, self.run_id, self.path, identity, size)
+            if restored is not None:
+                self.run.info, self.run.in_round_main = restored.info, restored.in_round_main
+                self.offset = self._kept = restored.offset
+
+    def with_last_line(self) -> RunInfo:
+        """The fold with the record's last line too when it parses without its newline
+        (as ``event_lines.read_events`` reads it); only for a fold read once: that line
+        is folded here and would be folded again by the next ``update``."""
+        try:
+            fd = open_regular(self.path / CYCLE)
+        except OSError:
+            return self.run.feed([])
+        try:
+            stat = os.fstat(fd)
+            if [stat.st_dev, stat.st_ino] == self._identity and stat.st_size > self.offset:
+                tail = os.pread(fd, min(stat.st_size - self.offset, MAX_LINE), self.offset)
+                if b"\n" not in tail:
+                    self.run.feed(parse_lines(tail))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return self.run.feed([])
 
 
 def list_run_ids(layout: Layout) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.folded import load_run  # a big record: only what it appended
+from flowdrop_tui.core.records.run_fold import load_run  # a big record: only what it appended
 from flowdrop_tui.core.records.usage import Usage, total
 
 

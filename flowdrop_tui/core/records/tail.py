@@ -38,6 +38,11 @@ class EventTail:
         self.offset = 0
         self._inode: tuple[int, int] | None = None
 
+    def start_at(self, offset: int, inode: tuple[int, int]) -> None:
+        """Read on from ``offset`` of the file ``inode`` names (``(st_dev, st_ino)``): what
+        is before it was read another way (a cached fold)."""
+        self.offset, self._inode = offset, inode
+
     def read(self, limit: int = CHUNK) -> TailRead:
         """The whole lines appended since the last read (at most ``limit`` bytes of them)."""
         result = TailRead()

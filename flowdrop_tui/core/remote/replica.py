@@ -45,8 +45,8 @@ from flowdrop_tui.core.paths import (
     SESSIONS,
     Layout,
 )
-from flowdrop_tui.core.records import folded, index, key_runs, trash
-from flowdrop_tui.core.records.event_lines import read_events, read_first_event
+from flowdrop_tui.core.records import index, key_runs, run_fold, trash
+from flowdrop_tui.core.records.event_lines import events_named, read_first_event
 from flowdrop_tui.core.records.folder import hidden_folder
 from flowdrop_tui.core.remote.store import CHANNEL, Change, PostgresStore
 
@@ -323,13 +323,13 @@ def _refresh_entries(layout: Layout, keys: dict[str, Any], run_ids: list[str]) -
         run_dir = layout.runs / run_id
         if not run_dir.is_dir():
             continue
-        info = folded.fold_run(layout, run_id, run_dir)
+        info = run_fold.fold_run(layout, run_id, run_dir)
         if not info.has_created or info.key is None:
             continue
         flows: dict[str, str | None] = {info.key: info.flow}
         if info.called:
-            for event in read_events(run_dir / CYCLE):
-                if event.get("event") == "call_started" and isinstance(event.get("key"), str):
+            for event in events_named(run_dir / CYCLE, "call_started"):  # streamed
+                if isinstance(event.get("key"), str):
                     flow = event.get("flow")
                     flows.setdefault(event["key"], flow if isinstance(flow, str) else None)
         for key, flow in flows.items():

@@ -26,10 +26,9 @@ from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
 from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.budget import LIMIT_WAIT
-from flowdrop_tui.core.records.event_lines import read_events
 from flowdrop_tui.core.records.event_log import EventLog
 from flowdrop_tui.core.records.progress import Streaks
-from flowdrop_tui.core.records.run_fold import fold
+from flowdrop_tui.core.records.run_fold import fold_run
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.records.state import StateFile
 from flowdrop_tui.core.run import notices
@@ -106,7 +105,7 @@ class Execution:
         self.notify = notify
         self.resumed_by = resumed_by
         self.resumed_fields = resumed_fields or {}  # budget, flow digest, git: for `resumed`
-        self.budget_meter = BudgetMeter(run_id, self.run_dir)
+        self.budget_meter = BudgetMeter(layout, run_id, self.run_dir)
         # SPEC §20: what each round moved, and the streaks that pause a spinning loop
         in_git = git.is_repository(layout.workspace)
         self.moves = RoundMoves(layout.workspace, states.encoded, in_git)
@@ -416,7 +415,7 @@ class Execution:
         return Status.FAILED, error_info(exc, self.loaded.file)
 
     def _folded(self) -> Any:
-        return fold(self.run_id, self.run_dir, read_events(self.run_dir / CYCLE))
+        return fold_run(self.layout, self.run_id, self.run_dir)  # streamed, from its cached fold
 
     def _finish(self, status: Status, result: Any, error: dict[str, Any] | None) -> Outcome:
         position = self._end_position or self.position()

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from flowdrop_tui.core.control import notify
-from flowdrop_tui.core.paths import CYCLE, Layout
-from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.event_log import EventLog
-from flowdrop_tui.core.records.run_fold import fold
+from flowdrop_tui.core.records.run_fold import fold_run
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.core.run.frame import Frame, PauseRun
 
@@ -70,7 +69,7 @@ def at_end(host: Holder, status: Status, result: Any, error: dict[str, Any] | No
     """Before the run records its pause or end: the notice for it (a pause by a gate or a
     budget was announced where it happened)."""
     if status == Status.PAUSED:
-        cause = fold(host.run_id, host.run_dir, read_events(host.run_dir / CYCLE)).pause_cause
+        cause = fold_run(host.layout, host.run_id, host.run_dir).pause_cause
         kind = str((cause or {}).get("event") or "")
         if kind and kind not in ("gate_opened", "budget_reached"):
             announce(host, f"{kind}-{host.stretch}", kind, f"paused: {kind.replace('_', ' ')}")

