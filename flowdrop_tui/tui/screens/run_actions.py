@@ -45,6 +45,7 @@ from flowdrop_tui.tui.messages import (
 from flowdrop_tui.tui.screens.confirm_modal import ask
 from flowdrop_tui.tui.screens.raise_budget_modal import limit_args
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
+from flowdrop_tui.tui.user_writes import user_write
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
@@ -172,6 +173,7 @@ class RunActions:
         return ref, bool(forecast.runnable(self.workspace, ref).resumable)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def plan_run(self, key: str, from_run: str | None, limits: Limits | None = None) -> None:
         """Work out what the run would do — what ``plan`` says (``forecast``) — and ask
         first when it carries state forward; a refusal is said before anything starts.
@@ -266,6 +268,7 @@ class RunActions:
             self.plan_raise(name, paused, info.run if info is not None and not paused else None)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def plan_raise(self, key: str, paused: str | None, from_run: str | None) -> None:
         try:
             if paused is not None:
@@ -324,6 +327,7 @@ class RunActions:
         ask(self.screen.app, PickUpModal(message.key, found), answered)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def launch(
         self,
         key: str,
@@ -370,6 +374,7 @@ class RunActions:
             self.plan_fresh(name)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def plan_fresh(self, key: str) -> None:
         """A fresh run drops nothing when there is nothing to pick up: ask only then."""
         try:
@@ -436,6 +441,7 @@ class RunActions:
         self.stop(info.run, now)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def stop(self, run_id: str, now: bool) -> None:
         """Escape: stop a live run. A run that paused meanwhile is refused, not closed."""
         try:
@@ -471,6 +477,7 @@ class RunActions:
         ask(self.screen.app, CloseRunModal(info), answered)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def close_paused(self, run_id: str) -> None:
         try:
             asked = self.mode.stop(run_id, now=False, by=UI)
@@ -491,6 +498,7 @@ class RunActions:
             self.pause(info.run)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def pause(self, run_id: str) -> None:
         """The words and the round are the CLI's (``asked_text``): the round in flight."""
         try:
@@ -512,6 +520,7 @@ class RunActions:
             self.resume(info.run, info.key)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def resume(
         self, run_id: str, key: str, previewed: bool = False, limits: Limits | None = None
     ) -> None:
