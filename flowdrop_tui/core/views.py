@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from flowdrop_tui.core import git
+from flowdrop_tui.core import defaults, git
 from flowdrop_tui.core.errors import (
     FlowdropError,
     InvalidNameError,
@@ -199,8 +199,8 @@ def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
         return validate_flow_name(arg)
 
 
-RUNS_PAGE = 50  # `runs` shows the newest page; --limit N or --all for more
-LOG_PAGE = 1000  # `logs --json` answers in pages of this many lines (--limit, --after)
+RUNS_PAGE = defaults.RUNS_PAGE
+LOG_PAGE = defaults.LOG_PAGE
 
 
 def runs_named(

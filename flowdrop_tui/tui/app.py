@@ -34,7 +34,6 @@ from flowdrop_tui.tui.textual_compat import (
     withdraw_notification,
 )
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
-from flowdrop_tui.tui.widgets.run_table import RunTable
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.mode import LiveFeed, Mode
@@ -170,6 +169,8 @@ class FlowdropApp(App[int]):
     def key_help(self) -> list[tuple[str, str, str]]:
         """(key, description, tooltip) for every key the main screen answers: those in the
         footer, and those kept out of it for room that carry a tooltip (``d``)."""
+        from flowdrop_tui.tui.widgets.run_table import RunTable  # when help is first asked
+
         found: list[tuple[str, str, str]] = []
         for owner in (FlowTable, RunTable, MainScreen, FlowdropApp):
             for binding in merged_bindings(owner).key_to_bindings.values():
@@ -202,6 +203,8 @@ class FlowdropApp(App[int]):
         yield from super().get_system_commands(screen)
         if not isinstance(screen, MainScreen):
             return
+        from flowdrop_tui.tui.widgets.run_table import RunTable  # the palette: when opened
+
         yield SystemCommand(
             "Prune old runs",
             "Delete ended runs beyond the newest 20 of each flow; shows what would go first",

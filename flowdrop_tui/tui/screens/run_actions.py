@@ -21,9 +21,7 @@ workers, and stop and pause reach the worker holding the run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
-
-from textual.binding import Binding, BindingType
+from typing import Any
 
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import BudgetExhaustedError, FlowdropError
@@ -43,6 +41,7 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
 )
 from flowdrop_tui.tui.screens.confirm_modal import ask
+from flowdrop_tui.tui.screens.main_keys import RUN_KEYS
 from flowdrop_tui.tui.screens.raise_budget_modal import limit_args
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
 from flowdrop_tui.tui.user_writes import user_write
@@ -54,48 +53,7 @@ class RunActions:
     """What the keys that act on runs do, on the screen's selection (``MainScreen``'s
     ``action_*`` methods call these)."""
 
-    # The main screen's BINDINGS take these (actions named for its delegating methods).
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "escape",
-            "stop_run",
-            "Stop",
-            id="stop",
-            tooltip="Stop the selected flow's live run after its round; again: stop it now. "
-            "Escape first closes the filter, a dialog or help; it never closes a paused run",
-        ),
-        Binding(
-            "p",
-            "pause_run",
-            "Pause",
-            id="pause",
-            tooltip="Pause the selected flow's run after its round",
-        ),
-        Binding("r", "resume_run", "Resume", id="resume", tooltip="Resume the selected paused run"),
-        Binding(
-            "x",
-            "close_run",
-            "Close",
-            id="close",
-            tooltip="Close the selected flow's paused run for good (asks first, naming it)",
-        ),
-        Binding(
-            "n",
-            "fresh_run",
-            "Fresh",
-            id="fresh",
-            tooltip="Start the selected flow fresh: round 1, empty state",
-        ),
-        Binding(
-            "b",
-            "raise_budget",
-            "Raise budget",
-            id="raise-budget",
-            tooltip="Raise the budget the selected run (or its flow's next pick-up) is out of, "
-            "then resume or pick up under the new limit",
-            show=False,  # the footer has no room at 80 columns: help and the palette list it
-        ),
-    ]
+    BINDINGS = RUN_KEYS  # the main screen's, named for its delegating methods
 
     def __init__(self, screen: SelectionScreen) -> None:
         self.screen = screen
