@@ -24,8 +24,8 @@ from textual.widget import MountError
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker
 
-from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.flow_list import quick_flow_rows
 from flowdrop_tui.core.paths import FLOWS_DIR
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo
 from flowdrop_tui.format import no_runs_words, waiting_words
@@ -112,7 +112,7 @@ class MainScreen(LazyParts, Screen[None]):
         # the describe cache and the index — no process, no scan of runs. The panes
         # below are empty frames until just after it (see ``_after_first_paint``).
         try:
-            rows = views.quick_flow_rows(self.workspace)
+            rows = quick_flow_rows(self.workspace)
         except (OSError, FlowdropError):
             rows = []
         yield WorkspaceBar(self.workspace.workspace.name, self.store)
