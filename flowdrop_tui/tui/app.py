@@ -268,7 +268,7 @@ def run_app(mode: Mode) -> int:
     """Open the terminal UI on ``mode``'s workspace (its live feed, if any, followed
     while open); returns the exit status once the terminal is restored and every write
     the user asked for is done. What is left — reads on worker threads, the children
-    they started (told to stop here) — is abandoned: the caller leaves by ``os._exit``
+    they started (told to stop here) — is abandoned: the caller leaves without teardown
     (``cli/serving.py``; docs/decisions.md, "Quitting the UI")."""
     app = FlowdropApp(mode.layout, mode)
     try:

@@ -9,7 +9,7 @@ counts the work marked ``user_write`` — a key that starts, stops, pauses, resu
 answers, raises a budget, dismisses or prunes — from the moment it is handed over
 until it is done (or cancelled before it began, as Textual cancels a worker that had
 not started when the app closed). ``wait`` holds the exit until that count is zero;
-the app then leaves through ``os._exit`` (``app.run_app``), its reads abandoned.
+the command then leaves without teardown (``app.run_app``), its reads abandoned.
 """
 
 from __future__ import annotations
