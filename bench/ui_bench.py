@@ -1,7 +1,7 @@
 """The UI's speed goals, as ratios measured in one run (SPEC §13; docs/decisions.md, "Speed"):
 
 (a) start to the first painted flow list, 50 flows and 100,000 runs, against a bare
-    Textual app painting a 50-row DataTable;                       goal ≤ 1.5
+    Textual app painting a 50-row DataTable;                       goal ≤ 1.25
 (b) peak memory of the same two (each in its own process);          goal ≤ 1.5
 (a'), (b') the same for 100,000 runs against 10,000: nothing at start-up grows
     with the number of runs;                                        goal ≤ 1.1
@@ -43,7 +43,8 @@ sys.path.insert(0, str(HERE))
 from ui_workspace import make  # noqa: E402
 
 CHILD = str(HERE / "ui_child.py")
-GOAL = 1.5
+GOAL = 1.25  # first paint (issue 28; it was 1.5)
+RSS_GOAL = 1.5
 GROWTH_GOAL = 1.1
 LATENCY_GOAL = 1.0
 
@@ -199,7 +200,7 @@ def main() -> int:
 
     rows = [
         ("(a) first paint, s", paint_ours, paint_bare, GOAL),
-        ("(b) peak memory, MiB", rss_ours, rss_bare, GOAL),
+        ("(b) peak memory, MiB", rss_ours, rss_bare, RSS_GOAL),
         (f"(a') paint {args.runs:,} / {args.small:,}", paint_ours, paint_fewer, GROWTH_GOAL),
         (f"(b') memory {args.runs:,} / {args.small:,}", rss_ours, rss_fewer, GROWTH_GOAL),
         ("(c) append to screen, ms", latency_ui * 1000, latency_naive * 1000, LATENCY_GOAL),

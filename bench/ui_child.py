@@ -5,7 +5,8 @@ Modes:
 ``paint-ours WORKSPACE OUT``  the real ``flowdrop-tui`` entry point on WORKSPACE
 ``paint-bare OUT``            a bare Textual app painting a 50-row DataTable
     Both write ``{"painted": wall time of the first frame holding 50 table rows,
-    "maxrss_kb": peak resident memory once the app has settled}``.
+    "cpu_s": the process's CPU seconds by then, "maxrss_kb": peak resident memory once
+    the app has settled}``.
 
 ``latency-ours WORKSPACE OUT N``  flowdrop-tui following the live ``flow_00`` run
 ``latency-bare RUN_DIR OUT N``    a bare Textual app following that run's ``cycle.jsonl``
@@ -69,6 +70,7 @@ def paint_ours(workspace: str, out: str) -> None:
     from flowdrop_tui.tui.app import FlowdropApp
 
     painted: list[float] = []
+    cpu: list[float] = []
 
     def settled(app: FlowdropApp) -> bool:
         main = app._main()
@@ -86,13 +88,20 @@ def paint_ours(workspace: str, out: str) -> None:
 
     def on_paint(table: Any) -> None:
         painted.append(time.time())
+        cpu.append(time.process_time())
         app = table.app
         deadline = time.monotonic() + SETTLE_LIMIT
 
         def check() -> None:
             if settled(app) or time.monotonic() > deadline:
                 _write(
-                    out, {"painted": painted[0], "maxrss_kb": _maxrss_kb(), "settled": settled(app)}
+                    out,
+                    {
+                        "painted": painted[0],
+                        "cpu_s": cpu[0],
+                        "maxrss_kb": _maxrss_kb(),
+                        "settled": settled(app),
+                    },
                 )
                 app.exit()
             else:
@@ -129,11 +138,13 @@ def paint_bare(out: str) -> None:
             table.focus()
 
     def on_paint(table: Any) -> None:
-        painted = time.time()
+        painted, cpu = time.time(), time.process_time()
         app = table.app
 
         def done() -> None:
-            _write(out, {"painted": painted, "maxrss_kb": _maxrss_kb(), "settled": True})
+            _write(
+                out, {"painted": painted, "cpu_s": cpu, "maxrss_kb": _maxrss_kb(), "settled": True}
+            )
             app.exit()
 
         app.call_later(done)

@@ -30,7 +30,12 @@ TICKER = """
     import time
     from flowdrop_tui import flow
 
-    @flow(resumable=True, description="Logs a tick every half second (the latency probe)")
+    # stall=None: it changes nothing, and must tick on (SPEC §20 would pause it after 5)
+    @flow(
+        resumable=True,
+        stall=None,
+        description="Logs a tick every half second (the latency probe)",
+    )
     def main(run):
         for round in run.rounds():
             time.sleep(0.25)

@@ -8,11 +8,12 @@ error, how a run started, what a stop or pause did), for the CLI and the UI alik
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from flowdrop_tui.core.control.verbs import Action, Asked
+if TYPE_CHECKING:
+    from flowdrop_tui.core.control.verbs import Asked
 
 
 def duration(seconds: float | None) -> str:
@@ -68,6 +69,8 @@ def start_words(start: Any, source: Any, snapshot: Any = None) -> str:
 
 def asked_text(asked: Asked) -> str:
     """What a stop or pause request did, in a sentence."""
+    from flowdrop_tui.core.control.verbs import Action  # with the answer: not at start
+
     if asked.action == Action.CLOSED:
         return f"run {asked.run} was paused; it is now closed cancelled"
     if asked.action == Action.STOP_NOW:

@@ -10,9 +10,8 @@ import argparse
 from collections.abc import Callable
 from typing import NoReturn
 
-from flowdrop_tui.core import retention, views
+from flowdrop_tui.core import defaults
 from flowdrop_tui.core.errors import UsageError
-from flowdrop_tui.core.records.budget import check_limit, check_limit_wait
 
 
 class Parser(argparse.ArgumentParser):
@@ -25,6 +24,8 @@ def _limit(kind: str) -> Callable[[str], float | int | None]:
     lifts the limit for this chain."""
 
     def parse(text: str) -> float | int | None:
+        from flowdrop_tui.core.records.budget import check_limit  # when a limit is given
+
         if text.strip().lower() in ("none", "off"):
             return None
         try:
@@ -41,6 +42,8 @@ def _limit(kind: str) -> Callable[[str], float | int | None]:
 
 def _limit_wait(text: str) -> float:
     """``--limit-wait 12h``: the longest one usage-limit wait (0: never wait)."""
+    from flowdrop_tui.core.records.budget import check_limit_wait  # when it is given
+
     try:
         return check_limit_wait(text, "--limit-wait")
     except ValueError as exc:
@@ -148,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("flow", metavar="FLOW", nargs="?")
     page = runs.add_mutually_exclusive_group()
     page.add_argument(
-        "--limit", type=int, metavar="N", default=views.RUNS_PAGE, help="the newest N (50)"
+        "--limit", type=int, metavar="N", default=defaults.RUNS_PAGE, help="the newest N (50)"
     )
     page.add_argument("--all", action="store_true", help="every run")
     runs.add_argument(
@@ -186,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit",
         type=int,
         metavar="N",
-        help=f"at most N lines (with --json: {views.LOG_PAGE} unless given; its next_after "
+        help=f"at most N lines (with --json: {defaults.LOG_PAGE} unless given; its next_after "
         "says where the next page starts)",
     )
     logs.add_argument(
@@ -221,9 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--keep",
         type=_count,
-        default=retention.DEFAULT_KEEP,
+        default=defaults.DEFAULT_KEEP,
         metavar="N",
-        help=f"keep the newest N runs of each flow (default {retention.DEFAULT_KEEP})",
+        help=f"keep the newest N runs of each flow (default {defaults.DEFAULT_KEEP})",
     )
     prune.add_argument(
         "--older-than",

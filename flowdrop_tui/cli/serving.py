@@ -17,7 +17,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
     workspace.read_layout(args)
     from flowdrop_tui.tui.app import run_app  # here, not at the top: commands never load Textual
 
-    return run_app(workspace.mode(args))
+    code = run_app(workspace.mode(args))
+    # The terminal is restored and what the user asked is written: leave without
+    # joining the threads of reads still under way, nor tearing down the interpreter's
+    # heap (docs/decisions.md, "Quitting the UI"; bench/quit_cold.py).
+    args.exit_without_teardown = True
+    return code
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

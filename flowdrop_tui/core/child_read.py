@@ -10,11 +10,16 @@ the answer is no longer wanted (the UI's worker cancelled as the app closes).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 
 POLL = 0.1  # seconds between looks at ``cancelled``
+
+_running: set[subprocess.Popen[bytes]] = set()  # children of reads not answered yet
+_running_lock = threading.Lock()
 
 
 def never() -> bool:
@@ -33,6 +38,8 @@ def child_output(
         )
     except OSError:
         return None
+    with _running_lock:
+        _running.add(child)
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -45,8 +52,21 @@ def child_output(
                 if time.monotonic() >= deadline:
                     return None
     finally:
+        with _running_lock:
+            _running.discard(child)
         if child.poll() is None:
             # Told to stop, not waited for: it keeps what it learnt and leaves by itself
             # (the ledger saves on SIGTERM; ``subprocess`` reaps it later, init once the
             # UI has exited). Waiting here is what held the UI's quit.
             child.terminate()
+
+
+def stop_all() -> None:
+    """Send SIGTERM to every read's child still running: the process is leaving without
+    waiting for the threads that poll them (the UI's quit, ``tui/app.py``)."""
+    with _running_lock:
+        children = list(_running)
+    for child in children:
+        if child.poll() is None:
+            with contextlib.suppress(OSError):
+                child.terminate()

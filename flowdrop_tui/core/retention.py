@@ -41,6 +41,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from flowdrop_tui.core import defaults
 from flowdrop_tui.core.errors import FlowdropError, RecordsUnwritableError, UsageError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.discovery import FlowRef, describe_cached, resolve_flow
@@ -54,7 +55,7 @@ from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
 from flowdrop_tui.core.run.start_plan import pick_up_source
 from flowdrop_tui.core.times import parse_time
 
-DEFAULT_KEEP = 20
+DEFAULT_KEEP = defaults.DEFAULT_KEEP
 BATCH = 50  # runs moved to the trash per hold of the index lock (what a starting run may wait)
 # A transcript not named after a run (a plugged-in backend's) is an orphan only when
 # no run links to it and nothing has written it for this long: it may be being linked.

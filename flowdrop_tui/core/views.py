@@ -11,20 +11,22 @@ import os
 from pathlib import Path
 from typing import Any
 
-from flowdrop_tui.core import git
+from flowdrop_tui.core import defaults, git
 from flowdrop_tui.core.errors import (
     FlowdropError,
     InvalidNameError,
     NotFoundError,
     OutputUnreadableError,
 )
+
+# The flow list as the first frame shows it, and the threads listed with the flows:
+# in a module of their own, which the UI's start imports without this one.
+from flowdrop_tui.core.flow_list import graph_threads as _graph_threads
+from flowdrop_tui.core.flow_list import quick_flow_rows as quick_flow_rows
+from flowdrop_tui.core.flow_list import thread_refs as thread_refs
 from flowdrop_tui.core.flows.discovery import (
     FlowInfo,
-    FlowRef,
     describe,
-    describe_cached,
-    discover,
-    path_threads,
     resolve_flow,
 )
 from flowdrop_tui.core.paths import (
@@ -38,7 +40,6 @@ from flowdrop_tui.core.paths import (
 from flowdrop_tui.core.records import index, key_runs, pins
 from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
 from flowdrop_tui.core.records.event_log import side_value
-from flowdrop_tui.core.records.index import GRAPH_FLOW
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.output_log import tail_lines
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
@@ -48,14 +49,6 @@ from flowdrop_tui.core.records.state import read_states
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.records.usage import total as usage_total
 from flowdrop_tui.core.run.start_plan import snapshot_of
-
-
-def thread_refs(layout: Layout, data: dict[str, Any] | None = None) -> list[FlowRef]:
-    """What the flow list lists: every flow by name, then every thread keyed by a path to
-    a flow (``run flows/tick``), each its own row under its key (SPEC §2: two keys, two
-    threads). ``data``: the index as read (default: loaded, rebuilt if need be)."""
-    keys = (data if data is not None else index.load(layout))["keys"]
-    return discover(layout) + path_threads(layout, keys)
 
 
 def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[str, Any]]:
@@ -129,59 +122,6 @@ def thread_budget(info: FlowInfo, last: RunInfo | None) -> ChainBudget:
     return ChainBudget(effective(info.budget, last.budget_overrides), chain.used)
 
 
-def _graph_threads(data: Any, named: set[str]) -> list[FlowInfo]:
-    """LangGraph threads run with ``FlowdropSaver`` (SPEC §22), listed after the flows:
-    keys whose runs name ``GRAPH_FLOW`` and no flow folder of their own."""
-    return [
-        FlowInfo(key, GRAPH_FLOW, True, "a LangGraph thread (FlowdropSaver)", None)
-        for key, entry in sorted(data["keys"].items())
-        if isinstance(entry, dict) and entry.get("flow") == GRAPH_FLOW and key not in named
-    ]
-
-
-def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
-    """The flow list as far as it can be told without starting a process or reading runs:
-    names from discovery, declarations from the describe cache (``described`` is False
-    where it has none yet) and the index as it is on disk. What a first paint shows;
-    ``flow_rows`` fills in the rest."""
-    data = index.read(layout) or {"keys": {}}
-    refs = thread_refs(layout, data)
-    rows = []
-    for ref, info in zip(refs, describe_cached(layout, refs), strict=True):
-        entry = data["keys"].get(ref.key) or {}
-        rows.append(
-            {
-                "name": ref.key,
-                "by_path": ref.key != ref.name,
-                "path": ref.rel(layout),
-                "resumable": info.resumable if info else None,
-                "error": info.error if info else None,
-                "description": info.description if info else "",
-                "round": int(entry.get("round") or 0),
-                "last_run": entry.get("last_run"),
-                "status": entry.get("status"),
-                "described": info is not None,
-            }
-        )
-    for graph in _graph_threads(data, {ref.name for ref in refs}):
-        entry = data["keys"][graph.name]
-        rows.append(
-            {
-                "name": graph.name,
-                "by_path": False,
-                "path": graph.path,
-                "resumable": True,
-                "error": None,
-                "description": graph.description,
-                "round": int(entry.get("round") or 0),
-                "last_run": entry.get("last_run"),
-                "status": entry.get("status"),
-                "described": True,
-            }
-        )
-    return rows
-
-
 def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
     """The key ``FLOW`` names, whether or not the flow still exists on disk."""
     try:
@@ -197,8 +137,8 @@ def key_for(layout: Layout, arg: str, cwd: Path | None = None) -> str:
         return validate_flow_name(arg)
 
 
-RUNS_PAGE = 50  # `runs` shows the newest page; --limit N or --all for more
-LOG_PAGE = 1000  # `logs --json` answers in pages of this many lines (--limit, --after)
+RUNS_PAGE = defaults.RUNS_PAGE
+LOG_PAGE = defaults.LOG_PAGE
 
 
 def runs_named(

@@ -8,7 +8,7 @@ them as it sees local runs'."""
 
 from __future__ import annotations
 
-import gc
+import asyncio
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -21,9 +21,10 @@ from textual.notifications import Notify
 from textual.screen import Screen
 from textual.worker import Worker
 
-from flowdrop_tui.core import watch
+from flowdrop_tui.core import child_read, watch
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.tui import user_writes
 from flowdrop_tui.tui.error_reports import report_worker
 from flowdrop_tui.tui.keys import AimedKey, aim, send_on, too_early
 from flowdrop_tui.tui.screens.main_screen import MainScreen
@@ -33,7 +34,6 @@ from flowdrop_tui.tui.textual_compat import (
     withdraw_notification,
 )
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
-from flowdrop_tui.tui.widgets.run_table import RunTable
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.mode import LiveFeed, Mode
@@ -94,6 +94,11 @@ class FlowdropApp(App[int]):
 
     def get_default_screen(self) -> Screen[None]:
         return MainScreen(self.mode, self.watcher)
+
+    def on_load(self) -> None:
+        # Before any worker: thread workers run on an executor whose shutdown never
+        # waits, so that closing never joins a read still under way (user_writes.py).
+        asyncio.get_running_loop().set_default_executor(user_writes.Executor())
 
     # -- a live feed (remote mode: the replica follows PostgreSQL) while the app is open ----
 
@@ -164,6 +169,8 @@ class FlowdropApp(App[int]):
     def key_help(self) -> list[tuple[str, str, str]]:
         """(key, description, tooltip) for every key the main screen answers: those in the
         footer, and those kept out of it for room that carry a tooltip (``d``)."""
+        from flowdrop_tui.tui.widgets.run_table import RunTable  # when help is first asked
+
         found: list[tuple[str, str, str]] = []
         for owner in (FlowTable, RunTable, MainScreen, FlowdropApp):
             for binding in merged_bindings(owner).key_to_bindings.values():
@@ -196,6 +203,8 @@ class FlowdropApp(App[int]):
         yield from super().get_system_commands(screen)
         if not isinstance(screen, MainScreen):
             return
+        from flowdrop_tui.tui.widgets.run_table import RunTable  # the palette: when opened
+
         yield SystemCommand(
             "Prune old runs",
             "Delete ended runs beyond the newest 20 of each flow; shows what would go first",
@@ -257,14 +266,15 @@ class FlowdropApp(App[int]):
 
 def run_app(mode: Mode) -> int:
     """Open the terminal UI on ``mode``'s workspace (its live feed, if any, followed
-    while open); returns the exit status."""
+    while open); returns the exit status once the terminal is restored and every write
+    the user asked for is done. What is left — reads on worker threads, the children
+    they started (told to stop here) — is abandoned: the caller leaves without teardown
+    (``cli/serving.py``; docs/decisions.md, "Quitting the UI")."""
     app = FlowdropApp(mode.layout, mode)
     try:
         app.run()
     finally:
         app.stop_replica()
-        # The process is about to end: its last garbage collection (every widget, every
-        # run read) held q's exit ~0.8 s on a busy machine (bench/quit_cold.py). The
-        # objects stay as they are; the process's end frees them.
-        gc.freeze()
+        user_writes.wait()
+        child_read.stop_all()
     return int(app.return_code or 0)

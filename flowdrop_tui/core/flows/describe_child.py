@@ -27,7 +27,6 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.errors import FlowLoadError
-from flowdrop_tui.core.flows.declaration import describe_error, load_flow
 
 DESCRIBE_TIMEOUT = 5.0  # SPEC §3: a flow that does not answer in 5 s is listed as such
 PARALLEL = max(2, (os.cpu_count() or 2) * 2)
@@ -35,6 +34,9 @@ PARALLEL = max(2, (os.cpu_count() or 2) * 2)
 
 def answer_for(file: Path, workspace: Path | None) -> dict[str, Any]:
     """Load the flow in this process: its declaration, or its load error, as data."""
+    # Here, not at the top: the listing imports this module for its two numbers.
+    from flowdrop_tui.core.flows.declaration import describe_error, load_flow
+
     try:
         loaded = load_flow(file, workspace)
         return {

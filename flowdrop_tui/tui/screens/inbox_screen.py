@@ -21,6 +21,7 @@ from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.run.forecast import StartOptions
 from flowdrop_tui.tui.screens.answer_modal import AnswerModal
+from flowdrop_tui.tui.user_writes import user_write
 
 UI = {"via": "ui"}
 REREAD = 3.0  # seconds between reads while the inbox is open
@@ -152,6 +153,7 @@ class InboxScreen(Screen[None]):
             self.dismiss_ids([item["id"]])
 
     @work(thread=True, group="inbox-act", exit_on_error=False)
+    @user_write
     def answer(self, item: dict[str, Any], reply: str) -> None:
         self._done(
             lambda: self.mode.answer(item["run"], reply, gate=item.get("gate"), by=UI),
@@ -159,12 +161,14 @@ class InboxScreen(Screen[None]):
         )
 
     @work(thread=True, group="inbox-act", exit_on_error=False)
+    @user_write
     def resume(self, item: dict[str, Any], extra: list[str]) -> None:
         self._done(
             lambda: self.mode.resume(item["run"], extra, by=UI), f"run {item['run']} resumes"
         )
 
     @work(thread=True, group="inbox-act", exit_on_error=False)
+    @user_write
     def pick_up(self, item: dict[str, Any]) -> None:
         def start() -> Any:
             ref = resolve_flow(self.mode.layout, str(item["flow"]), cwd=self.mode.layout.workspace)
@@ -173,6 +177,7 @@ class InboxScreen(Screen[None]):
         self._done(start, f"{item['flow']} picked up")
 
     @work(thread=True, group="inbox-act", exit_on_error=False)
+    @user_write
     def dismiss_ids(self, ids: list[str]) -> None:
         self._done(lambda: inbox.dismiss(self.mode.layout, ids), "dismissed")
 

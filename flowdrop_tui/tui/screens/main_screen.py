@@ -12,7 +12,7 @@ as it is on disk — and the rest (describing, listing runs, git) fills in after
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -24,53 +24,50 @@ from textual.widget import MountError
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker
 
-from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError
-from flowdrop_tui.core.mode import Mode
+from flowdrop_tui.core.flow_list import quick_flow_rows
 from flowdrop_tui.core.paths import FLOWS_DIR
-from flowdrop_tui.core.records.follow import RunUpdate
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo
-from flowdrop_tui.core.watch import WorkspaceWatch
 from flowdrop_tui.format import no_runs_words, waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
-from flowdrop_tui.tui.messages import (
-    FlowRowsRead,
-    FlowsChanged,
-    FreshRunPlanned,
-    IndexChanged,
-    PickUpPlanned,
-    RunActionRefused,
-    RunActionTaken,
-    RunChanged,
-    RunDetailRead,
-    RunLaunched,
-    RunPolled,
-    RunsRead,
-    UsageRead,
-    WorkspaceRead,
-)
-from flowdrop_tui.tui.run_tracker import RunTracker
-from flowdrop_tui.tui.screens.open_files import OpenFiles
-from flowdrop_tui.tui.screens.run_actions import RunActions
-from flowdrop_tui.tui.screens.workspace_reads import RUNS_SHOWN, WorkspaceReads
-from flowdrop_tui.tui.widgets.event_feed import EventFeed
+from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, RUN_KEYS, RUNS_SHOWN
+from flowdrop_tui.tui.screens.main_parts import LazyParts, lower_panes
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar, filtered_title
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.no_flows import NoFlows
-from flowdrop_tui.tui.widgets.run_detail import RunDetail
-from flowdrop_tui.tui.widgets.run_table import RunTable
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
+
+if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
+    from flowdrop_tui.core.mode import Mode
+    from flowdrop_tui.core.records.follow import RunUpdate
+    from flowdrop_tui.core.watch import WorkspaceWatch
+    from flowdrop_tui.tui.messages import (
+        FlowRowsRead,
+        FlowsChanged,
+        FreshRunPlanned,
+        IndexChanged,
+        PickUpPlanned,
+        RunActionRefused,
+        RunActionTaken,
+        RunChanged,
+        RunDetailRead,
+        RunLaunched,
+        RunPolled,
+        RunsRead,
+        UsageRead,
+        WorkspaceRead,
+    )
 
 NARROW = 100  # columns: below it, tables drop what the Run pane repeats, the footer packs
 GIT_EVERY = 10.0  # seconds between reads of the workspace's git state for the header
 SHORT = 30  # rows: below it, the flows pane is only as tall as its rows (up to six)
 
 
-class MainScreen(Screen[None]):
+class MainScreen(LazyParts, Screen[None]):
     AUTO_FOCUS = "#flows"  # the app opens with the flow list focused on its first flow
     BINDINGS: ClassVar[list[BindingType]] = [
-        *OpenFiles.BINDINGS,
-        *RunActions.BINDINGS,
+        *FILE_KEYS,
+        *RUN_KEYS,
         Binding(
             "slash",
             "filter",
@@ -98,7 +95,6 @@ class MainScreen(Screen[None]):
         self.mode = mode  # chosen once, at the app's start: every run action asks it
         self.store = mode.store_label  # where the records come from (the top line)
         self.watcher = watcher
-        self.tracker = RunTracker(layout)
         self.selected_flow: str | None = None
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
@@ -107,9 +103,7 @@ class MainScreen(Screen[None]):
         self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
         self.runs_shown_of: str | None = None  # the flow whose runs have been read
         self.after_runs: Callable[[], None] | None = None  # a key waiting for them
-        self.reads = WorkspaceReads(self, watcher)
-        self.run_actions = RunActions(self)
-        self.open_files = OpenFiles(self)
+        # tracker, reads, run_actions, open_files: made on first use (LazyParts)
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -118,7 +112,7 @@ class MainScreen(Screen[None]):
         # the describe cache and the index — no process, no scan of runs. The panes
         # below are empty frames until just after it (see ``_after_first_paint``).
         try:
-            rows = views.quick_flow_rows(self.workspace)
+            rows = quick_flow_rows(self.workspace)
         except (OSError, FlowdropError):
             rows = []
         yield WorkspaceBar(self.workspace.workspace.name, self.store)
@@ -141,18 +135,6 @@ class MainScreen(Screen[None]):
     @property
     def flows(self) -> FlowTable:
         return self.query_one(FlowTable)
-
-    @property
-    def runs(self) -> RunTable:
-        return self.query_one(RunTable)
-
-    @property
-    def feed(self) -> EventFeed:
-        return self.query_one(EventFeed)
-
-    @property
-    def detail(self) -> RunDetail:
-        return self.query_one(RunDetail)
 
     def on_mount(self) -> None:
         # Nothing here touches the panes' children: nested containers mount theirs after
@@ -180,6 +162,7 @@ class MainScreen(Screen[None]):
     async def _after_first_paint(self) -> None:
         """Measured (bench/ui_bench.py): mounting the lower panes with the flow list
         delays its first frame by about a fifth; mounted now, they cost it nothing."""
+        EventFeed, RunDetail, RunTable = lower_panes()  # imported now, after the frame
         feed = EventFeed(id="events")
         feed.border_title = "Events"
         detail = RunDetail(id="detail")

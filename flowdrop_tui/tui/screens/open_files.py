@@ -13,16 +13,15 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
-from typing import ClassVar
 
 from textual.app import SuspendNotSupported
-from textual.binding import Binding, BindingType
 
 from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.paths import FLOW_FILE, STATE, Layout
 from flowdrop_tui.core.records.run_info import RunInfo
+from flowdrop_tui.tui.screens.main_keys import FILE_KEYS
 from flowdrop_tui.tui.screens.selection import SelectionScreen
 
 EDITOR_DEFAULT = "vi"
@@ -47,20 +46,7 @@ class OpenFiles:
     """What ``e``, ``o`` and ``t`` do, on the screen's selection (``MainScreen``'s
     ``action_*`` methods call these)."""
 
-    # The main screen's BINDINGS take these (actions named for its delegating methods).
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("e", "edit_flow", "Edit flow.py", show=False),
-        Binding("o", "open_state", "Open state.json", show=False),
-        Binding("t", "open_transcript", "Open transcript", show=False),
-        Binding(
-            "y",
-            "copy_run_id",
-            "Copy run id",
-            id="copy-run-id",
-            tooltip="Copy the selected run's id to the clipboard (OSC 52: the terminal's own)",
-            show=False,  # the footer has no room at 80 columns: help and the palette list it
-        ),
-    ]
+    BINDINGS = FILE_KEYS  # the main screen's, named for its delegating methods
 
     def __init__(self, screen: SelectionScreen) -> None:
         self.screen = screen

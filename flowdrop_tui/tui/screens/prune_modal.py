@@ -19,6 +19,7 @@ from textual.containers import VerticalScroll
 from flowdrop_tui.core import retention
 from flowdrop_tui.format import prune_text, size_words
 from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings, ask
+from flowdrop_tui.tui.user_writes import user_write
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.mode import Mode
@@ -78,6 +79,7 @@ def offer_prune(app: App[Any], mode: Mode, keep: int = retention.DEFAULT_KEEP) -
             if callable(refresh):
                 refresh()
 
+    @user_write
     def delete() -> None:
         result = mode.prune(keep, dry_run=False)
         app.call_from_thread(done, result)

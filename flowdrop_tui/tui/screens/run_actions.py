@@ -21,9 +21,7 @@ workers, and stop and pause reach the worker holding the run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
-
-from textual.binding import Binding, BindingType
+from typing import Any
 
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import BudgetExhaustedError, FlowdropError
@@ -43,8 +41,10 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
 )
 from flowdrop_tui.tui.screens.confirm_modal import ask
+from flowdrop_tui.tui.screens.main_keys import RUN_KEYS
 from flowdrop_tui.tui.screens.raise_budget_modal import limit_args
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
+from flowdrop_tui.tui.user_writes import user_write
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
@@ -53,48 +53,7 @@ class RunActions:
     """What the keys that act on runs do, on the screen's selection (``MainScreen``'s
     ``action_*`` methods call these)."""
 
-    # The main screen's BINDINGS take these (actions named for its delegating methods).
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "escape",
-            "stop_run",
-            "Stop",
-            id="stop",
-            tooltip="Stop the selected flow's live run after its round; again: stop it now. "
-            "Escape first closes the filter, a dialog or help; it never closes a paused run",
-        ),
-        Binding(
-            "p",
-            "pause_run",
-            "Pause",
-            id="pause",
-            tooltip="Pause the selected flow's run after its round",
-        ),
-        Binding("r", "resume_run", "Resume", id="resume", tooltip="Resume the selected paused run"),
-        Binding(
-            "x",
-            "close_run",
-            "Close",
-            id="close",
-            tooltip="Close the selected flow's paused run for good (asks first, naming it)",
-        ),
-        Binding(
-            "n",
-            "fresh_run",
-            "Fresh",
-            id="fresh",
-            tooltip="Start the selected flow fresh: round 1, empty state",
-        ),
-        Binding(
-            "b",
-            "raise_budget",
-            "Raise budget",
-            id="raise-budget",
-            tooltip="Raise the budget the selected run (or its flow's next pick-up) is out of, "
-            "then resume or pick up under the new limit",
-            show=False,  # the footer has no room at 80 columns: help and the palette list it
-        ),
-    ]
+    BINDINGS = RUN_KEYS  # the main screen's, named for its delegating methods
 
     def __init__(self, screen: SelectionScreen) -> None:
         self.screen = screen
@@ -172,6 +131,7 @@ class RunActions:
         return ref, bool(forecast.runnable(self.workspace, ref).resumable)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def plan_run(self, key: str, from_run: str | None, limits: Limits | None = None) -> None:
         """Work out what the run would do — what ``plan`` says (``forecast``) — and ask
         first when it carries state forward; a refusal is said before anything starts.
@@ -266,6 +226,7 @@ class RunActions:
             self.plan_raise(name, paused, info.run if info is not None and not paused else None)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def plan_raise(self, key: str, paused: str | None, from_run: str | None) -> None:
         try:
             if paused is not None:
@@ -324,6 +285,7 @@ class RunActions:
         ask(self.screen.app, PickUpModal(message.key, found), answered)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def launch(
         self,
         key: str,
@@ -370,6 +332,7 @@ class RunActions:
             self.plan_fresh(name)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def plan_fresh(self, key: str) -> None:
         """A fresh run drops nothing when there is nothing to pick up: ask only then."""
         try:
@@ -436,6 +399,7 @@ class RunActions:
         self.stop(info.run, now)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def stop(self, run_id: str, now: bool) -> None:
         """Escape: stop a live run. A run that paused meanwhile is refused, not closed."""
         try:
@@ -471,6 +435,7 @@ class RunActions:
         ask(self.screen.app, CloseRunModal(info), answered)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def close_paused(self, run_id: str) -> None:
         try:
             asked = self.mode.stop(run_id, now=False, by=UI)
@@ -491,6 +456,7 @@ class RunActions:
             self.pause(info.run)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def pause(self, run_id: str) -> None:
         """The words and the round are the CLI's (``asked_text``): the round in flight."""
         try:
@@ -512,6 +478,7 @@ class RunActions:
             self.resume(info.run, info.key)
 
     @work_on_screen(thread=True, group="control")
+    @user_write
     def resume(
         self, run_id: str, key: str, previewed: bool = False, limits: Limits | None = None
     ) -> None:

@@ -32,9 +32,8 @@ from flowdrop_tui.tui.messages import (
     UsageRead,
     WorkspaceRead,
 )
+from flowdrop_tui.tui.screens.main_keys import RUNS_SHOWN
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
-
-RUNS_SHOWN = 500  # runs of a flow read at a time: the newest, then a page per "m"
 
 
 class WorkspaceReads:

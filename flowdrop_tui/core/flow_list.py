@@ -1,0 +1,79 @@
+"""The flow list as the UI's first frame shows it — discovery, the describe cache and
+the index as on disk, no process and no run read — in a module that imports only what
+that needs (``views`` re-exports it; bench/README.md, (c))."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowdrop_tui.core.flows.discovery import (
+    FlowInfo,
+    FlowRef,
+    describe_cached,
+    discover,
+    path_threads,
+)
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.index import GRAPH_FLOW
+
+
+def thread_refs(layout: Layout, data: dict[str, Any] | None = None) -> list[FlowRef]:
+    """What the flow list lists: every flow by name, then every thread keyed by a path to
+    a flow (``run flows/tick``), each its own row under its key (SPEC §2: two keys, two
+    threads). ``data``: the index as read (default: loaded, rebuilt if need be)."""
+    keys = (data if data is not None else index.load(layout))["keys"]
+    return discover(layout) + path_threads(layout, keys)
+
+
+def graph_threads(data: Any, named: set[str]) -> list[FlowInfo]:
+    """LangGraph threads run with ``FlowdropSaver`` (SPEC §22), listed after the flows:
+    keys whose runs name ``GRAPH_FLOW`` and no flow folder of their own."""
+    return [
+        FlowInfo(key, GRAPH_FLOW, True, "a LangGraph thread (FlowdropSaver)", None)
+        for key, entry in sorted(data["keys"].items())
+        if isinstance(entry, dict) and entry.get("flow") == GRAPH_FLOW and key not in named
+    ]
+
+
+def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
+    """The flow list as far as it can be told without starting a process or reading runs:
+    names from discovery, declarations from the describe cache (``described`` is False
+    where it has none yet) and the index as it is on disk. What a first paint shows;
+    ``flow_rows`` fills in the rest."""
+    data = index.read(layout) or {"keys": {}}
+    refs = thread_refs(layout, data)
+    rows = []
+    for ref, info in zip(refs, describe_cached(layout, refs), strict=True):
+        entry = data["keys"].get(ref.key) or {}
+        rows.append(
+            {
+                "name": ref.key,
+                "by_path": ref.key != ref.name,
+                "path": ref.rel(layout),
+                "resumable": info.resumable if info else None,
+                "error": info.error if info else None,
+                "description": info.description if info else "",
+                "round": int(entry.get("round") or 0),
+                "last_run": entry.get("last_run"),
+                "status": entry.get("status"),
+                "described": info is not None,
+            }
+        )
+    for graph in graph_threads(data, {ref.name for ref in refs}):
+        entry = data["keys"][graph.name]
+        rows.append(
+            {
+                "name": graph.name,
+                "by_path": False,
+                "path": graph.path,
+                "resumable": True,
+                "error": None,
+                "description": graph.description,
+                "round": int(entry.get("round") or 0),
+                "last_run": entry.get("last_run"),
+                "status": entry.get("status"),
+                "described": True,
+            }
+        )
+    return rows

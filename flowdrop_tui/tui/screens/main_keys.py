@@ -1,0 +1,66 @@
+"""The keys of the main screen's parts (``run_actions.py``, ``open_files.py``) and the
+size of a page of runs (``workspace_reads.py``), here so that the screen is built
+without importing the parts: they load after the first frame (bench/README.md, (c))."""
+
+from __future__ import annotations
+
+from textual.binding import Binding, BindingType
+
+RUNS_SHOWN = 500  # runs of a flow read at a time: the newest, then a page per "m"
+
+# Actions named for the main screen's delegating methods.
+RUN_KEYS: list[BindingType] = [
+    Binding(
+        "escape",
+        "stop_run",
+        "Stop",
+        id="stop",
+        tooltip="Stop the selected flow's live run after its round; again: stop it now. "
+        "Escape first closes the filter, a dialog or help; it never closes a paused run",
+    ),
+    Binding(
+        "p",
+        "pause_run",
+        "Pause",
+        id="pause",
+        tooltip="Pause the selected flow's run after its round",
+    ),
+    Binding("r", "resume_run", "Resume", id="resume", tooltip="Resume the selected paused run"),
+    Binding(
+        "x",
+        "close_run",
+        "Close",
+        id="close",
+        tooltip="Close the selected flow's paused run for good (asks first, naming it)",
+    ),
+    Binding(
+        "n",
+        "fresh_run",
+        "Fresh",
+        id="fresh",
+        tooltip="Start the selected flow fresh: round 1, empty state",
+    ),
+    Binding(
+        "b",
+        "raise_budget",
+        "Raise budget",
+        id="raise-budget",
+        tooltip="Raise the budget the selected run (or its flow's next pick-up) is out of, "
+        "then resume or pick up under the new limit",
+        show=False,  # the footer has no room at 80 columns: help and the palette list it
+    ),
+]
+
+FILE_KEYS: list[BindingType] = [
+    Binding("e", "edit_flow", "Edit flow.py", show=False),
+    Binding("o", "open_state", "Open state.json", show=False),
+    Binding("t", "open_transcript", "Open transcript", show=False),
+    Binding(
+        "y",
+        "copy_run_id",
+        "Copy run id",
+        id="copy-run-id",
+        tooltip="Copy the selected run's id to the clipboard (OSC 52: the terminal's own)",
+        show=False,  # the footer has no room at 80 columns: help and the palette list it
+    ),
+]

@@ -1,0 +1,87 @@
+"""The main screen's parts and lower panes, imported when first used — just after the
+first frame, which shows only the flow list (bench/README.md, (c): the first frame
+paid for importing the run pane, the actions and their dialogs, the readers)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
+    from flowdrop_tui.core.paths import Layout
+    from flowdrop_tui.core.watch import WorkspaceWatch
+    from flowdrop_tui.tui.run_tracker import RunTracker
+    from flowdrop_tui.tui.screens.open_files import OpenFiles
+    from flowdrop_tui.tui.screens.run_actions import RunActions
+    from flowdrop_tui.tui.screens.selection import SelectionScreen
+    from flowdrop_tui.tui.screens.workspace_reads import WorkspaceReads
+    from flowdrop_tui.tui.widgets.event_feed import EventFeed
+    from flowdrop_tui.tui.widgets.run_detail import RunDetail
+    from flowdrop_tui.tui.widgets.run_table import RunTable
+
+
+class LazyParts:
+    """Mixed into ``MainScreen``: its parts made, and its panes' classes imported, on
+    first use."""
+
+    workspace: Layout
+    watcher: WorkspaceWatch
+
+    @cached_property
+    def tracker(self) -> RunTracker:
+        from flowdrop_tui.tui.run_tracker import RunTracker
+
+        return RunTracker(self.workspace)
+
+    @cached_property
+    def reads(self) -> WorkspaceReads:
+        from flowdrop_tui.tui.screens.workspace_reads import WorkspaceReads
+
+        return WorkspaceReads(self._selection(), self.watcher)
+
+    @cached_property
+    def run_actions(self) -> RunActions:
+        from flowdrop_tui.tui.screens.run_actions import RunActions
+
+        return RunActions(self._selection())
+
+    @cached_property
+    def open_files(self) -> OpenFiles:
+        from flowdrop_tui.tui.screens.open_files import OpenFiles
+
+        return OpenFiles(self._selection())
+
+    def _selection(self) -> SelectionScreen:
+        return cast("SelectionScreen", self)
+
+    def _node(self) -> DOMNode:
+        return cast("DOMNode", self)
+
+    @property
+    def runs(self) -> RunTable:
+        from flowdrop_tui.tui.widgets.run_table import RunTable
+
+        return self._node().query_one(RunTable)
+
+    @property
+    def feed(self) -> EventFeed:
+        from flowdrop_tui.tui.widgets.event_feed import EventFeed
+
+        return self._node().query_one(EventFeed)
+
+    @property
+    def detail(self) -> RunDetail:
+        from flowdrop_tui.tui.widgets.run_detail import RunDetail
+
+        return self._node().query_one(RunDetail)
+
+
+def lower_panes() -> tuple[type[EventFeed], type[RunDetail], type[RunTable]]:
+    """The classes of the panes mounted after the first frame."""
+    from flowdrop_tui.tui.widgets.event_feed import EventFeed
+    from flowdrop_tui.tui.widgets.run_detail import RunDetail
+    from flowdrop_tui.tui.widgets.run_table import RunTable
+
+    return EventFeed, RunDetail, RunTable
