@@ -31,7 +31,6 @@ from flowdrop_tui.core.paths import (
     CYCLE,
     OUTPUT,
     SESSIONS,
-    STATE,
     Layout,
     validate_flow_name,
     validate_key,
@@ -46,7 +45,7 @@ from flowdrop_tui.core.records.output_log import tail_lines
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
 from flowdrop_tui.core.records.spending import thread_usage
-from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.records.state import read_run_states
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.records.usage import total as usage_total
 from flowdrop_tui.core.run.start_plan import snapshot_of
@@ -349,7 +348,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     info = load_run(layout, run_id)
     detail = info.summary()
     try:
-        states = read_states(info.path / STATE)
+        states = read_run_states(info.path)
         detail["state"] = states
         detail["state_error"] = None
     except FlowdropError as exc:
@@ -391,7 +390,7 @@ def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:
     view: dict[str, Any] = {"key": info.key, "source": info.source, "state": None, "error": None}
     view.update(changes=None, changes_error=None)
     try:
-        view["state"] = read_states(info.path / STATE)
+        view["state"] = read_run_states(info.path)
     except FlowdropError as exc:
         view["error"] = exc.message
         return view
@@ -399,7 +398,7 @@ def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:
         view["changes_error"] = "a fresh start: nothing was picked up"
         return view
     try:
-        before_all = read_states(layout.run_dir(info.source) / STATE)
+        before_all = read_run_states(layout.run_dir(info.source))
     except FlowdropError as exc:
         view["changes_error"] = exc.message
         return view
@@ -419,4 +418,4 @@ def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:
 def run_snapshot(layout: Layout, run_id: str) -> dict[str, Any]:
     """``snapshot RUN``: the run's state in the FlowDrop shape (SPEC §7)."""
     info = load_run(layout, run_id)
-    return snapshot_of(info, read_states(info.path / STATE))
+    return snapshot_of(info, read_run_states(info.path))
