@@ -290,7 +290,9 @@ def check_copy(
     return losses, seen
 
 
-def check_counters(ws: Path, last_round: int, env: dict[str, str], seen: dict[str, Any]) -> list[str]:
+def check_counters(
+    ws: Path, last_round: int, env: dict[str, str], seen: dict[str, Any]
+) -> list[str]:
     """Issue 27 item 4: what the chain carries on is as durable as the state — the next
     round comes after the last round whose save was reported, and the rounds budget has
     counted at least that many (the chain starts at round 1 and counts every round)."""
@@ -303,9 +305,13 @@ def check_counters(ws: Path, last_round: int, env: dict[str, str], seen: dict[st
     seen["next_round"], seen["rounds_used"], seen["last_round"] = next_round, used, last_round
     losses = []
     if not isinstance(next_round, int) or next_round <= last_round:
-        losses.append(f"round {last_round} was reported saved; the next round would be {next_round}")
+        losses.append(
+            f"round {last_round} was reported saved; the next round would be {next_round}"
+        )
     if not isinstance(used, int) or used < last_round:
-        losses.append(f"round {last_round} was reported saved; the rounds budget counts {used} used")
+        losses.append(
+            f"round {last_round} was reported saved; the rounds budget counts {used} used"
+        )
     return losses
 
 
@@ -392,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "reported_saves_checked": 0,
         "reported_ends_checked": 0,
         "resumed_runs_cut": 0,
+        "resumed_saves_checked": 0,
         "counters_checked": 0,
     }
     started = time.monotonic()
@@ -426,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
                         figures["ran_to_the_end"] += 1
                     figures["reported_saves_checked"] += "saved" in seen
                     figures["resumed_runs_cut"] += bool(seen.get("resumed")) and cut
+                    figures["resumed_saves_checked"] += (
+                        bool(seen.get("resumed")) and "saved" in seen
+                    )
                     figures["counters_checked"] += "next_round" in seen
                     figures["reported_ends_checked"] += bool(
                         re.search(r"^run \S+ (completed|paused) \(", err, re.M)
