@@ -261,6 +261,7 @@ class StateFile:
         self._lock = threading.RLock()
         self._owner = os.getpid()
         self._failing: str | None = None
+        self._unpublished: str | None = None  # why state.json lags its log, as last said
         self._saving = False
         self._dirty = False
         self._last: bytes | None = None  # the last good save, for a value that cannot be written
@@ -358,7 +359,23 @@ class StateFile:
         if self._failing is not None:
             self._failing = None
             self.on_warning("state saved again after earlier failures")
+        self._tell_published()
         return not unsaved
+
+    def _tell_published(self) -> None:
+        """Say once that ``state.json`` cannot be replaced (each save is kept in the run's
+        state log all the same, and every reader reads it), and when it can again."""
+        trouble = self.keeper.publish_trouble
+        if trouble == self._unpublished:
+            return
+        if trouble is not None:
+            self.on_warning(
+                f"state.json not replaced ({trouble}); each save is kept in "
+                "state.log, which every reader reads, and state.json follows when it can"
+            )
+        else:
+            self.on_warning("state.json replaced again after earlier failures")
+        self._unpublished = trouble
 
     def _refused_once(self, where: str, why: str) -> None:
         """A save that left ``where`` out: the first says why, the second that it will not

@@ -275,6 +275,9 @@ class Keeper:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Why the last publish of state.json failed (``None``: it did not); the save
+        # itself is in the log. StateFile says so once, and again when it recovers.
+        self.publish_trouble: str | None = None
 
     def keep(self, data: bytes, *, durable: bool = True) -> None:
         """Make ``data`` the run's state, surviving a power cut when ``durable`` (else the
@@ -370,11 +373,13 @@ class Keeper:
                 return
             try:
                 write_atomic(self.path, item[1], durable=False)
-            except OSError:  # the log holds it; tried again at the next save and the end
+            except OSError as exc:  # the log holds it; tried again at the next save, the end
+                self.publish_trouble = f"{type(exc).__name__}: {exc}"
                 with self._lock:
                     if self._pending is None:
                         self._pending = item
                 return
+            self.publish_trouble = None
             self._published = item[0]
             self._published_at = time.monotonic()
 
