@@ -49,6 +49,7 @@ from flowdrop_tui.core.paths import (
     REQUESTS,
     RUN_ID_RE,
     SESSIONS,
+    STATE_LOG,
 )
 from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.remote import shared_files
@@ -75,7 +76,8 @@ _WORKER_ONLY = frozenset(
         ENV_VAR,
     }
 )
-_NOT_MIRRORED = frozenset({LIVE_LOCK, REMOTE_LIVE, REQUESTS, SESSIONS})
+# state.log: this machine's durability of a key set (PostgreSQL keeps the state itself)
+_NOT_MIRRORED = frozenset({LIVE_LOCK, REMOTE_LIVE, REQUESTS, SESSIONS, STATE_LOG})
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 5.0
 _SAY_EVERY = 30.0  # seconds between two "still unreachable" lines
