@@ -264,10 +264,17 @@ def check_copy(
                 losses.append(
                     f"run {run_id} was reported {ended.group(2)}; its record says {info.recorded}"
                 )
-            if resumed and saved and not ended and str(info.recorded) == "paused":
-                losses.append(  # issue 27 item 3: back paused at its old position
-                    f"run {run_id} was resumed and saved {saved[-1]}; its record says paused"
-                )
+            if resumed and rounds and str(info.recorded) == "paused":
+                # issue 27 item 3: back paused at its old position — the record's last pause
+                # is from before the round whose save was reported (a pause after it, made
+                # durable just before the cut and not yet reported, is the run's own)
+                pauses = [e for e in read_events(record) if e["event"] == "paused"]
+                at = pauses[-1].get("round") if pauses else None
+                if not isinstance(at, int) or at < rounds[-1]:
+                    losses.append(
+                        f"run {run_id} was resumed and saved round {rounds[-1]}; its record "
+                        f"says paused at round {at}"
+                    )
         if rounds:
             losses += check_counters(ws, rounds[-1], env, seen)
         env1 = {**env, "PC_ROUNDS": "1", "PC_PAUSE": "0"}
