@@ -221,7 +221,8 @@ def check_copy(
     losses: list[str] = []
     fsck = sh("e2fsck", "-fy", str(disk.copy), check=False)
     if fsck.returncode >= 4:
-        return [f"e2fsck could not repair the copy (exit {fsck.returncode})"], {}
+        said = " | ".join((fsck.stdout + fsck.stderr).strip().splitlines()[-6:])
+        return [f"e2fsck could not repair the copy (exit {fsck.returncode}): {said}"], {}
     disk.mount(disk.copy, disk.copy_mnt)
     seen: dict[str, Any] = {"fsck": fsck.returncode}
     try:
