@@ -220,6 +220,11 @@ def check_copy(
 
     losses: list[str] = []
     fsck = sh("e2fsck", "-fy", str(disk.copy), check=False)
+    if fsck.returncode >= 4 and os.environ.get("PC_FSCK_LOG"):
+        with open(os.environ["PC_FSCK_LOG"], "a") as log:
+            log.write(fsck.stdout + fsck.stderr + "\n=====\n")
+            again = sh("e2fsck", "-fy", str(disk.copy), check=False)
+            log.write(f"second pass: exit {again.returncode}\n{again.stdout}\n=====\n")
     if fsck.returncode >= 4:
         said = " | ".join((fsck.stdout + fsck.stderr).strip().splitlines()[-6:])
         return [f"e2fsck could not repair the copy (exit {fsck.returncode}): {said}"], {}

@@ -125,7 +125,9 @@ def test_a_log_a_kill_left_is_read_first_and_settled_by_the_next_run(tmp_path: P
     store = StateFile(folder / "state.json")
     s = store.state("k")
     s["n"] = 1
-    s["n"] = 2  # within the publishing span: state.json may still say n=1
+    s["n"] = 2
+    # the process is then killed (its publisher done: it would race this test's writes)
+    wait_for(lambda: orjson.loads((folder / "state.json").read_bytes()) == {"k": {"n": 2}})
     (folder / "state.json").write_bytes(b'{"k":{"n":0}}')  # a power cut left it older
     assert read_run_states(folder) == {"k": {"n": 2}}
     locks.acquire(folder / "live.lock")
