@@ -174,7 +174,6 @@ def _create(
         # came back naming a block of old text that e2fsck could not repair.
         for entry in (SESSIONS, REQUESTS):
             sync_entry(hidden / entry)
-        sync_entry(hidden)  # and the folder's own block, before its name is synced anywhere
         # Synced through the descriptor that holds the lock: closing any other
         # descriptor of a locked file would drop the lock (files/locks.py).
         os.fsync(locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid())))
