@@ -22,11 +22,15 @@ def valid_state(state: Any) -> bool:
 
 
 def engine() -> tuple[Any, Any, Any]:
-    """The engine's record readers: ``fold``, ``read_events``, ``read_states``."""
+    """The engine's record readers: ``fold``, ``read_events``, ``read_states`` — the last
+    given a run's ``state.json`` path, reading the run's state as the engine does (its
+    state log first, where the engine keeps one)."""
     try:
         folding = importlib.import_module("flowdrop_tui.core.records.run_fold")
         lines = importlib.import_module("flowdrop_tui.core.records.event_lines")
         state = importlib.import_module("flowdrop_tui.core.records.state")
+        if hasattr(state, "read_run_states"):  # the state log (issue 28): its newest first
+            return folding.fold, lines.read_events, lambda path: state.read_run_states(path.parent)
         return folding.fold, lines.read_events, state.read_states
     except ImportError:  # the layout before issue 21, to measure an older checkout
         pass

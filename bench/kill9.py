@@ -65,7 +65,7 @@ from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.event_lines import parse_lines, read_events
 from flowdrop_tui.core.records.run_fold import fold, list_run_ids
 from flowdrop_tui.core.records.run_info import Status
-from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.records.state import read_run_states, read_states
 from flowdrop_tui.core.run import start_plan
 
 KEY = "kill9"
@@ -453,8 +453,12 @@ class Harness:
         return evs
 
     def check_state(self, run_id: str, last_round: int) -> dict[str, Any]:
-        try:
-            states = read_states(self.layout.runs / run_id / STATE)
+        try:  # SPEC §4: state.json itself whole and a state the flow set, after any kill
+            raw = read_states(self.layout.runs / run_id / STATE).get(KEY)
+            if raw is not None and not shape_ok(raw):
+                self.loss(f"{run_id}: state.json holds {raw}, not a state the flow ever set")
+            # the run's state as every reader reads it (its state log first: issue 28)
+            states = read_run_states(self.layout.runs / run_id)
         except FlowdropError as exc:
             self.loss(f"{run_id}: state.json unusable: {exc.message}")
             return {}
@@ -494,7 +498,7 @@ class Harness:
                 self.loss(f"{run_id}: started from {got_state}, the thread had {exp.state}")
         elif not resumed:
             try:
-                now = read_states(self.layout.runs / run_id / STATE).get(KEY)
+                now = read_run_states(self.layout.runs / run_id).get(KEY)
             except FlowdropError:
                 return  # reported by check_state
             if now != exp.state:

@@ -65,7 +65,7 @@ FLOW = """
 import os, subprocess, sys
 from flowdrop_tui import flow
 
-@flow(resumable=True)
+@flow(resumable=True, budget={"rounds": 1000000})
 def main(run):
     s = run.state
     print(f"start {s.get('n', 0)}", flush=True)
@@ -74,7 +74,7 @@ def main(run):
     for _ in run.rounds():
         n = s.get("n", 0) + 1
         s.update(n=n, half=n // 2)  # one save: every state the flow sets has half == n // 2
-        print(f"saved {n}", flush=True)
+        print(f"saved {n} round {run.round}", flush=True)
         done += 1
         if done >= rounds:
             if os.environ.get("PC_PAUSE") == "1":
@@ -220,8 +220,14 @@ def check_copy(
 
     losses: list[str] = []
     fsck = sh("e2fsck", "-fy", str(disk.copy), check=False)
+    if fsck.returncode >= 4 and os.environ.get("PC_FSCK_LOG"):
+        with open(os.environ["PC_FSCK_LOG"], "a") as log:
+            log.write(fsck.stdout + fsck.stderr + "\n=====\n")
+            again = sh("e2fsck", "-fy", str(disk.copy), check=False)
+            log.write(f"second pass: exit {again.returncode}\n{again.stdout}\n=====\n")
     if fsck.returncode >= 4:
-        return [f"e2fsck could not repair the copy (exit {fsck.returncode})"], {}
+        said = " | ".join((fsck.stdout + fsck.stderr).strip().splitlines()[-6:])
+        return [f"e2fsck could not repair the copy (exit {fsck.returncode}): {said}"], {}
     disk.mount(disk.copy, disk.copy_mnt)
     seen: dict[str, Any] = {"fsck": fsck.returncode}
     try:
@@ -238,7 +244,10 @@ def check_copy(
             if not valid_state(states.get("count", {})):
                 losses.append(f"{folder.name}/state.json holds a state never set: {states}")
         announced = re.search(r"^(?:run|resuming run) (\S+) of count", stderr, re.M)
-        saved = [int(x) for x in re.findall(r"^saved (\d+)$", stdout, re.M)]
+        saved = [int(x) for x in re.findall(r"^saved (\d+) round \d+$", stdout, re.M)]
+        rounds = [int(x) for x in re.findall(r"^saved \d+ round (\d+)$", stdout, re.M)]
+        resumed = bool(re.search(r"^resuming run ", stderr, re.M))
+        seen["resumed"] = resumed
         ended = re.search(r"^run (\S+) (completed|paused) \(", stderr, re.M)
         if announced:
             run_id = announced.group(1)
@@ -261,6 +270,19 @@ def check_copy(
                 losses.append(
                     f"run {run_id} was reported {ended.group(2)}; its record says {info.recorded}"
                 )
+            if resumed and rounds and str(info.recorded) == "paused":
+                # issue 27 item 3: back paused at its old position — the record's last pause
+                # is from before the round whose save was reported (a pause after it, made
+                # durable just before the cut and not yet reported, is the run's own)
+                pauses = [e for e in read_events(record) if e["event"] == "paused"]
+                at = pauses[-1].get("round") if pauses else None
+                if not isinstance(at, int) or at < rounds[-1]:
+                    losses.append(
+                        f"run {run_id} was resumed and saved round {rounds[-1]}; its record "
+                        f"says paused at round {at}"
+                    )
+        if rounds:
+            losses += check_counters(ws, rounds[-1], env, seen)
         env1 = {**env, "PC_ROUNDS": "1", "PC_PAUSE": "0"}
         nxt = run_cli(ws, "run", "count", env=env1)
         start = re.search(r"^start (\d+)$", nxt.stdout, re.M)
@@ -272,11 +294,54 @@ def check_copy(
             losses.append(
                 f"the next run started from n={start.group(1)}; saved {saved[-1]} was reported"
             )
+        if announced and nxt.returncode == 0:
+            losses += check_settled(runs / announced.group(1), saved[-1] if saved else 0)
     finally:
         sh("umount", str(disk.copy_mnt), check=False)
         with contextlib.suppress(OSError):
             disk.copy.unlink()
     return losses, seen
+
+
+def check_counters(
+    ws: Path, last_round: int, env: dict[str, str], seen: dict[str, Any]
+) -> list[str]:
+    """Issue 27 item 4: what the chain carries on is as durable as the state — the next
+    round comes after the last round whose save was reported, and the rounds budget has
+    counted at least that many (the chain starts at round 1 and counts every round)."""
+    plan = run_cli(ws, "plan", "count", "--json", env=env)
+    try:
+        data = orjson.loads(plan.stdout)
+        next_round, used = data["next_round"], data["budget"]["rounds"]["used"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return [f"plan failed (exit {plan.returncode}): {plan.stderr[-300:]}"]
+    seen["next_round"], seen["rounds_used"], seen["last_round"] = next_round, used, last_round
+    losses = []
+    if not isinstance(next_round, int) or next_round <= last_round:
+        losses.append(
+            f"round {last_round} was reported saved; the next round would be {next_round}"
+        )
+    if not isinstance(used, int) or used < last_round:
+        losses.append(
+            f"round {last_round} was reported saved; the rounds budget counts {used} used"
+        )
+    return losses
+
+
+def check_settled(run_dir: Path, saved: int) -> list[str]:
+    """After the next run picked it up, the cut run's ``state.json`` itself is whole and
+    current (repaired from its state log when the cut left it behind), and no log stays."""
+    try:
+        data = orjson.loads((run_dir / "state.json").read_bytes())
+        n = data.get("count", {}).get("n", 0)
+    except (OSError, orjson.JSONDecodeError, AttributeError) as exc:
+        return [f"{run_dir.name}/state.json after the next run: {exc}"]
+    losses = []
+    if not valid_state(data.get("count", {})) or n < saved:
+        losses.append(f"{run_dir.name}/state.json after the next run holds {data}; saved {saved}")
+    if (run_dir / "state.log").exists():
+        losses.append(f"{run_dir.name}/state.log is still there after the next run")
+    return losses
 
 
 def calibrate(disk: Disk, scratch: Path, env: dict[str, str]) -> dict[str, int]:
@@ -345,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
         "by_kind": Counter(),
         "reported_saves_checked": 0,
         "reported_ends_checked": 0,
+        "resumed_runs_cut": 0,
+        "resumed_saves_checked": 0,
+        "counters_checked": 0,
     }
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="flowdrop-powercut-", dir=args.dir))
@@ -377,6 +445,11 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         figures["ran_to_the_end"] += 1
                     figures["reported_saves_checked"] += "saved" in seen
+                    figures["resumed_runs_cut"] += bool(seen.get("resumed")) and cut
+                    figures["resumed_saves_checked"] += (
+                        bool(seen.get("resumed")) and "saved" in seen
+                    )
+                    figures["counters_checked"] += "next_round" in seen
                     figures["reported_ends_checked"] += bool(
                         re.search(r"^run \S+ (completed|paused) \(", err, re.M)
                     )

@@ -4,9 +4,11 @@ What is timed, per operation, at the same durability:
 
 - ours: ``state["count"] = n`` on the ``State`` a run's flow gets — the real
   path: ``State.__setitem__`` → ``StateFile.save`` → ``encode`` →
-  ``write_atomic``: a new temporary file, its bytes ``fdatasync``'d, renamed
-  over ``state.json``, the folder ``fsync``'d — when the key set returns it
-  survives a power cut, as a SQLite commit does;
+  ``Keeper.keep`` (``core/records/state_log.py``): one record written into the
+  run's pre-allocated ``state.log`` and ``fdatasync``'d, then ``state.json``
+  replaced by an unsynced rename (at most every 20 ms; the rest by the run's
+  publishing thread) — when the key set returns it survives a power cut, as a
+  SQLite commit does (bench/powercut.py checks exactly that);
 - theirs: ``SqliteSaver.put`` of a checkpoint holding the same state, on a
   SQLite database in WAL mode with ``synchronous=FULL`` (checked with PRAGMA):
   one sync of the WAL per commit. The checkpoints are built before the clock
@@ -38,7 +40,7 @@ from typing import Any
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from flowdrop_tui.core.records.state import State, StateFile
+from flowdrop_tui.core.records.state import State, StateFile, read_run_states
 
 GOAL = 1.0
 KEY = "nightly"
@@ -149,19 +151,11 @@ def per_op(run: Callable[[], None], size: int) -> float:
     return (time.perf_counter() - began) / size
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer, smaller batches (smoke)")
-    parser.add_argument("--batches", type=int, help="alternating batch pairs (15; quick: 3)")
-    parser.add_argument("--size", type=int, help="operations per batch (300; quick: 50)")
-    parser.add_argument("--warmup", type=int, help="operations before timing (2000; quick: 100)")
-    parser.add_argument("--dir", type=Path, help="where to write (default: a temp dir on disk)")
-    args = parser.parse_args()
-    batches = args.batches or (3 if args.quick else 15)
-    size = args.size or (50 if args.quick else 300)
-    warmup = args.warmup if args.warmup is not None else (100 if args.quick else 2000)
-
-    folder = Path(tempfile.mkdtemp(prefix="flowdrop-bench-", dir=choose_dir(args.dir)))
+def measure(
+    folder_parent: Path, batches: int, size: int, warmup: int
+) -> tuple[list[float], dict[str, list[float]], str, int, Path]:
+    """One measurement in a fresh folder: the per-pair ratios, the timings, SQLite's mode."""
+    folder = Path(tempfile.mkdtemp(prefix="flowdrop-bench-", dir=folder_parent))
     try:
         ours, theirs = Ours(folder), Theirs(folder)
         ours.batch(warmup)()
@@ -175,21 +169,50 @@ def main() -> int:
                 timings[name].append(per_op(runs[name], size))
             ratios.append(timings["ours"][-1] / timings["theirs"][-1])
         theirs.close()
+        assert read_run_states(folder)[KEY]["count"] == ours.n - 1  # what a power cut keeps
+        ours.file.close()  # the run lets go: state.json durable, the log removed
         saved = ours.file.path.read_bytes()
         assert f'"count":{ours.n - 1}'.encode() in saved, saved[:200]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    return ratios, timings, theirs.mode, theirs.sync, folder
 
-    ratio = statistics.median(ratios)
-    print("state_write: one key set vs SqliteSaver.put of the same state, same durability")
-    print(f"  directory: {folder.parent} ({filesystem(folder.parent)})")
-    print(f"  sqlite: journal_mode={theirs.mode} synchronous={theirs.sync} (FULL)")
-    print(f"  ours, key set (write_atomic):  {statistics.median(timings['ours']) * 1e6:7.1f} us")
-    print(f"  SqliteSaver.put:{' ' * 24}{statistics.median(timings['theirs']) * 1e6:7.1f} us")
-    print(
-        f"  ratio (ours / sqlite): {ratio:.3f}  (median of {batches} alternating batch pairs "
-        f"of {size}; spread {min(ratios):.3f}-{max(ratios):.3f})"
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer, smaller batches (smoke)")
+    parser.add_argument("--batches", type=int, help="alternating batch pairs (15; quick: 3)")
+    parser.add_argument("--size", type=int, help="operations per batch (300; quick: 50)")
+    parser.add_argument("--warmup", type=int, help="operations before timing (2000; quick: 100)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measurements in this run; the median is the figure"
     )
+    parser.add_argument("--dir", type=Path, help="where to write (default: a temp dir on disk)")
+    args = parser.parse_args()
+    batches = args.batches or (3 if args.quick else 15)
+    size = args.size or (50 if args.quick else 300)
+    warmup = args.warmup if args.warmup is not None else (100 if args.quick else 2000)
+
+    print("state_write: one key set vs SqliteSaver.put of the same state, same durability")
+    medians = []
+    for _ in range(max(1, args.repeat)):
+        ratios, timings, mode, sync, folder = measure(choose_dir(args.dir), batches, size, warmup)
+        ratio = statistics.median(ratios)
+        medians.append(ratio)
+        print(f"  directory: {folder.parent} ({filesystem(folder.parent)})")
+        print(f"  sqlite: journal_mode={mode} synchronous={sync} (FULL)")
+        ours_us = statistics.median(timings["ours"]) * 1e6
+        theirs_us = statistics.median(timings["theirs"]) * 1e6
+        print(f"  ours, key set (state log):     {ours_us:7.1f} us")
+        print(f"  SqliteSaver.put:{' ' * 24}{theirs_us:7.1f} us")
+        print(
+            f"  ratio (ours / sqlite): {ratio:.3f}  (median of {batches} alternating batch pairs "
+            f"of {size}; spread {min(ratios):.3f}-{max(ratios):.3f})"
+        )
+    ratio = statistics.median(medians)
+    if len(medians) > 1:
+        listed = ", ".join(f"{m:.3f}" for m in medians)
+        print(f"  median of {len(medians)} measurements: {ratio:.3f} ({listed})")
     print(f"  goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'}")
     return 0
 

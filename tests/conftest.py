@@ -103,7 +103,10 @@ def events(ws: Path, run_id: str) -> list[dict[str, Any]]:
 
 
 def state_of(ws: Path, run_id: str) -> Any:
-    return orjson.loads((ws / ".flowdrop" / "runs" / run_id / "state.json").read_bytes())
+    """The run's state as saved (its log while it has one: records/state_log.py)."""
+    from flowdrop_tui.core.records.state import read_run_states
+
+    return read_run_states(ws / ".flowdrop" / "runs" / run_id)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:

@@ -28,8 +28,11 @@ def test_power_cuts_after_a_reported_pause_end_or_save_lose_nothing(tmp_path: Pa
     """Items 1 and 2: cycle.jsonl was never synced (a reported pause, end or even the
     record's creation was gone after a power cut, and the next run looked past the run),
     and ext2 / ext4 without a journal got the in-place writer whose safety needs a
-    journal. Each filesystem: a cut right after a reported pause, right after a reported
-    end, and mid-run right after a sync."""
+    journal. Each filesystem: cuts mid-run after a sync, a reported pause, cuts in the
+    resumed run after a sync (issue 27 item 3: it came back paused at its old position
+    while its state held the later work), a reported end; after each, the next round and
+    the rounds budget's count (item 4: a cut mid-run had the next run start at round 1
+    with 0 used)."""
     done = subprocess.run(
         [
             sys.executable,
@@ -38,18 +41,25 @@ def test_power_cuts_after_a_reported_pause_end_or_save_lose_nothing(tmp_path: Pa
             str(tmp_path),
             "--json",
             "--seed",
-            "10",
+            "11",
             "--cuts",
-            "end:0:pause,end:0:complete,fsync:5:complete",
+            "fdatasync:8:complete,fdatasync:10:complete,end:0:pause,fdatasync:8:complete,"
+            "fdatasync:10:complete,end:0:complete,fsync:5:complete",
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert done.stdout.strip(), done.stderr
     figures = orjson.loads(done.stdout)
     assert figures["losses"] == 0, figures["loss_details"]
-    assert figures["cut_points"] == 9
+    assert figures["cut_points"] == 21
+    # issue 27 items 3-4: a resumed run cut after a reported save, and the chain's counters
+    # (on the code before, this plan lost the counters on ext2 and ext4 without a journal,
+    # "round 8 was reported saved; the next round would be 6", and brought a resumed run
+    # back paused at round 8 after it saved round 11)
+    assert figures["resumed_saves_checked"] >= 3, figures
+    assert figures["counters_checked"] >= 15, figures
     assert set(figures["by_fs"]) == {"ext4", "ext4-nojournal", "ext2"}
     assert figures["reported_ends_checked"] >= 6 and figures["reported_saves_checked"] >= 6
     assert done.returncode == 0

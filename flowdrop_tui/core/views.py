@@ -32,7 +32,6 @@ from flowdrop_tui.core.flows.discovery import (
 from flowdrop_tui.core.paths import (
     OUTPUT,
     SESSIONS,
-    STATE,
     Layout,
     validate_flow_name,
     validate_key,
@@ -45,7 +44,7 @@ from flowdrop_tui.core.records.output_log import tail_lines
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
 from flowdrop_tui.core.records.spending import thread_usage
-from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.records.state import read_run_states
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.records.usage import total as usage_total
 from flowdrop_tui.core.run.start_plan import snapshot_of
@@ -286,7 +285,7 @@ def run_detail(layout: Layout, run_id: str) -> dict[str, Any]:
     info = load_run(layout, run_id)
     detail = info.summary()
     try:
-        states = read_states(info.path / STATE)
+        states = read_run_states(info.path)
         detail["state"] = states
         detail["state_error"] = None
     except FlowdropError as exc:
@@ -328,7 +327,7 @@ def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:
     view: dict[str, Any] = {"key": info.key, "source": info.source, "state": None, "error": None}
     view.update(changes=None, changes_error=None)
     try:
-        view["state"] = read_states(info.path / STATE)
+        view["state"] = read_run_states(info.path)
     except FlowdropError as exc:
         view["error"] = exc.message
         return view
@@ -336,7 +335,7 @@ def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:
         view["changes_error"] = "a fresh start: nothing was picked up"
         return view
     try:
-        before_all = read_states(layout.run_dir(info.source) / STATE)
+        before_all = read_run_states(layout.run_dir(info.source))
     except FlowdropError as exc:
         view["changes_error"] = exc.message
         return view
@@ -356,4 +355,4 @@ def state_view(layout: Layout, info: RunInfo) -> dict[str, Any]:
 def run_snapshot(layout: Layout, run_id: str) -> dict[str, Any]:
     """``snapshot RUN``: the run's state in the FlowDrop shape (SPEC §7)."""
     info = load_run(layout, run_id)
-    return snapshot_of(info, read_states(info.path / STATE))
+    return snapshot_of(info, read_run_states(info.path))

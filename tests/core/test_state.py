@@ -7,12 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.files.atomic import write_atomic
-from flowdrop_tui.core.records.state import StateFile, read_states
+from flowdrop_tui.core.records.state import StateFile, read_run_states, read_states
 
 
 def _file(tmp_path: Path) -> tuple[StateFile, list[str]]:
@@ -22,7 +21,8 @@ def _file(tmp_path: Path) -> tuple[StateFile, list[str]]:
 
 
 def _on_disk(tmp_path: Path) -> Any:
-    return orjson.loads((tmp_path / "state.json").read_bytes())
+    """The run's state as saved: what a reader, or a power cut, finds (its log first)."""
+    return read_run_states(tmp_path)
 
 
 def test_every_mutator_writes_before_it_returns(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ class EventLog:
         # line, left by a kill or a full disk mid-write. The next event starts on a
         # line of its own, so the torn piece stays one skipped line and swallows nothing.
         self._torn = _ends_mid_line(self._fd)
+        self._unsynced = False  # appended since the last flush (``sync``)
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event; returns it. Never raises for an unwritable value or a full disk.
@@ -85,7 +86,21 @@ class EventLog:
         with self._lock:
             if self._write(line):
                 datasync(self._fd)
+                self._unsynced = False
         return record
+
+    def sync(self) -> None:
+        """Make every event appended so far durable: the run calls it before each state
+        save is flushed (``StateFile.keeper.before_durable``) and after each round, so
+        what a later command decides on — round numbers, the budget used, the streaks, a
+        ``resumed`` — is never behind the saved state after a power cut."""
+        remote = mirror.current()
+        if remote is not None and remote.keeps_durably:
+            return  # remote mode: PostgreSQL's commit is the durable copy
+        with self._lock:
+            if self._unsynced and self._fd >= 0 and os.getpid() == self._owner:
+                datasync(self._fd)
+                self._unsynced = False
 
     def _prepared(self, event: str, fields: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         record, line = _line(event, fields)
@@ -100,6 +115,7 @@ class EventLog:
         with self._lock:
             data = b"\n" + line if self._torn else line
             written = os.write(self._fd, data)  # one write per line: O_APPEND keeps it whole
+            self._unsynced = True
             self._torn = written < len(data)  # short only when the disk is full
             remote = mirror.current()
             if remote is not None:  # what reached the disk, where it landed

@@ -18,6 +18,7 @@ from flowdrop_tui.core.paths import (
     RUN_ID_RE,
     SESSIONS,
     STATE,
+    STATE_LOG,
     Layout,
 )
 from flowdrop_tui.core.records.liveness import live_pid
@@ -25,7 +26,7 @@ from flowdrop_tui.core.records.liveness import live_pid
 NEW_PREFIX = ".new-"
 
 # The files and folders of a record that a paused run's folder is written through again.
-_RECORD_ENTRIES = (CYCLE, STATE, OUTPUT, LIVE_LOCK, SESSIONS, REQUESTS)
+_RECORD_ENTRIES = (CYCLE, STATE, STATE_LOG, OUTPUT, LIVE_LOCK, SESSIONS, REQUESTS)
 
 
 def hidden_folder(layout: Layout, run_id: str) -> Path:

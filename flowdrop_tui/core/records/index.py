@@ -26,13 +26,14 @@ from flowdrop_tui.core.errors import LinkRefusedError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.files.regular import read_regular
-from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout
-from flowdrop_tui.core.records import key_runs, trash
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
+from flowdrop_tui.core.records import key_runs, state_log, trash
 from flowdrop_tui.core.records.event_lines import events_named
 from flowdrop_tui.core.records.folder import is_abandoned
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.run_fold import fold_run, list_run_ids
 from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
+from flowdrop_tui.core.records.state import run_state_bytes
 
 INDEX_VERSION = 1
 # How long a writer waits for the index lock before it carries on without the index
@@ -145,7 +146,7 @@ def _write(layout: Layout, data: Index) -> None:
 def _state_keys(layout: Layout, run_id: str) -> set[str] | None:
     """Keys the run's ``state.json`` holds; ``None`` when it cannot be read."""
     try:
-        data = orjson.loads(read_regular(layout.runs / run_id / STATE, None))
+        data = orjson.loads(run_state_bytes(layout.runs / run_id))
     except (OSError, orjson.JSONDecodeError):
         return None
     return set(data) if isinstance(data, dict) else None
@@ -260,6 +261,8 @@ def rebuild(layout: Layout, *, strict: bool = False) -> Index:
     try:
         with locks.exclusive(layout.index_lock, wait=WRITE_WAIT):
             _sweep_half_made(layout)
+            for run_id in list_run_ids(layout):  # logs a kill or a power cut left
+                state_log.settle(layout.runs / run_id)
             data = _rescan_locked(layout)
             _write(layout, data)
             key_runs.rebuild_locked(layout)

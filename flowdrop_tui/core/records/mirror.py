@@ -46,6 +46,8 @@ class SharedFile(Protocol):
 
 
 class Mirror(Protocol):
+    # Whether what the mirror is given is durable when its call returns (PostgreSQL's
+    # commit): a key set then skips the local state log's flush (records/state_log.py).
     keeps_durably: bool
 
     def wrote(self, path: Path, data: bytes) -> None: ...

@@ -1,10 +1,13 @@
 """The write-through state mapping (SPEC §5): every key set saved before it returns.
 
-Setting or deleting a key writes the run's whole ``state.json`` again before
-the call returns: the new bytes synced to disk, then published in one atomic
-step, its folder synced (``files.atomic.write_atomic``). A reader, a kill or a
-power cut sees the old file or the new one, never a torn one, and a key set that
-has returned survives a power cut. Nothing about saving may stop a run: a value
+Setting or deleting a key saves the run's whole state before the call returns:
+one record in the run's state log, flushed once (``records/state_log.py``), and
+``state.json`` replaced by an atomic rename (within ``state_log.PUBLISH_EVERY``
+when key sets come back to back), made durable when the run lets go of it. A
+reader, a kill or a power cut sees the old state or the new one, never a torn
+one, and a key set that has returned survives a power cut: every reader reads a
+run's state with ``read_run_states``, which prefers the log while there is one.
+Nothing about saving may stop a run: a value
 JSON has no shape for is written as its text, one that JSON would change (NaN, a
 big integer, colliding keys) as its text with a warning, one that cannot be
 written at all keeps its last saved value while the other keys are saved, and a
@@ -25,9 +28,9 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.errors import UnusableStateError
-from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.files.regular import read_regular
-from flowdrop_tui.core.records import mirror
+from flowdrop_tui.core.paths import STATE
+from flowdrop_tui.core.records import mirror, state_log
 from flowdrop_tui.core.records.nesting import MAX_DEPTH, VALUE_DEPTH, dumps_within, fits, too_deep
 
 _MISSING: Any = object()
@@ -202,7 +205,8 @@ def _exact_integers(path: Path, raw: bytes) -> Any:
 
 
 def read_states(path: Path) -> dict[str, dict[str, Any]]:
-    """Read a run's ``state.json``; refuse (INT-15, naming the file) what cannot be consumed."""
+    """Read a ``state.json`` as it stands; refuse (INT-15, naming the file) what cannot be
+    consumed. A run's state is read with ``read_run_states`` (its log may be newer)."""
     try:
         raw = read_regular(path, None)  # a FIFO or a device: refused, never waited on
     except FileNotFoundError:
@@ -212,6 +216,27 @@ def read_states(path: Path) -> dict[str, dict[str, Any]]:
         ) from None
     except OSError as exc:
         raise UnusableStateError(f"{path} cannot be read: {exc.strerror or exc}") from exc
+    return parse_states(raw, path)
+
+
+def read_run_states(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The run's states as its process last saved them — the one way every reader reads
+    a run's state: from its log while there is one (a live run, or one a kill or a power
+    cut stopped before it let go: ``state.json`` may be behind it), else ``state.json``."""
+    data = state_log.state_bytes(run_dir)
+    if data is None:
+        return read_states(run_dir / STATE)
+    return parse_states(data, run_dir / STATE)
+
+
+def run_state_bytes(run_dir: Path) -> bytes:
+    """The run's state as bytes, the way ``read_run_states`` finds it; ``OSError``."""
+    data = state_log.state_bytes(run_dir)
+    return data if data is not None else read_regular(run_dir / STATE, None)
+
+
+def parse_states(raw: bytes, path: Path) -> dict[str, dict[str, Any]]:
+    """A run's states from their bytes; refused (INT-15, naming ``path``) when unusable."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -251,10 +276,14 @@ class StateFile:
     def __init__(self, path: Path, on_warning: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.on_warning: Callable[[str], None] = on_warning or (lambda message: None)
+        # Durable in the run's state log, published to state.json (records/state_log.py);
+        # the run sets ``keeper.before_durable`` (its events flushed before each save).
+        self.keeper = state_log.Keeper(path)
         self._states: dict[str, State] = {}
         self._lock = threading.RLock()
         self._owner = os.getpid()
         self._failing: str | None = None
+        self._unpublished: str | None = None  # why state.json lags its log, as last said
         self._saving = False
         self._dirty = False
         self._last: bytes | None = None  # the last good save, for a value that cannot be written
@@ -335,8 +364,9 @@ class StateFile:
                 last = self._last_good()
                 data, altered, unsaved = encode_states(self._states, last)
             self._encoded = data
-            write_atomic(self.path, data)
             remote = mirror.current()
+            # Remote mode: PostgreSQL's commit may be the durable copy (the mirror says so)
+            self.keeper.keep(data, durable=remote is None or not remote.keeps_durably)
             if remote is not None:
                 remote.wrote(self.path, data)
         except Exception as exc:  # SPEC §5.3: nothing about keeping state may stop a run
@@ -355,7 +385,23 @@ class StateFile:
         if self._failing is not None:
             self._failing = None
             self.on_warning("state saved again after earlier failures")
+        self._tell_published()
         return not unsaved
+
+    def _tell_published(self) -> None:
+        """Say once that ``state.json`` cannot be replaced (each save is kept in the run's
+        state log all the same, and every reader reads it), and when it can again."""
+        trouble = self.keeper.publish_trouble
+        if trouble == self._unpublished:
+            return
+        if trouble is not None:
+            self.on_warning(
+                f"state.json not replaced ({trouble}); each save is kept in "
+                "state.log, which every reader reads, and state.json follows when it can"
+            )
+        else:
+            self.on_warning("state.json replaced again after earlier failures")
+        self._unpublished = trouble
 
     def _refused_once(self, where: str, why: str) -> None:
         """A save that left ``where`` out: the first says why, the second that it will not
@@ -378,7 +424,7 @@ class StateFile:
         raw = self._last
         try:
             if raw is None:
-                raw = read_regular(self.path, None)  # a resumed run: what the file holds
+                raw = run_state_bytes(self.path.parent)  # a resumed run: what it last saved
             data = orjson.loads(raw)
         except (OSError, orjson.JSONDecodeError):
             return None
@@ -391,16 +437,22 @@ class StateFile:
         if self._encoded is not None:
             return self._encoded
         try:
-            return read_regular(self.path, None)
+            return run_state_bytes(self.path.parent)
         except OSError:
             return b""
 
     def close(self, on_late: Callable[[str], None] | None = None) -> None:
-        """The run is done writing: every later save is refused (a flow's leftover thread
-        or ``atexit`` hook had rewritten an ended run's ``state.json`` after its end), said
-        once through ``on_late`` (never into the record: nothing follows its end)."""
+        """The run's process is done writing: ``state.json`` made durable, the log gone;
+        every later save is refused (a flow's leftover thread or ``atexit`` hook had
+        rewritten an ended run's ``state.json`` after its end), said once through
+        ``on_late`` (never into the record: nothing follows its end)."""
+        if os.getpid() != self._owner:
+            return
         with self._lock:
             self._closed = on_late or (lambda message: None)
+            trouble = self.keeper.close()
+        if trouble is not None:
+            self.on_warning(trouble)
 
     def _refuse_after_close(self) -> bool:
         if not self._late_told and self._closed is not None:

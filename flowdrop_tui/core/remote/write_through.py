@@ -50,6 +50,7 @@ from flowdrop_tui.core.paths import (
     REQUESTS,
     RUN_ID_RE,
     SESSIONS,
+    STATE_LOG,
 )
 from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.remote import shared_files
@@ -76,7 +77,8 @@ _WORKER_ONLY = frozenset(
         ENV_VAR,
     }
 )
-_NOT_MIRRORED = frozenset({LIVE_LOCK, REMOTE_LIVE, REQUESTS, SESSIONS})
+# state.log: this machine's durability of a key set (PostgreSQL keeps the state itself)
+_NOT_MIRRORED = frozenset({LIVE_LOCK, REMOTE_LIVE, REQUESTS, SESSIONS, STATE_LOG})
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 5.0
 _SAY_EVERY = 30.0  # seconds between two "still unreachable" lines
@@ -170,6 +172,8 @@ def record_files(run_dir: Path) -> dict[str, bytes]:
 
 class RemoteMirror:
     """Sends this process's record writes to PostgreSQL, fenced (``records.mirror.Mirror``)."""
+
+    keeps_durably = False  # records.mirror.Mirror; True once made (``__init__``)
 
     def __init__(
         self,

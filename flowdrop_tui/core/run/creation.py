@@ -169,6 +169,11 @@ def _create(
         hidden.mkdir()
         (hidden / SESSIONS).mkdir()
         (hidden / REQUESTS).mkdir()
+        # Each sub-folder whole before its name: the next sync of ``hidden`` (write_atomic's)
+        # makes the names durable, and on ext2 a name durable before its folder's block
+        # came back naming a block of old text that e2fsck could not repair.
+        for entry in (SESSIONS, REQUESTS):
+            sync_entry(hidden / entry)
         # Synced through the descriptor that holds the lock: closing any other
         # descriptor of a locked file would drop the lock (files/locks.py).
         os.fsync(locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid())))
@@ -179,8 +184,7 @@ def _create(
         # a power cut after a run was reported started never loses its record.
         log.commit("created", **created)
         (hidden / OUTPUT).touch()
-        for entry in (OUTPUT, SESSIONS, REQUESTS):
-            sync_entry(hidden / entry)  # each whole before its name (see sync_entry)
+        sync_entry(hidden / OUTPUT)  # whole before its name (see sync_entry)
         sync_dir(hidden)
         os.rename(hidden, final)
         for folder in (layout.runs, layout.root, layout.workspace):

@@ -97,6 +97,9 @@ class Execution:
         self.log = log
         self.states = states
         states.on_warning = self._warn
+        # A saved state is never ahead of the events before it (round numbers, the budget
+        # used, the streaks, ``resumed``): they are flushed first (docs/reliability.md)
+        states.keeper.before_durable = log.sync
         self.main = main
         self.key = main.key
         self.frames: list[Frame] = [main]
@@ -294,6 +297,8 @@ class Execution:
             seconds=seconds,
             **fields,
         )
+        with contextlib.suppress(OSError):  # the round's end as durable as its save
+            self.log.sync()
 
     def forget(self, loop: Loop) -> None:
         if loop in loop.frame.loops:
@@ -395,6 +400,8 @@ class Execution:
                 limit_wait=self.limit_wait,
                 **self.resumed_fields,
             )
+            with contextlib.suppress(OSError):  # a power cut never brings it back paused
+                self.log.sync()  # while its state holds the resumed rounds' work
             self.update_index(lambda: index.record_status(self.layout, self._folded(), [self.key]))
         else:
             self.log.append("started", **facts, limit_wait=self.limit_wait)

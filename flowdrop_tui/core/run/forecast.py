@@ -33,11 +33,11 @@ from flowdrop_tui.core.flows.discovery import (
     describe_one,
     resolve_flow,
 )
-from flowdrop_tui.core.paths import STATE, Layout
+from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.budget import ChainBudget, Limits, Reached, Used, effective
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import RunInfo
-from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.records.state import read_run_states
 from flowdrop_tui.core.run.creation import key_is_taken, key_taken
 from flowdrop_tui.core.run.drift import Drift, GitReader, drift_from
 from flowdrop_tui.core.run.start_plan import StartPlan, plan
@@ -253,7 +253,7 @@ def _resuming(
     found.item_index = paused.position.get("iterator")
     found.source_id, found.source_status = paused.run, str(paused.status)
     try:
-        own = read_states(paused.path / STATE).get(paused.key or "")
+        own = read_run_states(paused.path).get(paused.key or "")
         found.state_keys = sorted(own) if isinstance(own, dict) else []
     except FlowdropError:
         found.state_keys = []

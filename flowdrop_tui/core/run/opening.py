@@ -21,7 +21,7 @@ from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id
 from flowdrop_tui.core.records.event_log import EventLog, who
 from flowdrop_tui.core.records.folder import refuse_links, unwritable
-from flowdrop_tui.core.records.state import StateFile, read_states
+from flowdrop_tui.core.records.state import StateFile, read_run_states
 from flowdrop_tui.core.run.creation import create_record, created_event, take_key
 from flowdrop_tui.core.run.execution import Execution, Notify, quiet
 from flowdrop_tui.core.run.forecast import (
@@ -194,7 +194,7 @@ def _reopen(
             notify(f"warning: {warning}")
         states = StateFile(run_dir / STATE)
         states.refused = dict(info.state_refused)  # warned of already: counted on
-        states.adopt(read_states(run_dir / STATE))
+        states.adopt(read_run_states(run_dir))
         main = states.state(info.key)
         frame = Frame(
             key=info.key,

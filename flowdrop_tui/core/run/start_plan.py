@@ -21,13 +21,13 @@ from flowdrop_tui.core.errors import (
     UnusableStateError,
     UsageError,
 )
-from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, STATE, Layout, check_run_ref
-from flowdrop_tui.core.records import index, key_runs
+from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, check_run_ref
+from flowdrop_tui.core.records import index, key_runs, state_log
 from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, TERMINAL, RunInfo, Status
 from flowdrop_tui.core.records.snapshot import ensure_resumable, read_snapshot_file, seed_next_turn
-from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.records.state import read_run_states
 
 STANDARD_FIELDS = frozenset(
     {
@@ -130,7 +130,8 @@ def _position(snapshot: dict[str, Any]) -> dict[str, Any]:
 
 
 def _states_of(info: RunInfo) -> dict[str, Any]:
-    return read_states(info.path / STATE)
+    state_log.settle(info.path)  # a log a kill or a power cut left: state.json made whole
+    return read_run_states(info.path)
 
 
 def _refuse_live(info: RunInfo) -> None:
@@ -267,7 +268,7 @@ def _holds(info: RunInfo, key: str) -> bool:
     """Whether the run's state holds ``key``; an unreadable state counts as holding it,
     so that picking up refuses it naming the file (INT-15) instead of looking past it."""
     try:
-        return key in read_states(info.path / STATE)
+        return key in read_run_states(info.path)
     except UnusableStateError:
         return True
 

@@ -1,0 +1,395 @@
+"""A run's state log (``state.log``): a key set made durable at one flush (SPEC §5.1).
+
+``state.json`` replaced durably at every key set cost two journal commits (the new
+file's bytes, then the folder holding the rename): three times SQLite's commit. This
+log costs one flush, as SQLite's WAL does, for the same reason: it is written into
+blocks that already exist, so ``fdatasync`` has no size or block map to commit, only
+the bytes. Each save writes one record after the last and syncs once; ``state.json``
+is published from it by a rename that is not synced (``StateFile``), and made durable
+when the run's process lets go of it (its end, its pause), the log then removed.
+
+The file is 64 KiB to 1 MiB of written zeros, made durable (its bytes, then its
+name) before its first record. A record is a header — magic, ``seq`` (strictly
+increasing over the log's life: a resumed run's process goes on from its newest),
+kind, payload length, a CRC-32 of all of it seeded with the run's id — and its
+payload: the whole encoded state, byte for byte what ``state.json`` gets.
+
+A record that would not fit before the end wraps to offset 0, after ``state.json``
+was made durable. A state bigger than a quarter of the log is written to
+``state.json`` durably, and the log removed. Reading: records are taken in order
+from offset 0 up to the first that is not whole (a torn write, the zeros, the
+previous lap's bytes out of step); the one with the highest ``seq`` wins: its
+payload is the state; with none, ``state.json`` is. The previous lap's records have
+lower numbers, a torn one fails its CRC, another run's fails the seed: what a power
+cut leaves is never older than the last save that returned
+(docs/decisions.md, "Durability").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from flowdrop_tui.core.files import locks
+from flowdrop_tui.core.files.atomic import datasync, open_fd, sync_dir, write_atomic
+from flowdrop_tui.core.files.regular import read_regular
+from flowdrop_tui.core.paths import LIVE_LOCK, STATE, STATE_LOG
+
+# The log's size: 16 saves of the first state saved, 64 KiB to 1 MiB. A state bigger
+# than a quarter of it is written to state.json durably, as before the log (its saves
+# cost what they did), and the log is removed for the rest of the process.
+LOG_MIN, LOG_MAX = 64 << 10, 1 << 20
+MAGIC = b"FDsl"
+_HEADER = struct.Struct("<4sQB3xII")  # magic, seq, kind, length, crc
+_CRC_AT = _HEADER.size - 4
+FULL = 1  # the one kind of record: a whole state
+_ZEROS = bytes(LOG_MIN)
+# state.json is published at most this often (the log holds every save): back-to-back
+# key sets publish one in this span, the last within it (``Keeper``).
+PUBLISH_EVERY = 0.02
+
+
+def _seed(log: Path) -> int:
+    return zlib.crc32(log.parent.name.encode())
+
+
+def _record(seed: int, seq: int, kind: int, payload: bytes) -> bytes:
+    head = _HEADER.pack(MAGIC, seq, kind, len(payload), 0)[:_CRC_AT]
+    crc = zlib.crc32(payload, zlib.crc32(head, seed))
+    return head + struct.pack("<I", crc) + payload
+
+
+@dataclass
+class Newest:
+    """The log's newest whole record: its number, kind, payload, where the next goes."""
+
+    seq: int
+    kind: int
+    payload: bytes
+    end: int
+
+
+def scan(raw: bytes, seed: int) -> Newest | None:
+    """The valid record with the highest ``seq`` among those read in order from 0."""
+    best: Newest | None = None
+    at = 0
+    size = _HEADER.size
+    while at + size <= len(raw):
+        magic, seq, kind, length, crc = _HEADER.unpack_from(raw, at)
+        end = at + size + length
+        if magic != MAGIC or kind != FULL or end > len(raw):
+            break
+        payload = raw[at + size : end]
+        if zlib.crc32(payload, zlib.crc32(raw[at : at + _CRC_AT], seed)) != crc:
+            break
+        if best is None or seq > best.seq:
+            best = Newest(seq, kind, payload, end)
+        at = end
+    return best
+
+
+def newest(run_dir: Path) -> Newest | None:
+    """The newest record of the run's log; ``None`` when there is no log (the usual case
+    for a run that is not live) or it holds no whole record. A log that is not a regular
+    file (a FIFO, a link to a device) is never read: it holds nothing."""
+    log = run_dir / STATE_LOG
+    try:
+        raw = read_regular(log, LOG_MAX)
+    except OSError:
+        return None
+    return scan(raw, _seed(log))
+
+
+def state_bytes(run_dir: Path) -> bytes | None:
+    """The state the log says is the run's, as ``state.json`` bytes; ``None``: the file's."""
+    found = newest(run_dir)
+    return found.payload if found is not None and found.kind == FULL else None
+
+
+def settle(run_dir: Path) -> bool:
+    """A run no process holds whose log outlived it (a kill, a power cut): make
+    ``state.json`` what the log says, durably, and remove the log — under the run's own
+    lock, so a resume never loses its log under it. Whether a log was settled."""
+    log = run_dir / STATE_LOG
+    try:
+        if not stat.S_ISREG(os.lstat(log).st_mode):
+            return False
+    except OSError:
+        return False
+    try:
+        locks.acquire(run_dir / LIVE_LOCK)
+    except (locks.LockHeld, OSError):
+        return False  # live, or being resumed: its process keeps the log
+    try:
+        data = state_bytes(run_dir)
+        if data is not None:
+            try:
+                same = read_regular(run_dir / STATE, None) == data
+            except OSError:
+                same = False
+            if not same:
+                write_atomic(run_dir / STATE, data)
+        remove(run_dir)
+        return True
+    except OSError:
+        return False
+    finally:
+        locks.release(run_dir / LIVE_LOCK)
+
+
+def remove(run_dir: Path) -> None:
+    """Remove the run's log (``state.json`` is durable and current), the name durably:
+    a log that came back naming blocks since given to another file could mislead."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(run_dir / STATE_LOG)
+        sync_dir(run_dir)
+
+
+class LogFull(Exception):
+    """The record does not fit before the end: ``state.json`` must be made durable and
+    the log wrapped (``StateLog.wrap``)."""
+
+
+class TooBig(Exception):
+    """A state bigger than a quarter of the log: kept in ``state.json`` alone."""
+
+
+def size_for(first: int) -> int:
+    """The log's size for a run whose first save is ``first`` bytes."""
+    wanted = 16 * (first + _HEADER.size)
+    return min(LOG_MAX, max(LOG_MIN, -(-wanted // LOG_MIN) * LOG_MIN))
+
+
+class StateLog:
+    """The writing side, held by the process that holds the run (``StateFile``)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / STATE_LOG
+        self._seed = _seed(self.path)
+        self._fd = -1
+        self._seq = 0
+        self._offset = 0
+        self.size = 0
+
+    def _open(self, first: int) -> None:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+        try:
+            fd = open_fd(self.path, flags)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise
+            # A link or something else planted where the log goes: never written through
+            # (the name is the run's own); a folder is refused with the error.
+            os.unlink(self.path)
+            fd = open_fd(self.path, flags)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", str(self.path))
+            found = None
+            size = info.st_size
+            if LOG_MIN <= size <= LOG_MAX and size % LOG_MIN == 0:
+                found = scan(os.pread(fd, size, 0), self._seed)
+            if found is None:  # new (or not one of ours): zeros, on disk before its name
+                size = size_for(first)
+                try:
+                    os.ftruncate(fd, 0)
+                    for at in range(0, size, len(_ZEROS)):
+                        _write_all(fd, _ZEROS, at)
+                    os.fsync(fd)
+                    sync_dir(self.path.parent)
+                except OSError:  # a full disk: it holds nothing yet, so it goes at once
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.path)
+                    raise
+            else:  # a resumed run's log: numbers go on from its newest record
+                self._seq, self._offset = found.seq, found.end
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd, self.size = fd, size
+
+    def append(self, kind: int, payload: bytes, *, sync: bool = True) -> None:
+        """Write the next record after the last and flush it (``sync``). ``LogFull`` when
+        it does not fit before the end, ``TooBig`` when it never will (nothing written)."""
+        if self._fd < 0:
+            self._open(len(payload))
+        record = _record(self._seed, self._seq + 1, kind, payload)
+        if len(record) > self.size // 4:
+            raise TooBig
+        if self._offset + len(record) > self.size:
+            raise LogFull
+        _write_all(self._fd, record, self._offset)
+        if sync:
+            datasync(self._fd)
+        self._seq += 1
+        self._offset += len(record)
+
+    def wrap(self) -> None:
+        """The next record goes at offset 0 (``state.json`` was just made durable)."""
+        self._offset = 0
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+class Keeper:
+    """How a ``StateFile`` keeps each save: durable in the log at one flush (the run's
+    events appended before it flushed first: ``before_durable``), then ``state.json``
+    published by a rename that is not synced — at once when the last publish is older
+    than ``PUBLISH_EVERY``, else by a thread within that span, so back-to-back key sets
+    pay for one rename in a span, not one each. A state too big for the log, or a log
+    that fails, is written to ``state.json`` durably as before the log existed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.run_dir = path.parent
+        self.before_durable: Callable[[], None] | None = None
+        self._log: StateLog | None = StateLog(self.run_dir)
+        self._log_dropped = False  # the log failed: removed once state.json is durable
+        self._kept: bytes | None = None  # the last save made durable (log or file)
+        self._lock = threading.Lock()  # the pending publish and its number
+        self._publish_lock = threading.Lock()  # one writer of state.json.tmp at a time
+        self._pending: tuple[int, bytes] | None = None
+        self._version = 0
+        self._published = 0
+        self._published_at = -PUBLISH_EVERY
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # Why the last publish of state.json failed (``None``: it did not); the save
+        # itself is in the log. StateFile says so once, and again when it recovers.
+        self.publish_trouble: str | None = None
+
+    def keep(self, data: bytes, *, durable: bool = True) -> None:
+        """Make ``data`` the run's state, surviving a power cut when ``durable`` (else the
+        mirror's commit is the durable copy). ``OSError`` when it could not be kept."""
+        if durable and self.before_durable is not None:
+            with contextlib.suppress(OSError):  # events are kept as well as they can be
+                self.before_durable()
+        if data == self._kept:
+            return
+        log = self._log
+        if log is not None:
+            try:
+                try:
+                    log.append(FULL, data, sync=durable)
+                except LogFull:  # the lap is over: its newest record, durable elsewhere
+                    self._write_durably(data)
+                    log.wrap()
+                    log.append(FULL, data, sync=durable)
+            except (OSError, TooBig):
+                self._drop_log()  # state.json alone from now on, the log removed below
+            else:
+                self._kept = data
+                self._offer(data)
+                return
+        self._write_durably(data)  # raises: this save failed, the last one stands
+        self._kept = data
+
+    def close(self) -> str | None:
+        """The run's process lets go: ``state.json`` made durable, the log removed. What
+        went wrong, in words (the log then stays, and the next reader settles it)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        try:
+            if self._kept is not None:
+                self._write_durably(self._kept)
+                if self._log is not None:
+                    self._log.close()
+                    self._log = None
+                remove(self.run_dir)
+        except OSError as exc:
+            return (
+                f"state.json could not be made durable at the run's end ({exc.strerror or exc}); "
+                f"the state stays in {STATE_LOG}, which every reader reads"
+            )
+        finally:
+            if self._log is not None:
+                self._log.close()
+        return None
+
+    def _write_durably(self, data: bytes) -> None:
+        with self._publish_lock:
+            write_atomic(self.path, data)
+            with self._lock:
+                self._version += 1
+                self._published = self._version
+                self._pending = None
+            self._published_at = time.monotonic()
+        if self._log_dropped:
+            with contextlib.suppress(OSError):
+                remove(self.run_dir)
+                self._log_dropped = False
+
+    def _drop_log(self) -> None:
+        """The log failed (an I/O error) or a state outgrew it: saves go to ``state.json``
+        durably from now on, and the log is removed once the file holds the newest."""
+        if self._log is not None:
+            self._log.close()
+        self._log = None
+        self._log_dropped = True
+
+    def _offer(self, data: bytes) -> None:
+        with self._lock:
+            self._version += 1
+            self._pending = (self._version, data)
+            due = time.monotonic() - self._published_at >= PUBLISH_EVERY
+        if due:
+            self._publish()
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._publisher, name="flowdrop-state-publisher", daemon=True
+            )
+            self._thread.start()
+        self._wake.set()
+
+    def _publish(self) -> None:
+        with self._publish_lock:
+            with self._lock:
+                item, self._pending = self._pending, None
+            if item is None or item[0] <= self._published:
+                return
+            try:
+                write_atomic(self.path, item[1], durable=False)
+            except OSError as exc:  # the log holds it; tried again at the next save, the end
+                self.publish_trouble = f"{type(exc).__name__}: {exc}"
+                with self._lock:
+                    if self._pending is None:
+                        self._pending = item
+                return
+            self.publish_trouble = None
+            self._published = item[0]
+            self._published_at = time.monotonic()
+
+    def _publisher(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            delay = self._published_at + PUBLISH_EVERY - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                return
+            self._publish()
