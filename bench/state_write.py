@@ -6,9 +6,9 @@ What is timed, per operation, at the same durability:
   path: ``State.__setitem__`` → ``StateFile.save`` → ``encode`` →
   ``Keeper.keep`` (``core/records/state_log.py``): one record written into the
   run's pre-allocated ``state.log`` and ``fdatasync``'d, then ``state.json``
-  replaced by an unsynced rename (at most every 20 ms; the rest by the run's
-  publishing thread) — when the key set returns it survives a power cut, as a
-  SQLite commit does (bench/powercut.py checks exactly that);
+  replaced by an unsynced rename before the key set returns — when the key set
+  returns it survives a power cut, as a SQLite commit does (bench/powercut.py
+  checks exactly that);
 - theirs: ``SqliteSaver.put`` of a checkpoint holding the same state, on a
   SQLite database in WAL mode with ``synchronous=FULL`` (checked with PRAGMA):
   one sync of the WAL per commit. The checkpoints are built before the clock

@@ -117,6 +117,8 @@ def _write_once(target: str, data: bytes, durable: bool) -> None:
         fd = open_fd(tmp, _WRITE_FLAGS)
     try:
         try:
+            if not durable:
+                _allocate(fd, len(data))
             _write_all(fd, data)
             if durable:
                 datasync(fd)
@@ -129,6 +131,16 @@ def _write_once(target: str, data: bytes, durable: bool) -> None:
         raise
     if durable:
         sync_dir(os.path.dirname(target) or ".")
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Give a file that will not be synced its blocks before it is written: ext4 (by
+    default, ``auto_da_alloc``) otherwise allocates a renamed-over file's delayed
+    blocks in the rename and starts their write-out there — 150 µs of a 200 µs publish
+    on the development machine, against 90 µs in all this way (bench/README.md (a))."""
+    if size:
+        with contextlib.suppress(OSError, AttributeError):  # not supported: written as is
+            os.posix_fallocate(fd, 0, size)
 
 
 def _free_spares(target: str) -> bool:

@@ -2,8 +2,8 @@
 
 Setting or deleting a key saves the run's whole state before the call returns:
 one record in the run's state log, flushed once (``records/state_log.py``), and
-``state.json`` replaced by an atomic rename (within ``state_log.PUBLISH_EVERY``
-when key sets come back to back), made durable when the run lets go of it. A
+``state.json`` replaced by an atomic rename, not synced (the seed: setting a key
+writes the file again), made durable when the run lets go of it. A
 reader, a kill or a power cut sees the old state or the new one, never a torn
 one, and a key set that has returned survives a power cut: every reader reads a
 run's state with ``read_run_states``, which prefers the log while there is one.

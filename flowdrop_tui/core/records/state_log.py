@@ -33,7 +33,6 @@ import os
 import stat
 import struct
 import threading
-import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,9 +52,6 @@ _HEADER = struct.Struct("<4sQB3xII")  # magic, seq, kind, length, crc
 _CRC_AT = _HEADER.size - 4
 FULL = 1  # the one kind of record: a whole state
 _ZEROS = bytes(LOG_MIN)
-# state.json is published at most this often (the log holds every save): back-to-back
-# key sets publish one in this span, the last within it (``Keeper``).
-PUBLISH_EVERY = 0.02
 
 
 def _seed(log: Path) -> int:
@@ -254,9 +250,8 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
 class Keeper:
     """How a ``StateFile`` keeps each save: durable in the log at one flush (the run's
     events appended before it flushed first: ``before_durable``), then ``state.json``
-    published by a rename that is not synced — at once when the last publish is older
-    than ``PUBLISH_EVERY``, else by a thread within that span, so back-to-back key sets
-    pay for one rename in a span, not one each. A state too big for the log, or a log
+    published by a rename that is not synced, before the key set returns (the seed:
+    "setting a key writes the file again"). A state too big for the log, or a log
     that fails, is written to ``state.json`` durably as before the log existed."""
 
     def __init__(self, path: Path) -> None:
@@ -271,10 +266,6 @@ class Keeper:
         self._pending: tuple[int, bytes] | None = None
         self._version = 0
         self._published = 0
-        self._published_at = -PUBLISH_EVERY
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         # Why the last publish of state.json failed (``None``: it did not); the save
         # itself is in the log. StateFile says so once, and again when it recovers.
         self.publish_trouble: str | None = None
@@ -286,6 +277,8 @@ class Keeper:
             with contextlib.suppress(OSError):  # events are kept as well as they can be
                 self.before_durable()
         if data == self._kept:
+            if self._pending is not None:  # state.json failed to follow: once more
+                self._publish()
             return
         log = self._log
         if log is not None:
@@ -308,10 +301,6 @@ class Keeper:
     def close(self) -> str | None:
         """The run's process lets go: ``state.json`` made durable, the log removed. What
         went wrong, in words (the log then stays, and the next reader settles it)."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
         try:
             if self._kept is not None:
                 self._write_durably(self._kept)
@@ -336,7 +325,6 @@ class Keeper:
                 self._version += 1
                 self._published = self._version
                 self._pending = None
-            self._published_at = time.monotonic()
         if self._log_dropped:
             with contextlib.suppress(OSError):
                 remove(self.run_dir)
@@ -354,16 +342,7 @@ class Keeper:
         with self._lock:
             self._version += 1
             self._pending = (self._version, data)
-            due = time.monotonic() - self._published_at >= PUBLISH_EVERY
-        if due:
-            self._publish()
-            return
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._publisher, name="flowdrop-state-publisher", daemon=True
-            )
-            self._thread.start()
-        self._wake.set()
+        self._publish()
 
     def _publish(self) -> None:
         with self._publish_lock:
@@ -381,15 +360,3 @@ class Keeper:
                 return
             self.publish_trouble = None
             self._published = item[0]
-            self._published_at = time.monotonic()
-
-    def _publisher(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            delay = self._published_at + PUBLISH_EVERY - time.monotonic()
-            if delay > 0 and self._stop.wait(delay):
-                return
-            self._publish()
