@@ -43,11 +43,22 @@ def test_each_key_set_is_one_record_and_the_newest_is_the_state(tmp_path: Path) 
     found = state_log.newest(folder)
     assert found is not None and orjson.loads(found.payload) == {"k": {"n": 5}}
     assert len(_log(folder)) == state_log.LOG_MIN  # pre-allocated: the size never changes
-    # state.json is published from it, whole, within the publishing span
-    wait_for(lambda: orjson.loads((folder / "state.json").read_bytes()) == {"k": {"n": 5}})
     store.close()
     assert not (folder / "state.log").exists()
     assert orjson.loads((folder / "state.json").read_bytes()) == {"k": {"n": 5}}
+
+
+def test_state_json_holds_every_key_set_when_it_returns(tmp_path: Path) -> None:
+    """The seed: setting a key writes the file again — back to back too, nothing later."""
+    folder = _run_dir(tmp_path)
+    store = StateFile(folder / "state.json")
+    s = store.state("k")
+    for n in range(50):
+        s["n"] = n
+        s["m"] = -n  # the second of two sets in a row: written before it returns
+        assert orjson.loads((folder / "state.json").read_bytes()) == {"k": {"n": n, "m": -n}}
+    assert not any(p.name.endswith(".tmp") for p in folder.iterdir())
+    store.close()
 
 
 def test_a_torn_last_record_leaves_the_one_before(tmp_path: Path) -> None:
