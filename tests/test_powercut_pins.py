@@ -14,51 +14,27 @@ where they are impossible.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(BENCH))
-from powercut import Disk, can_run, run_cli, sh  # noqa: E402
+from tests import powercut_disk
+from tests.powercut_disk import (
+    Disk,
+    cut_env,
+    power_back,
+    power_cut,
+    run_cli,
+)
 
-WHY = can_run()
-FILESYSTEMS = ["ext4", "ext4-nojournal", "ext2"]
+disk = powercut_disk.disk  # the fixture: one case per filesystem
 
 
 @pytest.fixture
 def env() -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PC_")}
-    return {**base, "PYTHONDONTWRITEBYTECODE": "1", "PC_ROUNDS": "1"}
-
-
-@pytest.fixture(params=FILESYSTEMS)
-def disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Disk]:
-    if WHY is not None:
-        pytest.skip(f"power-cut harness: {WHY}")
-    made = Disk(tmp_path, request.param)
-    try:
-        yield made
-    finally:
-        made.close()
-
-
-def power_cut(disk: Disk) -> Path:
-    """The power goes now: copy what reached the device, repair it, mount it."""
-    shutil.copyfile(disk.image, disk.copy)
-    fsck = sh("e2fsck", "-fy", str(disk.copy), check=False)
-    assert fsck.returncode < 4, fsck.stdout + fsck.stderr
-    disk.mount(disk.copy, disk.copy_mnt)
-    return disk.copy_mnt / "ws"
-
-
-def power_back(disk: Disk) -> None:
-    sh("umount", str(disk.copy_mnt), check=False)
-    disk.copy.unlink(missing_ok=True)
+    return cut_env(PC_ROUNDS="1")
 
 
 def test_the_records_gitignore_survives_a_power_cut_after_first_use(

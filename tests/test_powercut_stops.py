@@ -15,39 +15,30 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-sys.path.insert(0, str(BENCH))
-from faults import can_run as can_strace  # noqa: E402
-from powercut import FLOW, Disk, can_run, run_cli  # noqa: E402
+from tests import powercut_disk
+from tests.powercut_disk import (
+    FLOW,
+    Disk,
+    can_strace,
+    cut_env,
+    power_back,
+    power_cut,
+    run_cli,
+)
 
-from tests.test_powercut_pins import power_back, power_cut  # noqa: E402
+disk = powercut_disk.disk  # the fixture: one case per filesystem
 
-WHY = can_run()
 WHY_STRACE = can_strace()
-FILESYSTEMS = ["ext4", "ext4-nojournal", "ext2"]
 
 
 @pytest.fixture
 def env() -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PC_")}
-    return {**base, "PYTHONDONTWRITEBYTECODE": "1", "PC_ROUNDS": "1", "PC_PAUSE": "1"}
-
-
-@pytest.fixture(params=FILESYSTEMS)
-def disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Disk]:
-    if WHY is not None:
-        pytest.skip(f"power-cut harness: {WHY}")
-    made = Disk(tmp_path, request.param)
-    try:
-        yield made
-    finally:
-        made.close()
+    return cut_env(PC_ROUNDS="1", PC_PAUSE="1")
 
 
 def paused_run(ws: Path, env: dict[str, str]) -> str:
