@@ -207,7 +207,13 @@ def test_an_outage_is_waited_out_and_no_write_is_skipped(
         proxy.cut()
         stalled = ticks()
         cut.touch()
-        wait_for(lambda: b"the run waits and retries" in _read_bytes(errors), timeout=60)
+        try:
+            wait_for(lambda: b"the run waits and retries" in _read_bytes(errors), timeout=60)
+        except AssertionError:
+            raise AssertionError(
+                f"the run never said it waits (alive: {child.poll() is None}, ticks "
+                f"{ticks()} of {stalled}); its stderr: {_read_bytes(errors).decode()!r}"
+            ) from None
         assert child.poll() is None and ticks() == stalled  # waiting, not skipping
         proxy.restore()
         child.communicate(timeout=120)
