@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from pathlib import Path
 
 import aiohttp
@@ -58,6 +59,15 @@ async def test_ui_processes_are_capped_with_a_clear_message(workspace: Path) -> 
             assert len(served.ui_processes()) == 1
             await first.close()
             wait_for(lambda: served.ui_processes() == [], timeout=30)
+            # the place is free once the closed tab's session has ended on the server too
+            # (its process can be gone a moment before): wait for that, never a fixed time
+            deadline = time.monotonic() + 30
+            while True:
+                async with session.get(f"{served.base}/ws") as response:
+                    if response.status != 503:
+                        break
+                assert time.monotonic() < deadline, "a closed tab never freed its place"
+                await asyncio.sleep(0.05)
             again = await session.ws_connect(f"{served.base}/ws")
             assert (await again.receive(timeout=60)).type == aiohttp.WSMsgType.BINARY
             await again.close()

@@ -145,6 +145,11 @@ def test_runs_filter_at_80x24(seeded: Path, snap_compare: Compare) -> None:
         await pilot.press("slash", "a", "1", "b")
         await until(pilot, lambda: app.main_screen.runs.row_count == 1, what="filtered")
         await until(pilot, lambda: settled(app), what="the run shown")
+        # the bar laid out at its full width (on a loaded machine one frame showed it
+        # shrunk to its text, "▊a1b▎"), then a frame drawn with it
+        bar = app.main_screen.query_one("#filter")
+        await until(pilot, lambda: bar.region.width > SMALL[0] // 2, what="the bar's width")
+        await pilot.pause()
 
     assert snap_compare(app_for(seeded), terminal_size=SMALL, run_before=on_filter)
 
