@@ -7,6 +7,7 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flowdrop_tui.core.files.atomic import open_fd, write_atomic
+from flowdrop_tui.core.files.atomic import open_fd, release_blocks, write_atomic
 from tests.conftest import wait_for
 
 
@@ -256,3 +257,44 @@ def test_a_full_disk_leaves_no_temporary_file_and_frees_old_spares(
         write_atomic(target, version(3))  # nothing left to free: it fails, cleanly
     assert whole(target.read_bytes()) == 2
     assert sorted(os.listdir(tmp_path)) == ["state.json"]
+
+
+def test_release_blocks_empties_a_file_of_its_blocks(tmp_path: Path) -> None:
+    """A file about to be removed holds no block any more once it returns (a power cut
+    on ext2 then brings back no inode listing blocks given since to another file)."""
+    target = tmp_path / "state.log"
+    target.write_bytes(b"\0" * (256 << 10))
+    release_blocks(target)
+    info = os.lstat(target)
+    assert (info.st_size, info.st_blocks) == (0, 0)
+    release_blocks(target)  # again, and on a name that is gone: nothing to do
+    release_blocks(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo", "folder", "device"])
+def test_release_blocks_never_opens_or_empties_anything_planted(
+    tmp_path: Path, planted: str
+) -> None:
+    """A link (to a file outside), a FIFO, a folder or a device where the file was: left
+    as it is, never opened (a FIFO with no writer would hang an open), nothing outside
+    emptied."""
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep" * 1000)
+    target = tmp_path / "state.log"
+    if planted == "link":
+        target.symlink_to(outside)
+    elif planted == "fifo":
+        os.mkfifo(target)
+    elif planted == "folder":
+        target.mkdir()
+        (target / "inside").write_bytes(b"keep")
+    else:
+        try:
+            os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # a /dev/zero
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    release_blocks(target)
+    assert outside.read_bytes() == b"keep" * 1000
+    if planted == "folder":
+        assert (target / "inside").read_bytes() == b"keep"
+    assert os.path.lexists(target)

@@ -27,6 +27,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -82,6 +83,34 @@ def sync_entry(path: Path | str) -> None:
     fd = open_fd(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def release_blocks(path: Path | str) -> None:
+    """Give a regular file's blocks back durably before its name is removed: truncated
+    to nothing and synced, so that its inode, if a power cut brings it back, claims
+    no block. Nothing is done for anything else there (a link, a FIFO: never opened).
+
+    Without a journal (ext2) a removed file's blocks are handed out again at once, while
+    its inode on disk can still list them until the kernel writes it back. A new folder
+    took the freed indirect block of a removed ``state.log``, was synced, and after a
+    power cut ``e2fsck`` read the folder's names as the old file's block numbers,
+    "cleared" the illegal ones by writing zeros into that block, and left a folder it
+    could not repair (exit 4, "Filesystem still has errors"). A reader still holding
+    the file sees it empty: call this only on a file whose content is kept elsewhere.
+    """
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return
+        fd = open_fd(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return  # gone, or not ours to open: its removal is all that is left
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_blocks:
+            os.ftruncate(fd, 0)
+            os.fsync(fd)  # the inode itself: fdatasync need not write it
     finally:
         os.close(fd)
 
