@@ -99,6 +99,7 @@ def release_blocks(path: Path | str) -> None:
     "cleared" the illegal ones by writing zeros into that block, and left a folder it
     could not repair (exit 4, "Filesystem still has errors"). A reader still holding
     the file sees it empty: call this only on a file whose content is kept elsewhere.
+    Best effort: it never raises (an I/O error ends it; the removal goes ahead).
     """
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
@@ -111,6 +112,8 @@ def release_blocks(path: Path | str) -> None:
         if stat.S_ISREG(info.st_mode) and info.st_blocks:
             os.ftruncate(fd, 0)
             os.fsync(fd)  # the inode itself: fdatasync need not write it
+    except OSError:
+        pass  # an I/O error: the removal goes ahead as it did before this step
     finally:
         os.close(fd)
 
