@@ -11,8 +11,8 @@ none once the removal returns, whatever the allocator does next.
 
 A real loop-mounted ext2 (tests/powercut_disk.py; needs root, loop devices and strace,
 skipped, saying why, where impossible). The cut is exact: `strace -P` stops the run
-right after the one call on the path named (the log's `unlink`, the `fsync` that makes
-the new record's name durable).
+right after the one call on the path named (the `fsync` of the run's folder that ends
+the log's removal, the `fsync` that makes the new record's name durable).
 """
 
 from __future__ import annotations
@@ -47,23 +47,33 @@ def ext2(tmp_path: Path) -> Iterator[Disk]:
         made.close()
 
 
-def stopped_at(disk: Disk, scratch: Path, path: Path, call: str, env: dict[str, str]) -> str:
-    """Run `run count` stopped right after its first `call` on `path`, copy the image as
-    it stands (the power cut), end the run; its stderr."""
+def stopped_at(
+    disk: Disk,
+    scratch: Path,
+    path: Path,
+    call: str,
+    when: int,
+    env: dict[str, str],
+    watch: Path | None = None,
+) -> str:
+    """Run `run count` stopped right after its `when`th `call` on `path`, copy the image
+    as it stands (the power cut), end the run; what strace saw of the calls on `path`
+    (`unlink` included) and of the `unlink` of `watch`."""
     trace, err = scratch / "trace", scratch / "err"
     trace.unlink(missing_ok=True)
     with open(err, "w") as e:
         run = subprocess.Popen(
-            ["strace", "-qq", "-o", str(trace), "-P", str(path), "-e", f"trace={call}",
-             "-e", f"inject={call}:signal=SIGSTOP:when=1",
+            ["strace", "-qq", "-o", str(trace), "-P", str(path),
+             *(["-P", str(watch)] if watch else []), "-e", f"trace={call},unlink",
+             "-e", f"inject={call}:signal=SIGSTOP:when={when}",
              sys.executable, "-m", "flowdrop_tui", "run", "count"],
             cwd=disk.ws, env=env, stdout=subprocess.DEVNULL, stderr=e,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 60
             while b"stopped by SIGSTOP" not in _read(trace):
-                assert run.poll() is None, f"the run ended before its {call} of {path}"
-                assert time.monotonic() < deadline, f"no {call} of {path} in 60 s"
+                assert run.poll() is None, f"the run ended first: {err.read_text()[-500:]}"
+                assert time.monotonic() < deadline, f"no {call} #{when} of {path} in 60 s"
                 time.sleep(0.005)
             shutil.copyfile(disk.image, disk.copy)
         finally:
@@ -72,7 +82,7 @@ def stopped_at(disk: Disk, scratch: Path, path: Path, call: str, env: dict[str, 
                     os.kill(child, 9)
             run.kill()
             run.wait()
-    return err.read_text(errors="replace")
+    return _read(trace).decode(errors="replace")
 
 
 def _read(path: Path) -> bytes:
@@ -129,19 +139,27 @@ def test_a_settled_log_claims_no_block_after_a_power_cut_on_ext2(
     """Guards against the log's inode coming back after a cut still listing the blocks
     ext2 gave since to the next record (e2fsck then wrote zeros into it: exit 4).
 
-    The run that picks the killed run up is cut right after the log's `unlink`, or once
+    The run that picks the killed run up is cut once the log's removal returns, or once
     its own record's name is durable; on the copy the old log's inode lists no block, `e2fsck
     -fy` repairs the copy, and the next run there starts from the last reported save,
     `runs` listing every run with a record."""
     env = cut_env(PC_ROUNDS="3", PC_PAUSE="0")
     folder, saved = killed_with_its_log(ext2, env)
     log = folder / "state.log"
+    # state.json behind the log (as a cut can leave it): the settle writes it durably,
+    # its folder's first sync; the log's removal syncs the folder next
+    (folder / "state.json").write_bytes(b'{"count": {"n": 0, "half": 0}}')
+    ext2.settle()
     inode = os.stat(log).st_ino
     generation, blocks = on_disk(ext2.image, inode)
     assert blocks > 0
-    path, call = (log, "unlink") if cut == "the log's removal" else (folder.parent, "fsync")
-    stderr = stopped_at(ext2, tmp_path, path, call, env)
-    assert not log.exists(), stderr  # settled by the run that picked it up
+    if cut == "the log's removal":
+        seen = stopped_at(ext2, tmp_path, folder, "fsync", 2, env, watch=log)
+    else:
+        seen = stopped_at(ext2, tmp_path, folder.parent, "fsync", 1, env)
+    assert not log.exists(), seen  # settled by the run that picked it up
+    if cut == "the log's removal":
+        assert seen.index(f'unlink("{log}")') < seen.index("SIGSTOP"), seen
     after = on_disk(ext2.copy, inode)  # the log's own inode, or a new file's since
     assert after[0] != generation or after[1] == 0, "the removed log's inode lists its blocks"
     fsck = sh("e2fsck", "-fy", str(ext2.copy), check=False)

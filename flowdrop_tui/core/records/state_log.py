@@ -42,7 +42,7 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import (
     datasync,
     open_fd,
-    release_blocks,
+    remove_file,
     sync_dir,
     write_atomic,
 )
@@ -151,12 +151,9 @@ def settle(run_dir: Path) -> bool:
 def remove(run_dir: Path) -> None:
     """Remove the run's log (``state.json`` is durable and current), the name durably:
     a log that came back naming blocks since given to another file could mislead. Its
-    blocks are given back durably first (``release_blocks``): its inode coming back
-    still listing them had ``e2fsck`` write zeros into the folder that took them."""
-    release_blocks(run_dir / STATE_LOG)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(run_dir / STATE_LOG)
-        sync_dir(run_dir)
+    blocks are given back with it (``remove_file``): its inode coming back still
+    listing them had ``e2fsck`` write zeros into the folder that took them."""
+    remove_file(run_dir / STATE_LOG)
 
 
 class LogFull(Exception):
