@@ -7,6 +7,7 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flowdrop_tui.core.files.atomic import open_fd, write_atomic
+from flowdrop_tui.core.files.atomic import open_fd, remove_file, write_atomic
 from tests.conftest import wait_for
 
 
@@ -256,3 +257,60 @@ def test_a_full_disk_leaves_no_temporary_file_and_frees_old_spares(
         write_atomic(target, version(3))  # nothing left to free: it fails, cleanly
     assert whole(target.read_bytes()) == 2
     assert sorted(os.listdir(tmp_path)) == ["state.json"]
+
+
+def test_remove_file_gives_its_blocks_back_with_its_name(tmp_path: Path) -> None:
+    """A file removed durably holds no block any more once it returns (a power cut on
+    ext2 then brings back no inode listing blocks given since to another file)."""
+    target = tmp_path / "state.log"
+    target.write_bytes(b"\0" * (256 << 10))
+    held = os.open(target, os.O_RDONLY)
+    try:
+        remove_file(target)
+        info = os.fstat(held)
+        assert (info.st_size, info.st_blocks, info.st_nlink) == (0, 0, 0)
+    finally:
+        os.close(held)
+    assert not target.exists()
+    remove_file(target)  # gone: nothing to do
+
+
+def test_remove_file_leaves_a_file_with_another_name_whole(tmp_path: Path) -> None:
+    """An inode `e2fsck` gave back two names (a stale one, and another file's): only the
+    name removed, the other file's content kept."""
+    other = tmp_path / "cycle.jsonl"
+    other.write_bytes(b"keep\n" * 1000)
+    target = tmp_path / "state.log"
+    os.link(other, target)
+    remove_file(target)
+    assert not target.exists() and other.read_bytes() == b"keep\n" * 1000
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo", "folder", "device"])
+def test_remove_file_never_opens_or_empties_anything_planted(tmp_path: Path, planted: str) -> None:
+    """A link (to a file outside), a FIFO or a device where the file was: never opened (a
+    FIFO with no writer would hang an open), only the name removed, nothing outside
+    emptied; a folder is refused as `os.unlink` refuses it, and left whole."""
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep" * 1000)
+    target = tmp_path / "state.log"
+    if planted == "link":
+        target.symlink_to(outside)
+    elif planted == "fifo":
+        os.mkfifo(target)
+    elif planted == "folder":
+        target.mkdir()
+        (target / "inside").write_bytes(b"keep")
+    else:
+        try:
+            os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # a /dev/zero
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    if planted == "folder":
+        with pytest.raises(OSError):
+            remove_file(target)
+        assert (target / "inside").read_bytes() == b"keep"
+    else:
+        remove_file(target)
+        assert not os.path.lexists(target)
+    assert outside.read_bytes() == b"keep" * 1000

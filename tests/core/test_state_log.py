@@ -151,6 +151,31 @@ def test_a_log_a_kill_left_is_read_first_and_settled_by_the_next_run(tmp_path: P
     assert not (folder / "state.log").exists()
 
 
+def test_the_log_gives_its_blocks_back_before_its_name_goes(tmp_path: Path) -> None:
+    """Guards against e2fsck exit 4 on ext2 (issue 27): a log removed with its blocks
+    still listed by its inode on disk had a power cut bring it back claiming the block a
+    new record folder took since. At the run's end and at a settle the log is emptied
+    (and synced) before it is unlinked: a descriptor kept on it sees no byte left."""
+    for settled in (False, True):
+        folder = tmp_path / ("settled" if settled else "ended") / RUN
+        folder.mkdir(parents=True)
+        store = StateFile(folder / "state.json")
+        store.state("k")["n"] = 1
+        fd = os.open(folder / "state.log", os.O_RDONLY)
+        try:
+            assert os.fstat(fd).st_size == state_log.LOG_MIN
+            if settled:  # killed: the next run settles its log
+                wait_for(lambda f=folder: (f / "state.json").exists())
+                assert state_log.settle(folder) is True
+            else:
+                store.close()
+            assert not (folder / "state.log").exists()
+            assert (os.fstat(fd).st_size, os.fstat(fd).st_blocks) == (0, 0)
+        finally:
+            os.close(fd)
+        assert read_run_states(folder) == {"k": {"n": 1}}
+
+
 def test_a_resumed_process_goes_on_from_the_logs_newest_record(tmp_path: Path) -> None:
     folder = _run_dir(tmp_path)
     first = StateFile(folder / "state.json")

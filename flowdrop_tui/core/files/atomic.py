@@ -27,6 +27,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 from pathlib import Path
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -84,6 +85,56 @@ def sync_entry(path: Path | str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_file(path: Path | str) -> None:
+    """Remove ``path``, a file whose content is kept elsewhere, durably — its blocks
+    given back first: emptied, unlinked, then synced (the file, then its folder), so
+    that its inode, should a power cut bring it back, claims no block.
+
+    Without a journal (ext2) a removed file's blocks are handed out again at once, while
+    its inode on disk can still list them until the kernel writes it back. A new folder
+    took the freed indirect block of a removed ``state.log``, was synced, and after a
+    power cut ``e2fsck`` read the folder's names as the old file's block numbers,
+    "cleared" the illegal ones by writing zeros into that block, and left a folder it
+    could not repair (exit 4, "Filesystem still has errors"). Emptied before the unlink,
+    one ``fsync`` of the file commits both (a journal commits them together; ext2
+    writes the inode), and the folder's sync has nothing left to commit.
+
+    Only a regular file with no other name is emptied: a link, a FIFO or a device
+    planted there is never opened, only its name removed, and an inode ``e2fsck`` gave
+    back two names (one of them another file's) keeps its content. ``FileNotFoundError``
+    is not an error; a folder there raises as ``os.unlink`` does. An I/O error while
+    emptying never stops the removal.
+    """
+    folder = os.path.dirname(os.fspath(path)) or "."
+    fd = -1
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            fd = open_fd(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return
+    except OSError:
+        fd = -1  # not ours to open: its name is removed all the same
+    try:
+        emptied = False
+        if fd >= 0:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_blocks:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+                    emptied = True
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        if emptied:
+            with contextlib.suppress(OSError):
+                os.fsync(fd)  # the inode itself, and on ext4 the unlink in one commit
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    sync_dir(folder)
 
 
 def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None:

@@ -39,7 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowdrop_tui.core.files import locks
-from flowdrop_tui.core.files.atomic import datasync, open_fd, sync_dir, write_atomic
+from flowdrop_tui.core.files.atomic import (
+    datasync,
+    open_fd,
+    remove_file,
+    sync_dir,
+    write_atomic,
+)
 from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.paths import LIVE_LOCK, STATE, STATE_LOG
 
@@ -144,10 +150,10 @@ def settle(run_dir: Path) -> bool:
 
 def remove(run_dir: Path) -> None:
     """Remove the run's log (``state.json`` is durable and current), the name durably:
-    a log that came back naming blocks since given to another file could mislead."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(run_dir / STATE_LOG)
-        sync_dir(run_dir)
+    a log that came back naming blocks since given to another file could mislead. Its
+    blocks are given back with it (``remove_file``): its inode coming back still
+    listing them had ``e2fsck`` write zeros into the folder that took them."""
+    remove_file(run_dir / STATE_LOG)
 
 
 class LogFull(Exception):
