@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from flowdrop_tui.core.files.spare_files import Flusher
 from flowdrop_tui.core.records import state_log
 from flowdrop_tui.core.records.state import StateFile, read_run_states
 
@@ -129,3 +130,37 @@ def test_spares_a_killed_process_left_are_removed_never_the_state(tmp_path: Path
     resumed.close()
     assert _spares(folder) == []
     assert read_run_states(folder) == {"k": {"n": 21}}
+
+
+def test_a_signal_that_raises_during_the_flush_leaves_no_wait_behind(tmp_path: Path) -> None:
+    """Ctrl-C (a handler that raises) while a key set waits for the log's flush: the
+    exception goes on, but only once the flush is done — a wait left behind would let
+    the next key set return before its own flush."""
+    big = tmp_path / "dirty"
+    fd = os.open(big, os.O_RDWR | os.O_CREAT)
+    flusher = Flusher()
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        interrupted = 0
+        for _ in range(5):  # a flush long enough for the alarm to land in the wait
+            os.pwrite(fd, os.urandom(1 << 20) * 64, 0)
+            flusher.start(fd)
+            signal.setitimer(signal.ITIMER_REAL, 0.002)
+            try:
+                flusher.wait()
+            except Interrupted:
+                interrupted += 1
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            assert not flusher._done.acquire(blocking=False)  # nothing left to wait for
+        assert interrupted
+    finally:
+        signal.signal(signal.SIGALRM, old)
+        flusher.close()
+        os.close(fd)

@@ -194,8 +194,19 @@ class Flusher:
         self._go.release()
 
     def wait(self) -> None:
-        self._done.acquire()
+        """Until the flush is done. A signal handler that raises (Ctrl-C in the flow)
+        still waits it out first: a wait left behind would let the next one return
+        before its own flush."""
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                self._done.acquire()
+                break
+            except BaseException as exc:  # raised by a signal handler, in the acquire
+                interrupted = exc
         error, self._error = self._error, None
+        if interrupted is not None:
+            raise interrupted
         if error is not None:
             raise error
 
