@@ -2,8 +2,7 @@
 checked after the journal is replayed (docs/reliability.md; docs/decisions.md, "Durability").
 
 A workspace lives on a loop-mounted filesystem image (ext4, ext4 without a journal,
-ext2). Each trial runs the real ``flowdrop-tui run`` under ``strace -f`` (the state log's
-flush runs on a thread of its own, and each thread's calls count), which stops it
+ext2). Each trial runs the real ``flowdrop-tui run`` under ``strace``, which stops it
 (SIGSTOP) right after its Nth call of one kind — ``fdatasync``, ``fsync``, ``rename``,
 ``renameat2``, ``write`` (appends), ``pwrite64`` (state bytes), ``openat`` — or lets it
 finish. The image file is then copied: what the loop device has written is what a
@@ -177,7 +176,7 @@ def frozen_run(
     trace, out, err = scratch / "trace", scratch / "out", scratch / "err"
     trace.unlink(missing_ok=True)
     stop = [] if kind == "end" else [
-        "strace", "-f", "-qq", "-o", str(trace), "-e", f"trace={kind}",
+        "strace", "-qq", "-o", str(trace), "-e", f"trace={kind}",
         "-e", f"inject={kind}:signal=SIGSTOP:when={nth}",
     ]  # fmt: skip
     with open(out, "w") as o, open(err, "w") as e:
@@ -351,7 +350,6 @@ def calibrate(disk: Disk, scratch: Path, env: dict[str, str]) -> dict[str, int]:
     subprocess.run(
         [
             "strace",
-            "-f",
             "-qq",
             "-c",
             "-o",

@@ -14,11 +14,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
 
-from flowdrop_tui.core.files.spare_files import Flusher
+from flowdrop_tui.core.files.spare_files import Beside
 from flowdrop_tui.core.records import state_log
 from flowdrop_tui.core.records.state import StateFile, read_run_states
 
@@ -132,13 +133,12 @@ def test_spares_a_killed_process_left_are_removed_never_the_state(tmp_path: Path
     assert read_run_states(folder) == {"k": {"n": 21}}
 
 
-def test_a_signal_that_raises_during_the_flush_leaves_no_wait_behind(tmp_path: Path) -> None:
-    """Ctrl-C (a handler that raises) while a key set waits for the log's flush: the
-    exception goes on, but only once the flush is done — a wait left behind would let
-    the next key set return before its own flush."""
-    big = tmp_path / "dirty"
-    fd = os.open(big, os.O_RDWR | os.O_CREAT)
-    flusher = Flusher()
+def test_a_signal_that_raises_during_a_call_beside_leaves_no_wait_behind(tmp_path: Path) -> None:
+    """Ctrl-C (a handler that raises) while a key set waits for what is done beside its
+    flush: the exception goes on, but only once that is done — a wait left behind would
+    let the next key set publish before its file was readied."""
+    beside = Beside()
+    ran: list[bytes] = []
 
     class Interrupted(Exception):
         pass
@@ -146,21 +146,34 @@ def test_a_signal_that_raises_during_the_flush_leaves_no_wait_behind(tmp_path: P
     def interrupt(signum: int, frame: object) -> None:
         raise Interrupted
 
+    def slow(arg: bytes) -> None:
+        time.sleep(0.05)  # the work beside the flush, long enough for the alarm to land
+        ran.append(arg)
+
     old = signal.signal(signal.SIGALRM, interrupt)
     try:
-        interrupted = 0
-        for _ in range(5):  # a flush long enough for the alarm to land in the wait
-            os.pwrite(fd, os.urandom(1 << 20) * 64, 0)
-            flusher.start(fd)
-            signal.setitimer(signal.ITIMER_REAL, 0.002)
+        landed = 0
+        for n in range(10):
+            beside.start(slow, b"%d" % n)
+            signal.setitimer(signal.ITIMER_REAL, 0.005)
+            inside = False
             try:
-                flusher.wait()
+                inside = True
+                beside.wait()
+                inside = False
             except Interrupted:
-                interrupted += 1
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            assert not flusher._done.acquire(blocking=False)  # nothing left to wait for
-        assert interrupted
+                if not inside:  # a loaded machine: it landed before the wait began
+                    beside.wait()
+                    continue
+            else:
+                continue  # the call was done before the alarm (a loaded machine)
+            landed += 1
+            assert ran[-1] == b"%d" % n  # waited out before the exception went on
+            assert not beside._done.acquire(blocking=False)  # nothing left to wait for
+            if landed == 3:
+                break
+        assert landed
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-        flusher.close()
-        os.close(fd)
+        beside.close()

@@ -6,8 +6,8 @@ durable copy (``records/state_log.py``). Making the new file is what that costs:
 allocating an inode and its blocks, and freeing the old file's when the rename drops
 it — 100–180 µs of a key set on ext4, as much as the log's flush.
 
-So that work is done while the log's flush waits on the disk (``Flusher``): the
-save's bytes go into a spare made at the previous save, the file the last publish
+So that work is done while the log's flush waits on the disk, on a thread beside it
+(``Beside``): the save's bytes go into a spare made at the previous save, the file the last publish
 replaced is closed (its inode and blocks freed), and the next spare is made — a new,
 empty file given its blocks (``fallocate`` keeping the size 0, so a write into it
 allocates nothing and ext4's ``auto_da_alloc`` has nothing to flush in the rename).
@@ -27,9 +27,10 @@ import contextlib
 import errno
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
-from flowdrop_tui.core.files.atomic import datasync, open_fd
+from flowdrop_tui.core.files.atomic import open_fd
 
 _BLOCK = 4096
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
@@ -173,30 +174,33 @@ class SpareFiles:
         return path, fd, capacity
 
 
-class Flusher:
-    """``fdatasync`` of one file on a thread of its own, so the caller works meanwhile:
-    ``start(fd)``, then ``wait()`` (which raises what the flush raised)."""
+class Beside:
+    """One call at a time on a thread of its own, while the caller does something else
+    (``start(call, arg)``, then ``wait()``, which raises what the call raised). The
+    run's key set flushes its log on its own thread — where the power-cut harness
+    stops it — and readies the next ``state.json`` beside it."""
 
     def __init__(self) -> None:
         self._go = threading.Lock()
         self._go.acquire()
         self._done = threading.Lock()
         self._done.acquire()
-        self._fd = -1
-        self._error: OSError | None = None
+        self._call: Callable[[bytes], None] | None = None
+        self._arg = b""
+        self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, fd: int) -> None:
+    def start(self, call: Callable[[bytes], None], arg: bytes) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="state flush", daemon=True)
+            self._thread = threading.Thread(target=self._loop, name="beside", daemon=True)
             self._thread.start()
-        self._fd = fd
+        self._call, self._arg = call, arg
         self._go.release()
 
     def wait(self) -> None:
-        """Until the flush is done. A signal handler that raises (Ctrl-C in the flow)
+        """Until the call is done. A signal handler that raises (Ctrl-C in the flow)
         still waits it out first: a wait left behind would let the next one return
-        before its own flush."""
+        before its own call was done."""
         interrupted: BaseException | None = None
         while True:
             try:
@@ -212,7 +216,7 @@ class Flusher:
 
     def close(self) -> None:
         if self._thread is not None:
-            self._fd = -1
+            self._call = None
             self._go.release()
             self._thread.join()
         self._thread = None
@@ -220,11 +224,12 @@ class Flusher:
     def _loop(self) -> None:
         while True:
             self._go.acquire()
-            if self._fd < 0:
+            call, arg = self._call, self._arg
+            if call is None:
                 return
             try:
-                datasync(self._fd)
-            except OSError as exc:
+                call(arg)
+            except BaseException as exc:  # handed to the waiter
                 self._error = exc
             self._done.release()
 

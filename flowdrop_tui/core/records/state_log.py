@@ -40,7 +40,7 @@ from pathlib import Path
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import datasync, open_fd, sync_dir, write_atomic
 from flowdrop_tui.core.files.regular import read_regular
-from flowdrop_tui.core.files.spare_files import Flusher, SpareFiles, remove_leftovers
+from flowdrop_tui.core.files.spare_files import Beside, SpareFiles, remove_leftovers
 from flowdrop_tui.core.paths import LIVE_LOCK, STATE, STATE_LOG
 
 # The log's size: 16 saves of the first state saved, 64 KiB to 1 MiB. A state bigger
@@ -258,8 +258,8 @@ class Keeper:
     """How a ``StateFile`` keeps each save: durable in the log at one flush (the run's
     events appended before it flushed first: ``before_durable``), then ``state.json``
     published by a rename that is not synced, before the key set returns (the seed:
-    "setting a key writes the file again"), into a file made ahead by the run's own
-    thread (``files/spare_files.py``). A state too big for the log, or a log that
+    "setting a key writes the file again"), into a file readied beside the flush
+    (``files/spare_files.py``). A state too big for the log, or a log that
     fails, is written to ``state.json`` durably as before the log existed.
 
     Called by one thread at a time: ``StateFile`` holds its lock around each call."""
@@ -273,7 +273,7 @@ class Keeper:
         self._kept: bytes | None = None  # the last save made durable (log or file)
         self._pending: bytes | None = None  # kept, not yet in state.json: tried again
         self._spares = SpareFiles(path)  # its leftovers removed at the first save
-        self._flusher = Flusher()
+        self._beside = Beside()
         # Why the last publish of state.json failed (``None``: it did not); the save
         # itself is in the log. StateFile says so once, and again when it recovers.
         self.publish_trouble: str | None = None
@@ -308,24 +308,25 @@ class Keeper:
         self._kept = data
 
     def _write_log(self, log: StateLog, data: bytes, durable: bool) -> None:
-        """The record written and flushed; meanwhile ``state.json``'s next file readied."""
+        """The record written and flushed; meanwhile, beside the flush, ``state.json``'s
+        next file readied (``_ready``)."""
         fd = log.write(FULL, data)
-        if durable:
-            self._flusher.start(fd)
-        try:
+        if not durable:
             self._ready(data)
-        finally:
-            if durable:
-                try:
-                    self._flusher.wait()
-                except OSError:
-                    self._spares.cancel()
-                    raise
+            return
+        self._beside.start(self._ready, data)
+        try:
+            datasync(fd)
+        except BaseException:  # not kept: the file readied for it is not published
+            self._beside.wait()
+            self._spares.cancel()
+            raise
+        self._beside.wait()
 
     def close(self) -> str | None:
         """The run's process lets go: ``state.json`` made durable, the log removed. What
         went wrong, in words (the log then stays, and the next reader settles it)."""
-        self._flusher.close()
+        self._beside.close()
         self._spares.close()
         try:
             if self._kept is not None:
