@@ -313,46 +313,46 @@ def warnings_of(ws: Path, run_id: str) -> list[str]:
 def test_state_unwritable_mid_run_carries_on_with_a_warning_and_saves_again(
     workspace: Path, cli: CLI
 ) -> None:
-    """Guards SPEC §5 rule 3 in a real run: a folder where the temporary file goes makes
-    every replacement of state.json fail (root ignores permission bits); a warning is
-    recorded, the run carries on — each save kept in its state log, which readers read
-    (issue 28) — and state.json follows once it is writable again."""
+    """Guards SPEC §5 rule 3 in a real run: a folder (not empty) where state.json goes
+    makes every replacement of it fail; a warning is recorded, the run carries on — each
+    save kept in its state log, which readers read (issue 28) — and state.json follows
+    once it can be replaced again."""
     write_flow(workspace, "steady", STEADY)
     run_id = str(cli.json("run", "steady", "--detach")["run"])
     folder = workspace / ".flowdrop" / "runs" / run_id
+    target = folder / "state.json"
     wait_for(lambda: sum(e["event"] == "round_ended" for e in events(workspace, run_id)) >= 2)
-    # Folders where the writer's temporary file goes, and the two spares an older
-    # in-place writer kept (which a save on a full disk now removes).
-    blockers = [
-        folder / "state.json.tmp",
-        folder / ".state.json.spare-0",
-        folder / ".state.json.spare-1",
-    ]
+    stuck = 0
 
     def block() -> bool:
-        for path in blockers:
-            if not path.is_dir():
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
-                with contextlib.suppress(FileExistsError):
-                    path.mkdir()
-        return all(path.is_dir() for path in blockers)
+        nonlocal stuck
+        if target.is_dir():
+            return True
+        with contextlib.suppress(FileNotFoundError, orjson.JSONDecodeError):
+            stuck = orjson.loads(target.read_bytes())["steady"]["r"]
+            target.unlink()
+        with contextlib.suppress(FileExistsError):
+            target.mkdir()
+            (target / "in the way").write_text("a rename over a folder that is not empty fails")
+        return target.is_dir()
 
     wait_for(block)
     wait_for(lambda: any("state.json not replaced" in w for w in warnings_of(workspace, run_id)))
-    stuck = orjson.loads((folder / "state.json").read_bytes())["steady"]["r"]
     wait_for(lambda: events(workspace, run_id)[-1].get("round", 0) >= stuck + 3)
-    assert orjson.loads((folder / "state.json").read_bytes())["steady"]["r"] == stuck
+    assert target.is_dir()
     shown = cli.json("show", run_id)
     assert shown["status"] == "running"
     assert shown["state"]["steady"]["r"] > stuck  # the saves go on, in the log
-    for path in blockers:
-        path.rmdir()
+    (target / "in the way").unlink()
+    target.rmdir()
     wait_for(lambda: "state.json replaced again" in " ".join(warnings_of(workspace, run_id)))
+    assert orjson.loads(target.read_bytes())["steady"]["r"] > stuck
     cli("stop", run_id, "--wait", check=0)
     shown = cli.json("show", run_id)
     assert shown["status"] == "cancelled"
     assert shown["state"]["steady"]["r"] == shown["last_round"] > stuck
+    assert orjson.loads(target.read_bytes())["steady"]["r"] == shown["last_round"]
+    assert not [p.name for p in folder.iterdir() if ".next-" in p.name or p.name == "state.log"]
 
 
 def test_index_unwritable_never_stops_a_run_and_refuses_a_new_one_naming_it(
