@@ -9,6 +9,7 @@ cached by the content of the flow's folder.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import signal
@@ -183,14 +184,17 @@ def _sha256(data: bytes) -> Digest:
     OpenSSL's libcrypto as ``import hashlib`` does: 5-10 ms of the UI's first frame,
     which hashes every flow to trust the describe cache (bench/README.md, (a)). OpenSSL's
     is some 5x faster on a big file; every later listing has it (the records load it)."""
-    module = sys.modules.get("hashlib")
-    for name in ("_sha2", "_sha256"):
-        if module is not None:
-            break
-        with contextlib.suppress(ImportError):
-            module = importlib.import_module(name)
-    digest: Digest = (module or importlib.import_module("hashlib")).sha256(data)
+    digest: Digest = (sys.modules.get("hashlib") or _own_sha256()).sha256(data)
     return digest
+
+
+@functools.cache
+def _own_sha256() -> Any:
+    """The module ``_sha256`` gives: looked for once (a miss searches all of sys.path)."""
+    for name in ("_sha2", "_sha256"):
+        with contextlib.suppress(ImportError):
+            return importlib.import_module(name)
+    return importlib.import_module("hashlib")
 
 
 def _hash_entry(digest: Digest, path: str, budget: int) -> int:
