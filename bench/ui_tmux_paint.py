@@ -31,13 +31,19 @@ GOAL = 1.25  # issue 28
 TMUX = ["tmux", "-L", f"flowdrop-paint-{os.getpid()}"]
 
 
-def start_to_rows(command: list[str], size: str, poll: float, timeout: float = 30.0) -> float:
-    """Seconds from starting ``command`` in a new tmux session to its rows on screen."""
+def start_to_rows(
+    command: list[str], size: str, poll: float, where: Path, timeout: float = 30.0
+) -> float:
+    """Seconds from starting ``command`` in a new tmux session to its rows on screen.
+    It starts in ``where``: ``python -m`` puts its folder first on ``sys.path``, so a
+    checkout there would be what runs, whatever ``PYTHONPATH`` says."""
     width, height = size.split("x")
     name = f"paint-{time.monotonic_ns()}"
     line = " ".join(subprocess.list2cmdline([a]) for a in command)
     started = time.perf_counter()
-    subprocess.run([*TMUX, "new-session", "-d", "-s", name, "-x", width, "-y", height, line])
+    subprocess.run(
+        [*TMUX, "new-session", "-d", "-s", name, "-c", str(where), "-x", width, "-y", height, line]
+    )
     try:
         while time.perf_counter() - started < timeout:
             shown = subprocess.run(
@@ -71,11 +77,12 @@ def main() -> int:
     subprocess.run([*TMUX, "new-session", "-d", "-s", "keep", "sleep 86400"], check=True)
     times: dict[str, list[float]] = {"ours": [], "bare": []}
     try:
-        start_to_rows(ours, args.size, args.poll)  # warm the OS file cache alike
-        start_to_rows(bare, args.size, args.poll)
+        where = layout.workspace
+        start_to_rows(ours, args.size, args.poll, where)  # warm the OS file cache alike
+        start_to_rows(bare, args.size, args.poll, where)
         for _ in range(args.rounds):
-            times["ours"].append(start_to_rows(ours, args.size, args.poll))
-            times["bare"].append(start_to_rows(bare, args.size, args.poll))
+            times["ours"].append(start_to_rows(ours, args.size, args.poll, where))
+            times["bare"].append(start_to_rows(bare, args.size, args.poll, where))
     finally:
         subprocess.run([*TMUX, "kill-server"], capture_output=True)
     mine, base = statistics.median(times["ours"]), statistics.median(times["bare"])

@@ -173,7 +173,6 @@ class MainScreen(LazyParts, Screen[None]):
     async def _after_first_paint(self) -> None:
         """Measured (bench/ui_bench.py): mounting the lower panes with the flow list
         delays its first frame by about a fifth; mounted now, they cost it nothing."""
-        gc_pause.resume()  # paused by cli.main until this first frame (core/gc_pause.py)
         EventFeed, RunDetail, RunTable = lower_panes()  # imported now, after the frame
         feed = EventFeed(id="events")
         feed.border_title = "Events"
@@ -189,6 +188,8 @@ class MainScreen(LazyParts, Screen[None]):
             if self.is_attached:
                 raise
             return  # `q` before the first frame settled: the screen is already gone
+        finally:  # paused by cli.main (core/gc_pause.py); the first frame is out by now
+            gc_pause.resume()
         if not self.is_attached:
             return
         self.ready = True
