@@ -4,6 +4,7 @@ Modes:
 
 ``paint-ours WORKSPACE OUT``  the real ``flowdrop-tui`` entry point on WORKSPACE
 ``paint-bare OUT``            a bare Textual app painting a 50-row DataTable
+``bare``                      the same app, nothing measured (``ui_tmux_paint.py``)
     Both write ``{"painted": wall time of the first frame holding 50 table rows,
     "cpu_s": the process's CPU seconds by then, "maxrss_kb": peak resident memory once
     the app has settled}``.
@@ -17,19 +18,22 @@ Modes:
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import resource
 import sys
 import time
+from importlib.machinery import ModuleSpec
 from pathlib import Path
+from types import ModuleType
 from typing import Any
-
-import orjson
 
 SETTLE_LIMIT = 15.0  # seconds after the first paint to wait for start-up reads to finish
 
 
 def _write(out: str, data: dict[str, Any]) -> None:
-    Path(out).write_bytes(orjson.dumps(data))
+    # json, not orjson: the bare app must not be made to import what it does not use
+    Path(out).write_text(json.dumps(data))
 
 
 def _maxrss_kb() -> int:
@@ -45,10 +49,45 @@ def _maxrss_kb() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+class _WhenImported:
+    """Call ``then(module)`` once ``name`` has been imported by whoever imports it: the
+    spy is set without importing Textual ahead of the measured app (``cli.main``
+    imports it after pausing the collector, as when a user starts the command)."""
+
+    def __init__(self, name: str, then: Any) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        loader, then = spec.loader, self.then
+
+        class Then:  # a loader (importlib.abc would import importlib.resources)
+            def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+                return loader.create_module(spec)
+
+            def exec_module(self, module: ModuleType) -> None:
+                loader.exec_module(module)
+                then(module)
+
+        spec.loader = Then()
+        return spec
+
+
 def _spy_on_first_table_paint(on_paint: Any) -> None:
     """Call ``on_paint(table)`` when a DataTable with 50+ rows first renders a row line."""
-    from textual.widgets import DataTable
+    name = "textual.widgets._data_table"
+    if name in sys.modules:
+        _spy(sys.modules[name].DataTable, on_paint)
+    else:
+        sys.meta_path.insert(0, _WhenImported(name, lambda m: _spy(m.DataTable, on_paint)))
 
+
+def _spy(DataTable: Any, on_paint: Any) -> None:
     original = DataTable.render_line
     seen = False
 
@@ -60,19 +99,21 @@ def _spy_on_first_table_paint(on_paint: Any) -> None:
             on_paint(self)
         return strip
 
-    DataTable.render_line = render_line  # type: ignore[method-assign]
+    DataTable.render_line = render_line
 
 
 def paint_ours(workspace: str, out: str) -> None:
-    from textual.worker import WorkerState
-
+    """Everything the command imports is imported by the command, as when a user starts
+    it (``cli.main``: the collector paused, Textual loaded only for the UI); this side
+    imports what it checks with only after the first frame."""
     from flowdrop_tui import cli
-    from flowdrop_tui.tui.app import FlowdropApp
 
     painted: list[float] = []
     cpu: list[float] = []
 
-    def settled(app: FlowdropApp) -> bool:
+    def settled(app: Any) -> bool:
+        from textual.worker import WorkerState
+
         main = app._main()
         if not main.ready:
             return False
@@ -113,7 +154,8 @@ def paint_ours(workspace: str, out: str) -> None:
     cli.main(["--workspace", workspace])
 
 
-def paint_bare(out: str) -> None:
+def bare_app() -> Any:
+    """The baseline of (a), (b): a bare Textual app painting a 50-row DataTable."""
     from textual.app import App, ComposeResult
     from textual.widgets import DataTable, Footer
 
@@ -137,6 +179,10 @@ def paint_bare(out: str) -> None:
                 )
             table.focus()
 
+    return Bare()
+
+
+def paint_bare(out: str) -> None:
     def on_paint(table: Any) -> None:
         painted, cpu = time.time(), time.process_time()
         app = table.app
@@ -150,7 +196,7 @@ def paint_bare(out: str) -> None:
         app.call_later(done)
 
     _spy_on_first_table_paint(on_paint)
-    Bare().run()
+    bare_app().run()
 
 
 def latency_ours(workspace: str, out: str, samples: int) -> None:
@@ -201,6 +247,7 @@ def latency_ours(workspace: str, out: str, samples: int) -> None:
 
 def latency_bare(run_dir: str, out: str, samples: int) -> None:
     """The baseline: the naive follower a user could write in a few lines."""
+    import orjson
     from textual.app import App, ComposeResult
     from textual.widgets import Log
     from watchfiles import awatch
@@ -249,6 +296,8 @@ if __name__ == "__main__":
         paint_ours(args[0], args[1])
     elif mode == "paint-bare":
         paint_bare(args[0])
+    elif mode == "bare":  # unmeasured: ui_tmux_paint.py watches its screen from outside
+        bare_app().run()
     elif mode == "latency-ours":
         latency_ours(args[0], args[1], int(args[2]))
     elif mode == "latency-bare":

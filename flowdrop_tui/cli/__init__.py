@@ -24,8 +24,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from flowdrop_tui.cli.output import Warnings, dump, err, stdout_failed
-from flowdrop_tui.cli.parser import build_parser
+from flowdrop_tui.cli.parser import parse
 from flowdrop_tui.cli.workspace import chosen_mode
+from flowdrop_tui.core import gc_pause
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import install_run_mirror
 
@@ -64,7 +65,11 @@ def handler(command: str | None) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     holder: list[argparse.Namespace] = []
-    code = _main(argv, holder)
+    gc_pause.pause()  # until the verb runs, or the UI's first frame (core/gc_pause.py)
+    try:
+        code = _main(argv, holder)
+    finally:
+        gc_pause.resume()
     args = holder[0] if holder else None
     mode = chosen_mode(args)
     if getattr(args, "exit_without_teardown", False) or (
@@ -87,9 +92,11 @@ def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
     warnings = Warnings()
     try:
         install_run_mirror()  # a run child on a worker (docs/remote.md): before any write
-        args = build_parser().parse_args(argv)
+        args = parse(argv)
         args.warnings = warnings
         holder.append(args)
+        if args.command is not None:
+            gc_pause.resume()  # a verb may run a flow for hours: only the UI starts paused
         code = handler(args.command)(args)
         try:
             sys.stdout.flush()  # here, not at exit: a failure is said, and the status kept

@@ -1,8 +1,8 @@
 """The command line's grammar: every verb, its flags and their help (argparse).
 
-``build_parser`` only; the verbs live in their modules (``cli/__init__.py`` maps
-each to its ``cmd_*``). A usage error is a ``UsageError`` (exit 2), said as the
-other errors are, never argparse's own exit."""
+``parse`` and ``build_parser`` only; the verbs live in their modules
+(``cli/__init__.py`` maps each to its ``cmd_*``). A usage error is a ``UsageError``
+(exit 2), said as the other errors are, never argparse's own exit."""
 
 from __future__ import annotations
 
@@ -50,11 +50,37 @@ def _limit_wait(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed. The bare command — the UI, with at most ``--workspace DIR`` —
+    is parsed without the verbs' parsers: such a line never reaches them, and building
+    them all is a few milliseconds of the UI's first frame (bench/README.md, (a))."""
+    return build_parser(verbs=not _opens_ui(argv)).parse_args(argv)
+
+
+def _opens_ui(argv: list[str]) -> bool:
+    """Whether ``argv`` is only ``--workspace`` and its value (or nothing): what every
+    parser built here reads the same way, with or without its verbs."""
+    if len(argv) == 2:
+        return argv[0] == "--workspace"
+    return not argv or (len(argv) == 1 and argv[0].startswith("--workspace="))
+
+
+def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
+    """The whole grammar; ``verbs=False``: the top level only (``parse``)."""
     common = Parser(add_help=False)
     common.add_argument(
         "--workspace", metavar="DIR", default=argparse.SUPPRESS, help="the workspace folder"
     )
+    parser = Parser(
+        prog="flowdrop-tui",
+        description="Long loops in a repository: list, launch, stop, pause and pick up flows.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version="flowdrop-tui 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    if not verbs:
+        return parser
+
     json_flag = Parser(add_help=False)
     json_flag.add_argument("--json", action="store_true", help="machine-readable output")
     budget = Parser(add_help=False)
@@ -81,14 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait at most this long for a backend's usage limit, then pause (default 12h; "
         "0: hand the limited session to the flow)",
     )
-
-    parser = Parser(
-        prog="flowdrop-tui",
-        description="Long loops in a repository: list, launch, stop, pause and pick up flows.",
-        parents=[common],
-    )
-    parser.add_argument("--version", action="version", version="flowdrop-tui 0.1.0")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     run = sub.add_parser(
         "run", parents=[common, json_flag, budget], help="run a flow (picks up when it can)"

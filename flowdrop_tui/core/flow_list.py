@@ -14,15 +14,19 @@ from flowdrop_tui.core.flows.discovery import (
     path_threads,
 )
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.index import GRAPH_FLOW
+from flowdrop_tui.core.records import index_file
+from flowdrop_tui.core.records.index_file import GRAPH_FLOW
 
 
 def thread_refs(layout: Layout, data: dict[str, Any] | None = None) -> list[FlowRef]:
     """What the flow list lists: every flow by name, then every thread keyed by a path to
     a flow (``run flows/tick``), each its own row under its key (SPEC §2: two keys, two
     threads). ``data``: the index as read (default: loaded, rebuilt if need be)."""
-    keys = (data if data is not None else index.load(layout))["keys"]
+    if data is None:
+        from flowdrop_tui.core.records import index  # its rebuild: not the first frame's
+
+        data = index.load(layout)
+    keys = data["keys"]
     return discover(layout) + path_threads(layout, keys)
 
 
@@ -41,7 +45,7 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
     names from discovery, declarations from the describe cache (``described`` is False
     where it has none yet) and the index as it is on disk. What a first paint shows;
     ``flow_rows`` fills in the rest."""
-    data = index.read(layout) or {"keys": {}}
+    data = index_file.read(layout) or {"keys": {}}
     refs = thread_refs(layout, data)
     rows = []
     for ref, info in zip(refs, describe_cached(layout, refs), strict=True):
@@ -50,7 +54,7 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
             {
                 "name": ref.key,
                 "by_path": ref.key != ref.name,
-                "path": ref.rel(layout),
+                "path": info.path if info else ref.rel(layout),
                 "resumable": info.resumable if info else None,
                 "error": info.error if info else None,
                 "description": info.description if info else "",

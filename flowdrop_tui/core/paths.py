@@ -7,10 +7,8 @@ before it becomes a path, so nothing can leave `.flowdrop/` (SPEC §4).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
-import secrets
 import stat
 import time
 import unicodedata
@@ -51,11 +49,13 @@ _MAX_FILENAME_BYTES = 200
 
 
 def new_run_id(now: float | None = None) -> str:
-    """UTC start time with milliseconds, `Z`, `-`, six hex: sorting ids sorts runs by start."""
+    """UTC start time with milliseconds, `Z`, `-`, six hex: sorting ids sorts runs by start.
+    The hex is ``os.urandom``'s, as ``secrets.token_hex`` reads it: importing ``secrets``
+    loads OpenSSL (through ``hmac``), a few ms of every command and of the UI's start."""
     total_ms = time.time_ns() // 1_000_000 if now is None else round(now * 1000)
     whole, millis = divmod(total_ms, 1000)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(whole))
-    return f"{stamp}.{millis:03d}Z-{secrets.token_hex(3)}"
+    return f"{stamp}.{millis:03d}Z-{os.urandom(3).hex()}"
 
 
 def _has_control(text: str) -> bool:
@@ -132,6 +132,8 @@ def key_filename(key: str, suffix: str = "") -> str:
     name = quote(validate_key(key), safe="") or "_"
     if len(name) + len(suffix) <= _MAX_FILENAME_BYTES:
         return name + suffix
+    import hashlib  # a long key only: the UI's first frame does not load OpenSSL for it
+
     digest = hashlib.sha256(key.encode(errors="surrogatepass")).hexdigest()[:32]
     prefix = name[: _MAX_FILENAME_BYTES - len(suffix) - len(digest) - 1]
     prefix = prefix[: prefix.rfind("%")] if "%" in prefix[-2:] else prefix  # no torn %XX
@@ -257,7 +259,7 @@ class Layout:
         """
         self.ensure()
         for folder in (self.runs, self.keys):
-            probe = folder / f".probe-{os.getpid()}-{secrets.token_hex(4)}"  # threads too
+            probe = folder / f".probe-{os.getpid()}-{os.urandom(4).hex()}"  # threads too
             try:
                 probe.write_bytes(b"probe")
                 probe.unlink()
@@ -291,7 +293,7 @@ def _write_ignore(root: Path) -> None:
         return
     # Its own name: two threads of one process (the UI's readers, a replica's syncs) may
     # make the folder at once; a name per process only was "File exists" for one of them.
-    tmp = root / f".gitignore.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    tmp = root / f".gitignore.{os.getpid()}-{os.urandom(4).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o644)
     try:

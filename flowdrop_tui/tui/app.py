@@ -1,4 +1,5 @@
-"""The app: wiring, app-wide keys, the workspace watch, and the one error handler.
+"""The app: wiring, app-wide keys, and the one error handler (the workspace watch is the
+main screen's, made after its first frame: main_parts.py).
 
 The workspace's mode (``core/mode.py``) is chosen once, when the app starts, and
 every key that acts on a run asks it. Where the mode has a live feed (remote mode:
@@ -21,7 +22,7 @@ from textual.notifications import Notify
 from textual.screen import Screen
 from textual.worker import Worker
 
-from flowdrop_tui.core import child_read, watch
+from flowdrop_tui.core import child_read
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui import user_writes
@@ -86,14 +87,13 @@ class FlowdropApp(App[int]):
             mode = choose(layout)
         self.workspace = layout
         self.mode: Mode = mode
-        self.watcher = watch.WorkspaceWatch(layout)
         self.live_replica: LiveFeed | None = None
         self._replica_problem: str | None = None
         self._inbox_seen: set[str] = set()
         self._inbox_rang = False  # what waited before the UI opened rings nothing
 
     def get_default_screen(self) -> Screen[None]:
-        return MainScreen(self.mode, self.watcher)
+        return MainScreen(self.mode)
 
     def on_load(self) -> None:
         # Before any worker: thread workers run on an executor whose shutdown never

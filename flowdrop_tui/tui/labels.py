@@ -7,9 +7,8 @@ be matched against ``cycle.jsonl`` and the CLI without converting.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flowdrop_tui.core.records.run_info import RunInfo, Status
 from flowdrop_tui.format import (
     budget_reached_words,
     error_words,
@@ -19,6 +18,9 @@ from flowdrop_tui.format import (
     start_words,
     waiting_words,
 )
+
+if TYPE_CHECKING:  # the records' classes load after the first frame (bench/README.md, (a))
+    from flowdrop_tui.core.records.run_info import RunInfo
 
 _WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)
 
@@ -141,6 +143,8 @@ def event_line(ev: dict[str, Any]) -> str:
 
 def ended_text(info: RunInfo) -> tuple[str, str]:
     """A notification for a run that ended or paused while watched: (text, severity)."""
+    from flowdrop_tui.core.records.run_info import Status  # a run's end: after the first frame
+
     head = f"run {info.run} of {info.key}"
     if info.status == Status.COMPLETED:
         result = f": {info.result!r}" if info.result is not None else ""

@@ -9,7 +9,8 @@ cached by the content of the flow's folder.
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import functools
+import importlib
 import os
 import signal
 import stat
@@ -19,7 +20,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -28,7 +29,9 @@ from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.flows.describe_child import DESCRIBE_TIMEOUT, PARALLEL
 from flowdrop_tui.core.paths import FLOW_FILE, FLOWS_DIR, Layout, validate_flow_name, validate_key
-from flowdrop_tui.core.records.budget import clean_limits
+
+if TYPE_CHECKING:
+    from hashlib import _Hash as Digest
 
 CACHE_VERSION = 2  # 2: answers carry the declared budget
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
@@ -156,7 +159,7 @@ def content_hash(folder: Path) -> str:
     hashed as its target's text). A big data file is hashed by its size and change
     time, not read on every listing, and the walk stops after ``_HASH_MAX_FILES``.
     """
-    digest = hashlib.sha256(b"flowdrop-describe-v2")
+    digest = _sha256(b"flowdrop-describe-v2")
     budget = _HASH_MAX_BYTES
     seen = 0
     for root, dirs, files in os.walk(folder):  # os.walk never descends into linked folders
@@ -175,7 +178,26 @@ def content_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _hash_entry(digest: Any, path: str, budget: int) -> int:
+def _sha256(data: bytes) -> Digest:
+    """A SHA-256 hash object: ``hashlib``'s once something has loaded it, else CPython's
+    own module (``_sha2``; ``_sha256`` before 3.12) — the same digest, without loading
+    OpenSSL's libcrypto as ``import hashlib`` does: 5-10 ms of the UI's first frame,
+    which hashes every flow to trust the describe cache (bench/README.md, (a)). OpenSSL's
+    is some 5x faster on a big file; every later listing has it (the records load it)."""
+    digest: Digest = (sys.modules.get("hashlib") or _own_sha256()).sha256(data)
+    return digest
+
+
+@functools.cache
+def _own_sha256() -> Any:
+    """The module ``_sha256`` gives: looked for once (a miss searches all of sys.path)."""
+    for name in ("_sha2", "_sha256"):
+        with contextlib.suppress(ImportError):
+            return importlib.import_module(name)
+    return importlib.import_module("hashlib")
+
+
+def _hash_entry(digest: Digest, path: str, budget: int) -> int:
     """Feed one folder entry into ``digest``; returns the bytes read."""
     try:
         info = os.lstat(path)
@@ -309,15 +331,28 @@ def _run_server(layout: Layout, refs: list[FlowRef]) -> dict[Path, dict[str, Any
     return answers
 
 
-def _info(layout: Layout, ref: FlowRef, answer: dict[str, Any]) -> FlowInfo:
+def _declared(budget: Any) -> dict[str, Any]:
+    """A described flow's declared budget, checked (``budget.clean_limits``); most flows
+    declare none, and the first frame lists them without importing the budget rules."""
+    if not budget:
+        return {}
+    from flowdrop_tui.core.records.budget import clean_limits
+
+    return clean_limits(budget)
+
+
+def _info(
+    layout: Layout, ref: FlowRef, answer: dict[str, Any], path: str | None = None
+) -> FlowInfo:
+    """``path``: ``ref.rel(layout)`` when the caller has it (each is a ``resolve``)."""
     ok = bool(answer.get("ok"))
     return FlowInfo(
         name=ref.key,  # what it is listed under: its name, or the path it was run by
-        path=ref.rel(layout),
+        path=ref.rel(layout) if path is None else path,
         resumable=bool(answer.get("resumable")) if ok else None,
         description=str(answer.get("description") or "") if ok else "",
         error=None if ok else str(answer.get("error") or "could not be loaded"),
-        budget=clean_limits(answer.get("budget")) if ok else {},
+        budget=_declared(answer.get("budget")) if ok else {},
     )
 
 
@@ -404,8 +439,9 @@ def describe_cached(layout: Layout, refs: list[FlowRef]) -> list[FlowInfo | None
     cache = DescribeCache(layout)
     known: list[FlowInfo | None] = []
     for ref in refs:
-        answer = cache.get(ref.rel(layout), content_hash(ref.folder))
-        known.append(None if answer is None else _info(layout, ref, answer))
+        path = ref.rel(layout)
+        answer = cache.get(path, content_hash(ref.folder))
+        known.append(None if answer is None else _info(layout, ref, answer, path))
     return known
 
 

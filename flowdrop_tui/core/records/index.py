@@ -25,29 +25,24 @@ import orjson
 from flowdrop_tui.core.errors import LinkRefusedError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
-from flowdrop_tui.core.files.regular import read_regular
-from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
+from flowdrop_tui.core.paths import CYCLE, Layout
 from flowdrop_tui.core.records import key_runs, state_log, trash
 from flowdrop_tui.core.records.event_lines import events_named
 from flowdrop_tui.core.records.folder import is_abandoned
+from flowdrop_tui.core.records.index_file import (  # the read side, and its names here
+    GRAPH_FLOW as GRAPH_FLOW,
+)
+from flowdrop_tui.core.records.index_file import INDEX_VERSION, STALE, Entry, Index, read
 from flowdrop_tui.core.records.liveness import live_pid
 from flowdrop_tui.core.records.run_fold import fold_run, list_run_ids
 from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
 from flowdrop_tui.core.records.state import run_state_bytes
 
-INDEX_VERSION = 1
 # How long a writer waits for the index lock before it carries on without the index
 # (a holder stopped with Ctrl-Z would otherwise block every run start and end for
 # good), and how long a reader waits to rebuild it before answering from the records.
 WRITE_WAIT = 5.0
 READ_WAIT = 1.0
-STALE = "index.stale"
-Entry = dict[str, Any]
-Index = dict[str, Any]
-
-
-# The "flow" a LangGraph thread's runs name (SPEC §22): a key with no folder under flows/.
-GRAPH_FLOW = "langgraph"
 
 
 def _empty() -> Index:
@@ -57,50 +52,6 @@ def _empty() -> Index:
 def _entries(keys: dict[str, Any], key: str | None) -> Iterable[Any]:
     """Every entry, or only ``key``'s (none when it has no entry)."""
     return keys.values() if key is None else [keys[key]] if key in keys else []
-
-
-_run_id = RUN_ID_RE.match
-
-
-def _valid_entry(entry: Any) -> bool:
-    """An entry shaped as this engine writes it.
-
-    The index is read from disk, so it is checked like any input: a forged or
-    damaged one naming ``../../x`` as a run must not make a reader look outside
-    ``.flowdrop/runs``, and a round that is not a number must not crash a listing.
-    Every entry is checked on every read, so this is written for speed (exact
-    type tests, one regex match when the source is the last run, as it usually
-    is): bench/resolve.py.
-    """
-    if type(entry) is not dict:
-        return False
-    last = entry.get("last_run")
-    if type(last) is not str or _run_id(last) is None:
-        return False
-    source = entry.get("source")
-    if source is not None and source != last and (type(source) is not str or not _run_id(source)):
-        return False
-    status, round_, flow = entry.get("status"), entry.get("round"), entry.get("flow")
-    return (
-        (status is None or type(status) is str)
-        and type(round_) is int
-        and round_ >= 0
-        and (flow is None or type(flow) is str)
-    )
-
-
-def _valid(data: Any) -> bool:
-    """Anything else than a whole index of this version is unusable: it is rebuilt.
-
-    Every entry's shape is checked, even for a lookup of one key: a damaged entry
-    says the file cannot be trusted (the key asked about may be what was lost),
-    and the check is in memory, a fraction of parsing the file. What a lookup
-    does *not* do is touch the disk for other keys (see ``_stale``).
-    """
-    if not isinstance(data, dict) or data.get("v") != INDEX_VERSION:
-        return False
-    keys = data.get("keys")
-    return isinstance(keys, dict) and all(_valid_entry(entry) for entry in keys.values())
 
 
 def invalidate(layout: Layout) -> None:
@@ -125,18 +76,6 @@ def _rescan_locked(layout: Layout) -> Index:
     with contextlib.suppress(OSError):
         key_runs.rebuild_locked(layout)
     return data
-
-
-def read(layout: Layout) -> Index | None:
-    """The index as on disk, or ``None`` when missing, unreadable, of another version,
-    or marked behind the records (``invalidate``)."""
-    if os.path.lexists(layout.root / STALE):
-        return None
-    try:
-        data = orjson.loads(read_regular(layout.index))  # never a FIFO, never endless
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return data if _valid(data) else None
 
 
 def _write(layout: Layout, data: Index) -> None:

@@ -14,17 +14,20 @@ folder, its target stays.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
+import functools
 import os
 import shutil
 import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flowdrop_tui.core.files.atomic import open_fd, sync_dir
 from flowdrop_tui.core.paths import RUN_ID_RE, SESSIONS, Layout
+
+if TYPE_CHECKING:
+    import ctypes
 
 
 def keeps_transcripts(layout: Layout) -> bool:
@@ -195,17 +198,22 @@ def sync_all(layout: Layout) -> None:
     the records' filesystem; ``sync`` where there is none)."""
     fd = open_fd(layout.root, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        if _SYNCFS is None or _SYNCFS(fd) != 0:
+        syncfs = _syncfs()
+        if syncfs is None or syncfs(fd) != 0:
             os.sync()
     finally:
         os.close(fd)
 
 
+@functools.cache
 def _syncfs() -> ctypes._NamedFuncPointer | None:
+    """libc's ``syncfs``, found the first time a prune finishes: ``find_library`` runs
+    ``ldconfig`` in a child process, which no import of this module should pay (the
+    UI imports it through the index, before its first frame)."""
+    import ctypes
+    import ctypes.util
+
     try:
         return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).syncfs
     except (OSError, AttributeError):
         return None  # not Linux: sync() instead
-
-
-_SYNCFS = _syncfs()

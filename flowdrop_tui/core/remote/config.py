@@ -4,7 +4,9 @@
 (``FLOWDROP_TEMPORAL``, ``FLOWDROP_NAMESPACE``, ``FLOWDROP_TASK_QUEUE``,
 ``FLOWDROP_POSTGRES``, ``FLOWDROP_SPACE``, ``FLOWDROP_ORIGIN``) overrides it key by
 key. No table and no variable is local mode (``None``). Only ``tomllib`` is imported
-here: local mode reads this file on every command and must not pay for a driver.
+here, and only when the file exists: local mode reads this file on every command (and
+before the UI's first frame) and must not pay for a driver, nor for a parser it rarely
+needs.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import tomllib
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -156,10 +157,16 @@ def postgres_url(value: str, where: str) -> str:
 
 def _read_table(path: os.PathLike[str]) -> dict[str, str]:
     try:
-        with open(path, "rb") as handle:
-            document = tomllib.load(handle)
+        handle = open(path, "rb")  # noqa: SIM115 (closed below, once it was opened)
     except (FileNotFoundError, NotADirectoryError):  # no file (or no .flowdrop/ folder)
         return {}
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    import tomllib  # a file to read: local mode without one never loads the parser
+
+    try:
+        with handle:
+            document = tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML ({exc}); fix or remove it") from exc
     except OSError as exc:

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from textual.dom import DOMNode
 
     from flowdrop_tui.core.paths import Layout
+    from flowdrop_tui.core.records.run_info import Status
     from flowdrop_tui.core.watch import WorkspaceWatch
     from flowdrop_tui.tui.run_tracker import RunTracker
     from flowdrop_tui.tui.screens.open_files import OpenFiles
@@ -27,7 +28,13 @@ class LazyParts:
     first use."""
 
     workspace: Layout
-    watcher: WorkspaceWatch
+
+    @cached_property
+    def watcher(self) -> WorkspaceWatch:
+        """The workspace's watch, made when first followed or read (after the first frame)."""
+        from flowdrop_tui.core.watch import WorkspaceWatch
+
+        return WorkspaceWatch(self.workspace)
 
     @cached_property
     def tracker(self) -> RunTracker:
@@ -85,3 +92,10 @@ def lower_panes() -> tuple[type[EventFeed], type[RunDetail], type[RunTable]]:
     from flowdrop_tui.tui.widgets.run_table import RunTable
 
     return EventFeed, RunDetail, RunTable
+
+
+def live_statuses() -> frozenset[Status]:
+    """``run_info.LIVE``, imported when the screen first needs it (after the first frame)."""
+    from flowdrop_tui.core.records.run_info import LIVE
+
+    return LIVE

@@ -24,14 +24,14 @@ from textual.widget import MountError
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker
 
+from flowdrop_tui.core import gc_pause
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flow_list import quick_flow_rows
 from flowdrop_tui.core.paths import FLOWS_DIR
-from flowdrop_tui.core.records.run_info import LIVE, RunInfo
 from flowdrop_tui.format import no_runs_words, waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
 from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, RUN_KEYS, RUNS_SHOWN
-from flowdrop_tui.tui.screens.main_parts import LazyParts, lower_panes
+from flowdrop_tui.tui.screens.main_parts import LazyParts, live_statuses, lower_panes
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar, filtered_title
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.no_flows import NoFlows
@@ -40,7 +40,7 @@ from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
     from flowdrop_tui.core.mode import Mode
     from flowdrop_tui.core.records.follow import RunUpdate
-    from flowdrop_tui.core.watch import WorkspaceWatch
+    from flowdrop_tui.core.records.run_info import RunInfo
     from flowdrop_tui.tui.messages import (
         FlowRowsRead,
         FlowsChanged,
@@ -61,6 +61,13 @@ if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
 NARROW = 100  # columns: below it, tables drop what the Run pane repeats, the footer packs
 GIT_EVERY = 10.0  # seconds between reads of the workspace's git state for the header
 SHORT = 30  # rows: below it, the flows pane is only as tall as its rows (up to six)
+
+
+def _size_classes(width: int, height: int) -> str:
+    """The screen's classes for a terminal of this size (``MainScreen._fit``)."""
+    return " ".join(
+        name for name, on in (("-narrow", width < NARROW), ("-short", height < SHORT)) if on
+    )
 
 
 class MainScreen(LazyParts, Screen[None]):
@@ -88,13 +95,15 @@ class MainScreen(LazyParts, Screen[None]):
         Binding("m", "more_runs", "More runs", show=False),  # help's words say it
     ]
 
-    def __init__(self, mode: Mode, watcher: WorkspaceWatch) -> None:
-        super().__init__(id="main")
+    def __init__(self, mode: Mode) -> None:
+        # Made for the terminal's size (``_fit``'s classes set now): a class changed once
+        # mounted restyles every widget again before the first frame.
+        width, height = self.app.size
+        super().__init__(id="main", classes=_size_classes(width, height))
         layout = mode.layout
         self.workspace = layout
         self.mode = mode  # chosen once, at the app's start: every run action asks it
         self.store = mode.store_label  # where the records come from (the top line)
-        self.watcher = watcher
         self.selected_flow: str | None = None
         self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
@@ -103,7 +112,7 @@ class MainScreen(LazyParts, Screen[None]):
         self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
         self.runs_shown_of: str | None = None  # the flow whose runs have been read
         self.after_runs: Callable[[], None] | None = None  # a key waiting for them
-        # tracker, reads, run_actions, open_files: made on first use (LazyParts)
+        # watcher, tracker, reads, run_actions, open_files: made on first use (LazyParts)
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -118,7 +127,8 @@ class MainScreen(LazyParts, Screen[None]):
         yield WorkspaceBar(self.workspace.workspace.name, self.store)
         with Vertical(id="flows-pane") as flows_pane:
             flows_pane.border_title = "Flows"
-            table = FlowTable(rows, id="flows")
+            width = self.app.size.width
+            table = FlowTable(rows, id="flows", fit=(width < NARROW, width - 4))  # as _fit
             table.display = bool(rows)
             yield table
             how_to = NoFlows(FLOWS_DIR)
@@ -130,7 +140,8 @@ class MainScreen(LazyParts, Screen[None]):
         run_pane = Horizontal(id="run-pane")
         run_pane.display = bool(rows)
         yield run_pane
-        yield Footer()
+        narrow = self.has_class("-narrow")
+        yield Footer(compact=narrow, show_command_palette=not narrow)  # as _fit sets them
 
     @property
     def flows(self) -> FlowTable:
@@ -150,7 +161,7 @@ class MainScreen(LazyParts, Screen[None]):
         width, height = self.app.size
         narrow = width < NARROW
         self.set_class(narrow, "-narrow")
-        self.set_class(height < SHORT, "-short")
+        self.set_class(height < SHORT, "-short")  # both as _size_classes says
         footer = self.query_one(Footer)
         footer.compact = narrow
         footer.show_command_palette = not narrow  # ctrl+p still opens it; help says so
@@ -177,6 +188,8 @@ class MainScreen(LazyParts, Screen[None]):
             if self.is_attached:
                 raise
             return  # `q` before the first frame settled: the screen is already gone
+        finally:  # paused by cli.main (core/gc_pause.py); the first frame is out by now
+            gc_pause.resume()
         if not self.is_attached:
             return
         self.ready = True
@@ -245,7 +258,8 @@ class MainScreen(LazyParts, Screen[None]):
         self.tracker.saw_live(
             str(row["last_run"])
             for row in rows
-            if row.get("status") in {str(s) for s in LIVE} and isinstance(row["last_run"], str)
+            if row.get("status") in {str(s) for s in live_statuses()}
+            and isinstance(row["last_run"], str)
         )
         self._select_flow(self.flows.selected_name)
         self._refollow()
@@ -254,7 +268,7 @@ class MainScreen(LazyParts, Screen[None]):
     def _show_summary(self) -> None:
         """The header says what is still running (and paused), also on reopening."""
         rows = self.flows.rows_by_name
-        live = {str(s) for s in LIVE}
+        live = {str(s) for s in live_statuses()}
         running = [
             f"{name} ({self.waiting[name]})" if name in self.waiting else name
             for name, row in rows.items()
@@ -325,7 +339,7 @@ class MainScreen(LazyParts, Screen[None]):
             shown_now = sorted(self.runs.runs.values(), key=lambda i: i.run, reverse=True)
             runs = [*shown_now, *(i for i in runs if i.run not in self.runs.runs)]
         self.runs.show_runs(message.key, runs)
-        self.tracker.saw_live(info.run for info in message.runs if info.status in LIVE)
+        self.tracker.saw_live(info.run for info in message.runs if info.status in live_statuses())
         self.runs_total = message.total
         self.runs_shown_of = message.key
         self._show_more()

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from flowdrop_tui.core.records.run_info import RunInfo
 from flowdrop_tui.format import round_label, usage_short
 from flowdrop_tui.tui.labels import short_error
 from flowdrop_tui.tui.textual_compat import scroll_cursor_into_view
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
+
+if TYPE_CHECKING:  # the records' classes load after the first frame (bench/README.md, (a))
+    from flowdrop_tui.core.records.run_info import RunInfo
 
 MAX_WIDTH = 80  # a long description or error is cut here; the runs pane shows it whole
 COLUMNS = (
@@ -56,14 +58,18 @@ class FlowTable(DataTable[Text]):
         "flow--error",
     }
 
-    def __init__(self, rows: list[dict[str, Any]], **kwargs: Any) -> None:
+    def __init__(
+        self, rows: list[dict[str, Any]], fit: tuple[bool, int] = (False, 0), **kwargs: Any
+    ) -> None:
+        """``fit``: ``set_fit``'s arguments, for the first frame to be drawn fitted."""
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.rows_by_name: dict[str, dict[str, Any]] = {str(row["name"]): row for row in rows}
         self.filter_text = ""
         self._theme: str | None = None
         self._widths: list[int] = []
-        self.narrow = False
-        self.fit_width: int | None = None  # narrow: ABOUT gets what is left of this
+        narrow, width = fit
+        self.narrow = narrow
+        self.fit_width: int | None = width if narrow else None  # ABOUT gets what is left
 
     @property
     def shown_columns(self) -> list[tuple[str, str]]:
