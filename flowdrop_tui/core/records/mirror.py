@@ -21,7 +21,10 @@ the process when it must not write at all (fenced out).
   taken survives a power cut of this machine (PostgreSQL committed it, and whoever
   picks the run up reads it from there, never from this disk). Then a whole-file save
   here need not sync before the mirror is called (``StateFile``): the local file is a
-  working copy, and a write the mirror did not take was never reported saved.
+  working copy, and a write the mirror did not take was never reported saved. The
+  key set then hands the mirror its state first (``writing``) and writes the working
+  copy while PostgreSQL commits: the two overlap, and the key set returns once both
+  are done.
 
 - ``shared(name)``: a workspace file every machine of the space shares
   (``limits.json``: a usage limit closes for every worker's runs), held against the
@@ -51,6 +54,11 @@ class Mirror(Protocol):
     keeps_durably: bool
 
     def wrote(self, path: Path, data: bytes) -> None: ...
+
+    def writing(self, path: Path, data: bytes) -> contextlib.AbstractContextManager[None]:
+        """``wrote`` overlapped with the block (a mirror that ``keeps_durably``): sent at
+        once, delivered when the block ends."""
+        ...
 
     def appended(self, path: Path, data: bytes, offset: int) -> None: ...
 

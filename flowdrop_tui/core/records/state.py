@@ -365,10 +365,15 @@ class StateFile:
                 data, altered, unsaved = encode_states(self._states, last)
             self._encoded = data
             remote = mirror.current()
-            # Remote mode: PostgreSQL's commit may be the durable copy (the mirror says so)
-            self.keeper.keep(data, durable=remote is None or not remote.keeps_durably)
-            if remote is not None:
-                remote.wrote(self.path, data)
+            if remote is not None and remote.keeps_durably:
+                # Remote mode: PostgreSQL's commit is the durable copy, sent first; the
+                # working copy here is written (unsynced) while it commits.
+                with remote.writing(self.path, data):
+                    self.keeper.keep(data, durable=False)
+            else:
+                self.keeper.keep(data)
+                if remote is not None:
+                    remote.wrote(self.path, data)
         except Exception as exc:  # SPEC §5.3: nothing about keeping state may stop a run
             message = f"state not saved ({type(exc).__name__}: {exc}); the last save stands"
             if message != self._failing:

@@ -34,6 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,7 @@ class RemoteMirror:
         self._depth = threading.local()
         self.host = socket.gethostname()
         self._shared_said = -_SAY_EVERY
+        self._sending: ThreadPoolExecutor | None = None  # ``writing``'s thread, made on use
         # PostgreSQL's commit is the durable copy of every record write (``wrote``
         # returns only once it committed, synchronous_commit being the server's), so a
         # save here need not sync first: a worker's power cut loses at most this working
@@ -207,6 +209,32 @@ class RemoteMirror:
         if where is not None:
             run_id, relpath = where
             self._send(lambda s: s.write_file(self._key, self._epoch, run_id, relpath, data))
+
+    @contextlib.contextmanager
+    def writing(self, path: Path, data: bytes) -> Iterator[None]:
+        """``wrote(path, data)`` overlapped with the block (the caller writing its own
+        working copy): the write is sent at once on the mirror's sender thread, and the
+        block's end returns only once it was delivered, as ``wrote`` would. A Ctrl-C
+        meanwhile is held until then, as in ``_send``."""
+        where = locate(path)
+        if where is None or os.getpid() != self._owner:
+            yield
+            return
+        run_id, relpath = where
+        sent = self._sender().submit(
+            self._send,
+            lambda s: s.write_file(self._key, self._epoch, run_id, relpath, data),
+        )
+        try:
+            yield
+        finally:
+            _delivered(sent)
+
+    def _sender(self) -> ThreadPoolExecutor:
+        with self._stores_lock:
+            if self._sending is None:
+                self._sending = ThreadPoolExecutor(1, thread_name_prefix="flowdrop-mirror")
+            return self._sending
 
     def appended(self, path: Path, data: bytes, offset: int) -> None:
         where = locate(path)
@@ -339,10 +367,28 @@ class RemoteMirror:
 
     def close(self) -> None:
         with self._stores_lock:
+            sending, self._sending = self._sending, None
+        if sending is not None:
+            sending.shutdown(wait=True)
+        with self._stores_lock:
             stores = list(self._stores.values())
             self._stores.clear()
         for store in stores:
             store.close()
+
+
+def _delivered(sent: Future[None]) -> None:
+    """Wait for ``sent``; a Ctrl-C meanwhile is raised once it is done (the write is
+    never left half-way for the flow to see it saved)."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            sent.result()
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _not_durable_in(forked: RemoteMirror | None) -> None:
