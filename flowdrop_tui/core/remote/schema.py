@@ -11,8 +11,9 @@ the key's current epoch), ``FD002`` (other bytes at an append's offset) and
 from __future__ import annotations
 
 # 2: fd_files.change_id (the feed keeps one row per whole file); 3: fd_reap_epoch;
-# 4: fd_workers (each worker's lease: a run is reaped only once its worker is gone)
-SCHEMA_VERSION = 4
+# 4: fd_workers (each worker's lease: a run is reaped only once its worker is gone);
+# 5: fd_starts (a client's start asked of the workers through PostgreSQL)
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
@@ -74,6 +75,28 @@ CREATE TABLE IF NOT EXISTS fd_workers (
     pid integer,
     seen timestamptz NOT NULL DEFAULT now()
 );
+
+-- a start a client asked (core/remote/start_requests.py): asked -> forwarding (a
+-- worker started its workflow) -> taken (a run_flow took it: once) -> answered, or
+-- withdrawn (by its client, before it was taken); `forwarder` is the lease token of the
+-- worker process forwarding it (another takes it over once that lease lapsed), `taker`
+-- the Temporal run id of the workflow whose run_flow took it
+CREATE TABLE IF NOT EXISTS fd_starts (
+    id text PRIMARY KEY,
+    space text NOT NULL,
+    key text NOT NULL,
+    namespace text NOT NULL,
+    task_queue text NOT NULL,
+    request jsonb NOT NULL,
+    state text NOT NULL DEFAULT 'asked',
+    forwarder text,
+    taker text,
+    answer jsonb,
+    asked timestamptz NOT NULL DEFAULT now(),
+    updated timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS fd_starts_open ON fd_starts (namespace, task_queue, asked)
+    WHERE state IN ('asked', 'forwarding', 'taken');
 
 CREATE OR REPLACE FUNCTION fd_worker_beat(
     p_worker text, p_token text, p_host text, p_pid integer, p_fresh double precision,

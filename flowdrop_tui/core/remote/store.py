@@ -157,6 +157,10 @@ class PostgresStore:
                     f"{exc.diag.message_primary or exc}"
                 ) from exc
 
+    def rows(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One statement of a table kept elsewhere (``start_requests``), as ``_rows``."""
+        return self._rows(query, params)
+
     def _call(self, query: str, params: Sequence[Any], key: str, epoch: int | None) -> Any:
         try:
             rows = self._rows(query, params)
