@@ -493,7 +493,14 @@ class PostgresStore:
             try:
                 conn = self._connection()
                 with conn.transaction(), conn.cursor() as cur:
-                    for table in ("fd_changes", "fd_lines", "fd_files", "fd_runs", "fd_keys"):
+                    for table in (
+                        "fd_changes",
+                        "fd_lines",
+                        "fd_files",
+                        "fd_runs",
+                        "fd_keys",
+                        "fd_starts",
+                    ):
                         cur.execute(
                             sql.SQL("DELETE FROM {} WHERE space = %s").format(
                                 sql.Identifier(table)
