@@ -86,6 +86,10 @@ def test_a_withdrawn_start_is_never_taken_and_a_dead_forwarders_is_taken_over(
     # Another queue's or namespace's forwarders never see it.
     asked(pg_store, "r3", queue="other")
     assert table.claim("other-ns", "other", "c", LEASE_GONE) == []
+    # A withdrawn row no client forgot is swept; open ones stay.
+    table.sweep(0.0)
+    assert table.look("r1")[0] == "withdrawn" and table.look("r2")[0] == "forwarding"
+    assert not pg_store.rows("SELECT 1 FROM fd_starts WHERE id = 'r1'", ())
 
 
 def run_in_background(client: Client, stderr: Path, *args: str) -> subprocess.Popen[bytes]:

@@ -56,6 +56,7 @@ SUPERSEDED_LOOKS = 3  # looks for the workflow that took a request another one f
 WIND_DOWN_LIMIT = 60.0  # seconds a start waits for the key's ending workflow to close
 CLAIM_EVERY = 1.0  # seconds between looks for requests no notification announced
 WATCH_EVERY = 1.0  # seconds between looks at whether the client withdrew a start
+SWEEP_EVERY = 3600.0  # seconds: rows answered or withdrawn longer ago are deleted
 MEMO = "flowdrop_start"  # the workflow's memo field naming the request it was started for
 
 
@@ -83,8 +84,13 @@ class StartForwarder:
         woken = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         threading.Thread(target=self._listen, args=(woken,), daemon=True).start()
+        swept = 0.0
         try:
             while True:
+                if time.monotonic() - swept > SWEEP_EVERY:
+                    swept = time.monotonic()
+                    with contextlib.suppress(FlowdropError):
+                        await asyncio.to_thread(self._table.sweep, SWEEP_EVERY)
                 await self._claim()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken.wait(), CLAIM_EVERY)

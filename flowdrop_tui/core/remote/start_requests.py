@@ -155,6 +155,15 @@ class StartTable:
             (orjson.dumps(answer).decode(), request_id, ANSWER_CHANNEL),
         )
 
+    def sweep(self, older: float) -> None:
+        """Rows answered or withdrawn ``older`` seconds ago whose client never forgot
+        them (it died, or lost PostgreSQL as it got the answer)."""
+        self.store.rows(
+            "DELETE FROM fd_starts WHERE state IN ('answered', 'withdrawn') "
+            "AND updated < now() - make_interval(secs => %s)",
+            (older,),
+        )
+
     def forget(self, request_id: str) -> None:
         """The client has its answer: the row goes."""
         self.store.rows(
