@@ -33,6 +33,7 @@ def main() -> int:
     # launch in the CLI never needs it), and the handshake's side.
     from flowdrop_tui.core.control import launch  # noqa: F401
     from flowdrop_tui.core.run import execution, opening  # noqa: F401
+
     order = sys.stdin.buffer.read()
     if not order.strip():
         return 0  # the worker went before it had a run for this process
