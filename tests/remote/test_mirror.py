@@ -429,8 +429,8 @@ def test_the_mirror_keeps_durably_in_its_process_and_not_in_a_forked_copy(
 def test_a_key_set_returns_once_postgres_has_it_and_a_ctrl_c_meanwhile_waits_for_it(
     pg_store: PostgresStore, tmp_path: Path
 ) -> None:
-    """Guards the overlapped key set (``RemoteMirror.writing``: the commit sent first,
-    the working copy written meanwhile): when the key set returns, PostgreSQL holds
+    """Guards the overlapped key set (``RemoteMirror.wrote_beside``: the commit sent,
+    the working copy written beside it): when the key set returns, PostgreSQL holds
     the state; a Ctrl-C while the commit waits (the key's row held by another
     transaction) is raised only once it has landed, and nothing is sent twice."""
     mirror_, run_dir = _in_process_mirror(pg_store, tmp_path)

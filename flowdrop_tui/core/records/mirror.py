@@ -22,8 +22,8 @@ the process when it must not write at all (fenced out).
   picks the run up reads it from there, never from this disk). Then a whole-file save
   here need not sync before the mirror is called (``StateFile``): the local file is a
   working copy, and a write the mirror did not take was never reported saved. The
-  key set then hands the mirror its state first (``writing``) and writes the working
-  copy while PostgreSQL commits: the two overlap, and the key set returns once both
+  key set then hands the mirror its state and its own write (``wrote_beside``): the
+  working copy is written while PostgreSQL commits, and the key set returns once both
   are done.
 
 - ``shared(name)``: a workspace file every machine of the space shares
@@ -35,6 +35,7 @@ the process when it must not write at all (fenced out).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -55,9 +56,9 @@ class Mirror(Protocol):
 
     def wrote(self, path: Path, data: bytes) -> None: ...
 
-    def writing(self, path: Path, data: bytes) -> contextlib.AbstractContextManager[None]:
-        """``wrote`` overlapped with the block (a mirror that ``keeps_durably``): sent at
-        once, delivered when the block ends."""
+    def wrote_beside(self, path: Path, data: bytes, local: Callable[[], None]) -> None:
+        """``wrote`` with ``local`` (the writer's own working copy) run beside it (a
+        mirror that ``keeps_durably``): both done when it returns."""
         ...
 
     def appended(self, path: Path, data: bytes, offset: int) -> None: ...

@@ -366,10 +366,9 @@ class StateFile:
             self._encoded = data
             remote = mirror.current()
             if remote is not None and remote.keeps_durably:
-                # Remote mode: PostgreSQL's commit is the durable copy, sent first; the
-                # working copy here is written (unsynced) while it commits.
-                with remote.writing(self.path, data):
-                    self.keeper.keep(data, durable=False)
+                # Remote mode: PostgreSQL's commit is the durable copy; the working copy
+                # here is written (unsynced) beside it, while it commits.
+                remote.wrote_beside(self.path, data, lambda: self.keeper.keep(data, durable=False))
             else:
                 self.keeper.keep(data)
                 if remote is not None:

@@ -192,7 +192,7 @@ class RemoteMirror:
         self._depth = threading.local()
         self.host = socket.gethostname()
         self._shared_said = -_SAY_EVERY
-        self._sending: ThreadPoolExecutor | None = None  # ``writing``'s thread, made on use
+        self._sending: ThreadPoolExecutor | None = None  # ``wrote_beside``'s, made on use
         # PostgreSQL's commit is the durable copy of every record write (``wrote``
         # returns only once it committed, synchronous_commit being the server's), so a
         # save here need not sync first: a worker's power cut loses at most this working
@@ -210,25 +210,20 @@ class RemoteMirror:
             run_id, relpath = where
             self._send(lambda s: s.write_file(self._key, self._epoch, run_id, relpath, data))
 
-    @contextlib.contextmanager
-    def writing(self, path: Path, data: bytes) -> Iterator[None]:
-        """``wrote(path, data)`` overlapped with the block (the caller writing its own
-        working copy): the write is sent at once on the mirror's sender thread, and the
-        block's end returns only once it was delivered, as ``wrote`` would. A Ctrl-C
-        meanwhile is held until then, as in ``_send``."""
-        where = locate(path)
-        if where is None or os.getpid() != self._owner:
-            yield
+    def wrote_beside(self, path: Path, data: bytes, local: Callable[[], None]) -> None:
+        """``wrote(path, data)`` with ``local`` (the caller's own working copy) run beside
+        it on the mirror's helper thread: the commit is sent from this thread at once,
+        the working copy is written while PostgreSQL commits, and this returns once both
+        are done (``local``'s error raised here). A Ctrl-C meanwhile is held until the
+        write is delivered, as in ``_send``."""
+        if os.getpid() != self._owner:
+            local()  # a forked copy: no thread of ours, nothing sent
             return
-        run_id, relpath = where
-        sent = self._sender().submit(
-            self._send,
-            lambda s: s.write_file(self._key, self._epoch, run_id, relpath, data),
-        )
+        beside = self._sender().submit(local)
         try:
-            yield
+            self.wrote(path, data)
         finally:
-            _delivered(sent)
+            _delivered(beside)
 
     def _sender(self) -> ThreadPoolExecutor:
         with self._stores_lock:
@@ -378,8 +373,8 @@ class RemoteMirror:
 
 
 def _delivered(sent: Future[None]) -> None:
-    """Wait for ``sent``; a Ctrl-C meanwhile is raised once it is done (the write is
-    never left half-way for the flow to see it saved)."""
+    """Wait for ``sent``; a Ctrl-C meanwhile is raised once it is done (a save is never
+    left half-way for the flow to see it saved)."""
     interrupted: BaseException | None = None
     while True:
         try:
