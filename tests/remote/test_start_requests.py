@@ -171,7 +171,9 @@ def test_a_worker_killed_after_starting_the_workflow_leaves_it_to_another_run_on
         time.sleep(1.0)  # the workflow stays open, not taken: nobody polls for it
         store = PostgresStore(cluster.postgres, space)
         try:
-            assert store.rows("SELECT state FROM fd_starts", ())[0][0] == "forwarding"
+            assert store.rows("SELECT state FROM fd_starts WHERE space = %s", (space,)) == [
+                ("forwarding",)
+            ]
         finally:
             store.close()
         cluster.start_worker("b").wait_polling()

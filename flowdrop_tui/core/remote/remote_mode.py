@@ -48,7 +48,8 @@ class RemoteMode:
 
     @property
     def exit_without_teardown(self) -> bool:
-        return self._executor is not None
+        forwarded = self._starts is not None and self._starts.used_temporal
+        return self._executor is not None or forwarded
 
     def _runs(self) -> TemporalExecutor:
         if self._executor is None:

@@ -49,6 +49,7 @@ class StartClient:
         # Told, once, that a start waits for a worker (the CLI: a line on stderr).
         self.say: Callable[[str], None] | None = None
         self._warnings: list[str] = []
+        self.used_temporal = False  # a start this process forwarded itself (no worker took it)
 
     def start(self, ref: FlowRef, options: StartOptions, extra: list[str]) -> dict[str, Any]:
         reading.synced(self.layout, self.settings)
@@ -122,6 +123,7 @@ class StartClient:
                 queue=self.settings.task_queue,
                 say=self.say,
                 waiting_words=lambda: self._waiting_words(key),
+                forward_here=self._forward_here,
             )
         except TimeoutError:
             raise FlowdropError(
@@ -136,6 +138,49 @@ class StartClient:
             raise error_for(str(error.get("code")), str(error.get("message")))
         warnings = [*self._warnings, *(answer.get("warnings") or [])]
         return {**answer, "warnings": warnings}
+
+    def _forward_here(
+        self, request_id: str, request: dict[str, Any], left: float
+    ) -> dict[str, Any]:
+        """No worker took the request from PostgreSQL (none runs, none reaches it, or
+        none reads the table yet): this process starts the key's workflow itself,
+        through Temporal, as before the table — a worker that polls Temporal then
+        answers, whatever its way to PostgreSQL (its refusal, exit 4, included); none
+        polling: the waiting line, and Ctrl-C or the time limit withdraws it."""
+        import asyncio
+
+        from flowdrop_tui.core.remote.start_forwarder import StartForwarder  # temporalio
+        from flowdrop_tui.core.remote.temporal_client import connect
+
+        key = str(request["key"])
+        table = start_requests.StartTable(PostgresStore(self.settings.postgres, ""))
+        self.used_temporal = True
+
+        async def forward() -> dict[str, Any]:
+            client = await connect(self.settings.temporal, self.settings.namespace)
+            here = StartForwarder(
+                client,
+                self.settings.postgres,
+                self.settings.namespace,
+                self.settings.task_queue,
+                f"client-{request_id}",
+                lambda _: None,
+            )
+            if self.say is not None:
+                say = self.say
+                here.untaken = lambda: say(self._waiting_words(key))
+            try:
+                return await asyncio.wait_for(here.forward_own(request_id, request), left)
+            except (asyncio.CancelledError, TimeoutError):
+                # Ctrl-C (asyncio.run cancels this), or the limit: withdrawn unless taken.
+                if await asyncio.to_thread(table.withdraw, request_id):
+                    await here.withdraw_own(self.settings.space, key)
+                raise
+
+        try:
+            return asyncio.run(forward())
+        finally:
+            table.store.close()
 
     def _waiting_words(self, key: str) -> str:
         return (

@@ -35,6 +35,7 @@ from flowdrop_tui.core.remote.start_requests import (
     CLOSE,
     RESUME,
     TAKEN,
+    WAIT_NOTICE,
     WITHDRAWN,
     StartTable,
 )
@@ -77,6 +78,9 @@ class StartForwarder:
         self.say = say
         self._forwarding: dict[str, asyncio.Task[None]] = {}
         self._table = StartTable(PostgresStore(url, ""))
+        # Told once when a start this forwarder waits on has not been taken after
+        # WAIT_NOTICE s (a client forwarding its own start: the waiting line).
+        self.untaken: Callable[[], None] | None = None
 
     async def serve(self) -> None:
         """Until cancelled: take requests as they are announced (LISTEN), and every
@@ -137,6 +141,29 @@ class StartForwarder:
             task = asyncio.create_task(self._forward(request_id, given))
             self._forwarding[request_id] = task
             task.add_done_callback(self._forwarded)
+
+    async def forward_own(self, request_id: str, request: dict[str, Any]) -> dict[str, Any]:
+        """A client's own start, forwarded by the client itself (no worker took it from
+        PostgreSQL: none runs, none reaches PostgreSQL, or none knows the table yet): the
+        answer, written into the row as well, so a worker that takes the row over later
+        finds it answered."""
+        answer = await self._start(
+            request_id, FlowInput(**{k: v for k, v in request.items() if k in _FIELDS})
+        )
+        if answer is None:
+            raise FlowdropError(f"the start of {request.get('key')} was withdrawn")
+        await asyncio.to_thread(self._table.answer, request_id, answer)
+        return answer
+
+    async def withdraw_own(self, space: str, key: str) -> None:
+        """A client's own start given up (Ctrl-C, its time limit; its row withdrawn
+        first): the key's workflow, if no run_flow took it, is terminated, so nothing
+        runs it later and the key is free at once."""
+        handle = self.client.get_workflow_handle(workflow_id(space, key))
+        if await _taken(handle):
+            return
+        with contextlib.suppress(Exception):  # already closed: nothing left to run
+            await handle.terminate(reason="flowdrop-tui: withdrawn before a worker took it")
 
     def _forwarded(self, task: asyncio.Task[None]) -> None:
         for request_id, forwarding in list(self._forwarding.items()):
@@ -294,11 +321,29 @@ class StartForwarder:
         waiting = asyncio.ensure_future(handle.execute_update(FlowKeyWorkflow.wait_started))
         # Its failure once cancelled is retrieved here, not printed at exit.
         waiting.add_done_callback(lambda done: done.cancelled() or done.exception())
+        try:
+            return await self._watch_started(request_id, handle, waiting)
+        except asyncio.CancelledError:
+            # Cancelled (a client's Ctrl-C, a worker stopping): the Update's own task is
+            # ended here, not left for asyncio.run's shutdown to print as unhandled.
+            waiting.cancel()
+            with contextlib.suppress(BaseException):
+                await waiting
+            raise
+
+    async def _watch_started(
+        self, request_id: str, handle: WorkflowHandle[Any, Any], waiting: asyncio.Future[Any]
+    ) -> dict[str, Any] | None:
+        notice_at = time.monotonic() + WAIT_NOTICE
         while True:
             done, _ = await asyncio.wait({waiting}, timeout=WATCH_EVERY)
             if done:
                 answer: dict[str, Any] = waiting.result()
                 return answer
+            if self.untaken is not None and time.monotonic() >= notice_at:
+                notice_at = float("inf")
+                if not await _taken(handle):
+                    self.untaken()
             state, _ = await asyncio.to_thread(self._table.look, request_id)
             if state == WITHDRAWN and not await _taken(handle):
                 waiting.cancel()

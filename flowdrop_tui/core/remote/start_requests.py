@@ -185,21 +185,35 @@ def ask(
     say: Callable[[str], None] | None,
     waiting_words: Callable[[], str],
     limit: float = START_LIMIT,
+    forward_here: Callable[[str, dict[str, Any], float], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Ask a worker to start ``request`` (``workflow.FlowInput``'s fields) and wait for
     the answer: ``{"run", "flow", "warnings", …}`` or ``{"error": …, "exit": …}``.
 
     ``say`` is told once, after ``WAIT_NOTICE``, when no run_flow has taken it yet
     (``waiting_words()``); Ctrl-C withdraws a start not taken yet (``Interrupted``, its
-    text what became of it); past ``limit`` it is withdrawn and refused."""
+    text what became of it); past ``limit`` it is withdrawn and refused.
+
+    ``forward_here(id, request, seconds left)``: when no worker has taken the request
+    from PostgreSQL after ``WAIT_NOTICE`` (none runs, none reaches PostgreSQL, or none
+    is of a version that reads the table), the client forwards it itself (through
+    Temporal, as before the table) and that answer is the start's."""
     request_id = new_id()
     table = StartTable(store)
     listener = store.connect()
+    deadline = time.monotonic() + limit
     try:
         try:
             listener.execute(f"LISTEN {ANSWER_CHANNEL}")
-            table.ask(request_id, {**request, "start": request_id}, namespace, queue)
-            answer = _wait(table, listener, request_id, say, waiting_words, limit)
+            asked = {**request, "start": request_id}
+            table.ask(request_id, asked, namespace, queue)
+            if forward_here is None:
+                answer = _wait(table, listener, request_id, say, waiting_words, limit)
+            else:
+                answer = _wait(table, listener, request_id, None, waiting_words, limit, WAIT_NOTICE)
+                if not answer:  # no worker took it from the table: forwarded from here
+                    left = deadline - time.monotonic()
+                    answer = forward_here(request_id, asked, left)
         except psycopg.Error as exc:
             raise _unreachable(store.url, exc) from exc
         except KeyboardInterrupt:
@@ -220,9 +234,12 @@ def _wait(
     say: Callable[[str], None] | None,
     waiting_words: Callable[[], str],
     limit: float,
+    untaken_after: float | None = None,
 ) -> dict[str, Any]:
+    """The answer; ``{}`` when no worker has taken the request ``untaken_after`` s on."""
     deadline = time.monotonic() + limit
     notice_at = time.monotonic() + WAIT_NOTICE
+    untaken_at = float("inf") if untaken_after is None else time.monotonic() + untaken_after
     while True:
         state, answer = table.look(request_id)
         if state == ANSWERED and answer is not None:
@@ -230,6 +247,10 @@ def _wait(
         if state == WITHDRAWN:
             raise FlowdropError(f"the start request {request_id} is gone from PostgreSQL")
         now = time.monotonic()
+        if now >= untaken_at:
+            if state == ASKED:
+                return {}
+            untaken_at = float("inf")  # a worker forwards it: its answer comes
         if now >= deadline:
             if table.withdraw(request_id):
                 raise TimeoutError
@@ -238,7 +259,7 @@ def _wait(
             if state in (ASKED, FORWARDING):
                 say(waiting_words())
             notice_at = float("inf")
-        wake = min(deadline, notice_at, now + LOOK_EVERY) - now
+        wake = min(deadline, notice_at, untaken_at, now + LOOK_EVERY) - now
         for _ in listener.notifies(timeout=max(wake, 0.0), stop_after=1):
             pass  # any answer wakes it: the row says whether it is this one's
 
@@ -249,7 +270,7 @@ def _withdrawn_words(table: StartTable, request_id: str, key: str) -> str:
         state, answer = table.look(request_id)
     except StoreUnreachableError:
         return f"the start of {key} may have been taken: see it with flowdrop-tui runs {key}"
-    if withdrawn or (state == ANSWERED and answer is not None and "error" in answer):
+    if withdrawn or state == WITHDRAWN or (state == ANSWERED and answer and "error" in answer):
         return f"the start of {key} was withdrawn: nothing runs it"
     return (
         f"a worker had already taken {key}: its run goes on; see it with "
