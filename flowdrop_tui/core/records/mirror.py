@@ -21,10 +21,10 @@ the process when it must not write at all (fenced out).
   taken survives a power cut of this machine (PostgreSQL committed it, and whoever
   picks the run up reads it from there, never from this disk). Then a whole-file save
   here need not sync before the mirror is called (``StateFile``): the local file is a
-  working copy, and a write the mirror did not take was never reported saved. The
-  key set then hands the mirror its state and its own write (``wrote_beside``): the
-  working copy is written while PostgreSQL commits, and the key set returns once both
-  are done.
+  working copy, and a write the mirror did not take was never reported saved. Its
+  working copy is then the state log's record alone (``state.json`` replaced at the
+  log's wrap and at the end): a rename's journal entry would ride the mirror's own
+  flush when both are on one disk.
 
 - ``shared(name)``: a workspace file every machine of the space shares
   (``limits.json``: a usage limit closes for every worker's runs), held against the
@@ -35,7 +35,6 @@ the process when it must not write at all (fenced out).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -55,11 +54,6 @@ class Mirror(Protocol):
     keeps_durably: bool
 
     def wrote(self, path: Path, data: bytes) -> None: ...
-
-    def wrote_beside(self, path: Path, data: bytes, local: Callable[[], None]) -> None:
-        """``wrote`` with ``local`` (the writer's own working copy) run beside it (a
-        mirror that ``keeps_durably``): both done when it returns."""
-        ...
 
     def appended(self, path: Path, data: bytes, offset: int) -> None: ...
 

@@ -366,13 +366,16 @@ class StateFile:
             self._encoded = data
             remote = mirror.current()
             if remote is not None and remote.keeps_durably:
-                # Remote mode: PostgreSQL's commit is the durable copy; the working copy
-                # here is written (unsynced) beside it, while it commits.
-                remote.wrote_beside(self.path, data, lambda: self.keeper.keep(data, durable=False))
+                # Remote mode: PostgreSQL's commit is the durable copy (its state.json is
+                # the record's, replaced at every key set); the working copy here is the
+                # log's record, unsynced, and no rename of state.json: its journal entry
+                # would ride PostgreSQL's WAL flush on the same disk (a remote key set
+                # 1.3x a local one without it, 2x with it; docs/decisions.md).
+                self.keeper.keep(data, durable=False, publish=False)
             else:
                 self.keeper.keep(data)
-                if remote is not None:
-                    remote.wrote(self.path, data)
+            if remote is not None:
+                remote.wrote(self.path, data)
         except Exception as exc:  # SPEC §5.3: nothing about keeping state may stop a run
             message = f"state not saved ({type(exc).__name__}: {exc}); the last save stands"
             if message != self._failing:

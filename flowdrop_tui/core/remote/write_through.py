@@ -34,7 +34,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -192,7 +191,6 @@ class RemoteMirror:
         self._depth = threading.local()
         self.host = socket.gethostname()
         self._shared_said = -_SAY_EVERY
-        self._sending: ThreadPoolExecutor | None = None  # ``wrote_beside``'s, made on use
         # PostgreSQL's commit is the durable copy of every record write (``wrote``
         # returns only once it committed, synchronous_commit being the server's), so a
         # save here need not sync first: a worker's power cut loses at most this working
@@ -209,27 +207,6 @@ class RemoteMirror:
         if where is not None:
             run_id, relpath = where
             self._send(lambda s: s.write_file(self._key, self._epoch, run_id, relpath, data))
-
-    def wrote_beside(self, path: Path, data: bytes, local: Callable[[], None]) -> None:
-        """``wrote(path, data)`` with ``local`` (the caller's own working copy) run beside
-        it on the mirror's helper thread: the commit is sent from this thread at once,
-        the working copy is written while PostgreSQL commits, and this returns once both
-        are done (``local``'s error raised here). A Ctrl-C meanwhile is held until the
-        write is delivered, as in ``_send``."""
-        if os.getpid() != self._owner:
-            local()  # a forked copy: no thread of ours, nothing sent
-            return
-        beside = self._sender().submit(local)
-        try:
-            self.wrote(path, data)
-        finally:
-            _delivered(beside)
-
-    def _sender(self) -> ThreadPoolExecutor:
-        with self._stores_lock:
-            if self._sending is None:
-                self._sending = ThreadPoolExecutor(1, thread_name_prefix="flowdrop-mirror")
-            return self._sending
 
     def appended(self, path: Path, data: bytes, offset: int) -> None:
         where = locate(path)
@@ -362,28 +339,10 @@ class RemoteMirror:
 
     def close(self) -> None:
         with self._stores_lock:
-            sending, self._sending = self._sending, None
-        if sending is not None:
-            sending.shutdown(wait=True)
-        with self._stores_lock:
             stores = list(self._stores.values())
             self._stores.clear()
         for store in stores:
             store.close()
-
-
-def _delivered(sent: Future[None]) -> None:
-    """Wait for ``sent``; a Ctrl-C meanwhile is raised once it is done (a save is never
-    left half-way for the flow to see it saved)."""
-    interrupted: BaseException | None = None
-    while True:
-        try:
-            sent.result()
-            break
-        except KeyboardInterrupt as exc:
-            interrupted = exc
-    if interrupted is not None:
-        raise interrupted
 
 
 def _not_durable_in(forked: RemoteMirror | None) -> None:
