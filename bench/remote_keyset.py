@@ -10,8 +10,8 @@ What is timed, per operation (a median of ``--n`` each, alternating):
   transaction (key row ``FOR SHARE``, epoch compared, upsert, change row, NOTIFY);
   timed twice: with the local save synced as before ("durable here too": the mirror's
   ``keeps_durably`` switched off), and as a run child saves with a mirror that
-  ``keeps_durably`` (the record appended to the run's state log without its sync and
-  ``state.json`` replaced, PostgreSQL's commit the durable copy);
+  ``keeps_durably`` (the record appended to the run's state log without its sync, no
+  rename of ``state.json``; PostgreSQL's commit the durable copy);
 - the seam's cost in local mode (``records.mirror.current()``, once per write);
 - the fenced write alone (``PostgresStore.write_file``) and a fenced append
   (``append_line`` of one event line), on loopback.
