@@ -284,9 +284,11 @@ class Keeper:
         # itself is in the log. StateFile says so once, and again when it recovers.
         self.publish_trouble: str | None = None
 
-    def keep(self, data: bytes, *, durable: bool = True) -> None:
+    def keep(self, data: bytes, *, durable: bool = True, publish: bool = True) -> None:
         """Make ``data`` the run's state, surviving a power cut when ``durable`` (else the
-        mirror's commit is the durable copy). ``OSError`` when it could not be kept."""
+        mirror's commit is the durable copy). ``OSError`` when it could not be kept.
+        ``publish=False`` (a mirror's working copy): ``state.json`` is not replaced now
+        but at the log's next wrap and at ``close`` — every reader reads the log first."""
         if durable and self.before_durable is not None:
             with contextlib.suppress(OSError):  # events are kept as well as they can be
                 self.before_durable()
@@ -299,26 +301,30 @@ class Keeper:
         if log is not None:
             try:
                 try:
-                    self._write_log(log, data, durable)
+                    self._write_log(log, data, durable, publish)
                 except LogFull:  # the lap is over: its newest record, durable elsewhere
                     self._write_durably(data)
                     log.wrap()
-                    self._write_log(log, data, durable)
+                    self._write_log(log, data, durable, publish)
             except (OSError, TooBig):
                 self._drop_log()  # state.json alone from now on, the log removed below
             else:
                 self._kept = data
-                self._publish()
+                if publish:
+                    self._publish()
                 return
         self._write_durably(data)  # raises: this save failed, the last one stands
         self._kept = data
 
-    def _write_log(self, log: StateLog, data: bytes, durable: bool) -> None:
-        """The record written and flushed; meanwhile, beside the flush, ``state.json``'s
-        next file readied (``_ready``)."""
+    def _write_log(self, log: StateLog, data: bytes, durable: bool, publish: bool) -> None:
+        """The record written and flushed (``durable``); meanwhile, beside the flush,
+        ``state.json``'s next file readied (``_ready``) when it is to be published."""
         fd = log.write(FULL, data)
-        if not durable:
-            self._ready(data)
+        if not durable or not publish:
+            if durable:
+                datasync(fd)
+            elif publish:
+                self._ready(data)
             return
         self._beside.start(self._ready, data)
         try:
