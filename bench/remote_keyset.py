@@ -3,15 +3,15 @@
 What is timed, per operation (a median of ``--n`` each, alternating):
 
 - local: ``state["count"] = n`` on a run's ``State`` with no mirror installed —
-  ``StateFile.save`` → ``write_atomic`` (fdatasync, rename, folder fsync);
+  ``StateFile.save`` → ``state_log.Keeper.keep`` (a record in the run's pre-allocated
+  ``state.log``, fdatasync'd, then ``state.json`` replaced by an unsynced rename);
 - remote: the same key set with a ``RemoteMirror`` installed, as in a run child on a
   worker: the local write, then ``fd_write_file`` in PostgreSQL — one round trip, one
   transaction (key row ``FOR SHARE``, epoch compared, upsert, change row, NOTIFY);
-  timed twice: with the local save synced as before ("durable here too"), and as a run
-  child saves with a mirror that ``keeps_durably`` (the local file a working copy
-  written without its sync, PostgreSQL's commit the durable copy). Until
-  ``StateFile._save_once`` reads ``keeps_durably`` itself, the bench passes
-  ``durable=False`` to its ``write_atomic`` the way that one-line change will;
+  timed twice: with the local save synced as before ("durable here too": the mirror's
+  ``keeps_durably`` switched off), and as a run child saves with a mirror that
+  ``keeps_durably`` (the record appended to the run's state log without its sync, no
+  rename of ``state.json``; PostgreSQL's commit the durable copy);
 - the seam's cost in local mode (``records.mirror.current()``, once per write);
 - the fenced write alone (``PostgresStore.write_file``) and a fenced append
   (``append_line`` of one event line), on loopback.
@@ -27,7 +27,6 @@ remote mode's goal is correctness (fencing, nothing skipped); this says what it 
 from __future__ import annotations
 
 import argparse
-import inspect
 import statistics
 import sys
 import tempfile
@@ -38,9 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flowdrop_tui.core.files import atomic  # noqa: E402
 from flowdrop_tui.core.records import mirror  # noqa: E402
-from flowdrop_tui.core.records import state as state_module  # noqa: E402
 from flowdrop_tui.core.records.state import StateFile  # noqa: E402
 from flowdrop_tui.core.remote.store import PostgresStore  # noqa: E402
 from flowdrop_tui.core.remote.write_through import RemoteMirror, RunTicket  # noqa: E402
@@ -57,21 +54,6 @@ def timed(op: Callable[[int], None], n: int) -> list[float]:
         op(i)
         out.append(time.perf_counter() - start)
     return out
-
-
-def honour_keeps_durably() -> Callable[[bool], None]:
-    """A switch for the local save's sync under a mirror that keeps durably: a no-op
-    once ``StateFile`` reads ``keeps_durably`` itself, else its ``write_atomic`` given
-    ``durable=False`` while switched on (the change it is waiting for, simulated)."""
-    if "keeps_durably" in inspect.getsource(StateFile):
-        return lambda on: None
-
-    def write(path: Path | str, data: bytes, *, durable: bool = True) -> None:
-        atomic.write_atomic(path, data, durable=durable and not skip[0])
-
-    skip = [False]
-    state_module.write_atomic = write  # type: ignore[assignment]
-    return lambda on: skip.__setitem__(0, on)
 
 
 def main() -> int:
@@ -101,15 +83,14 @@ def main() -> int:
             local: list[float] = []
             remote: list[float] = []
             kept: list[float] = []
-            unsynced = honour_keeps_durably()
             for _ in range(n // 10):  # alternating batches: drift hits all alike
                 mirror.install(None)
                 local += timed(key_set, 10)
                 mirror.install(remote_mirror)
+                remote_mirror.keeps_durably = False  # the local save synced too (before)
                 remote += timed(key_set, 10)
-                unsynced(True)
+                remote_mirror.keeps_durably = True  # as a run child's mirror is made
                 kept += timed(key_set, 10)
-                unsynced(False)
             mirror.install(None)
             offset = [0]
 
@@ -132,7 +113,7 @@ def main() -> int:
     ms = lambda xs: statistics.median(xs) * 1000  # noqa: E731
     durability = "fsync off" if args.no_fsync else "fsync on, synchronous_commit on"
     print(f"PostgreSQL on loopback ({durability}); median of {n} each")
-    print(f"local key set (write_atomic, durable):      {ms(local):7.3f} ms")
+    print(f"local key set (state log, durable):        {ms(local):7.3f} ms")
     print(f"remote key set, durable here too:            {ms(remote):7.3f} ms")
     print(f"remote key set, keeps_durably (no local sync): {ms(kept):5.3f} ms")
     print(f"fenced write alone (fd_write_file):          {ms(fenced):7.3f} ms")

@@ -16,9 +16,12 @@ not waiting on the last one's clean-up).
 - **local**: ``run FLOW --detach`` in the local clone: the CLI launches the run child
   and returns; the child imports the flow and begins round 1 (``run FLOW`` in the
   foreground is timed too, for reference);
-- **remote**: ``run FLOW`` in the client: the workflow started on Temporal, a worker's
-  activity claims the key in PostgreSQL, checks out the commit from its mirror, syncs
-  the worktree's replica, launches the same child with the write-through mirror.
+- **remote**: ``run FLOW`` in the client: the start asked through PostgreSQL (a row in
+  ``fd_starts``; the client never loads temporalio), the worker's forwarder starts the
+  key's workflow on Temporal, a worker's activity claims the key in PostgreSQL, checks
+  out the commit from its mirror, syncs the worktree's replica, launches the same
+  child (a warm one) with the write-through mirror, and the answer comes back through
+  the row.
 
 Printed: each time, the medians and the ratio remote / local (goal ≤ 1.5).
 

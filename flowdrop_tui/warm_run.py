@@ -28,7 +28,12 @@ def main() -> int:
     from flowdrop_tui.core.remote import write_through  # noqa: F401  (psycopg, loaded now)
 
     for verb in ("run", "resume"):
-        cli.handler(verb)  # the command's module and the engine behind it, loaded now
+        cli.handler(verb)  # the command's module, loaded now
+    # The engine behind it, which the command imports only where a run is made (a
+    # launch in the CLI never needs it), and the handshake's side.
+    from flowdrop_tui.core.control import launch  # noqa: F401
+    from flowdrop_tui.core.run import execution, opening  # noqa: F401
+
     order = sys.stdin.buffer.read()
     if not order.strip():
         return 0  # the worker went before it had a run for this process

@@ -7,12 +7,11 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from flowdrop_tui.cli.output import Warnings, dump, err, out
-from flowdrop_tui.core.control import launch
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
@@ -20,7 +19,6 @@ from flowdrop_tui.core.records.budget import KINDS
 from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import Status
-from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import StartOptions, runnable
 from flowdrop_tui.format import (
     answer_words,
@@ -31,6 +29,9 @@ from flowdrop_tui.format import (
     rounds_range,
     start_words,
 )
+
+if TYPE_CHECKING:  # the engine and the launcher: loaded where a run or a child needs them
+    from flowdrop_tui.core.run.execution import Execution
 
 
 def checked_flow(layout: Layout, name: str, ref: FlowRef | None = None) -> FlowRef:
@@ -144,6 +145,8 @@ def detached_child(args: argparse.Namespace, make: Callable[[Warnings], Executio
     """This process is a detached run: report creation (or refusal) through the pipe.
     What it warns of goes to the starter through the pipe; once the run exists, also to
     its ``output.log`` (this process's stderr from then on)."""
+    from flowdrop_tui.core.control import launch
+
     fd = int(args.handshake_fd)
     warnings: Warnings = args.warnings
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from typing import TYPE_CHECKING
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.launching import (
@@ -18,10 +19,11 @@ from flowdrop_tui.cli.output import Warnings, dump, err
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.run.execution import Execution
 from flowdrop_tui.core.run.forecast import forecast_flow
-from flowdrop_tui.core.run.opening import open_run
 from flowdrop_tui.format import plan_text
+
+if TYPE_CHECKING:  # the engine: loaded by a run in this process, not by a launch
+    from flowdrop_tui.core.run.execution import Execution
 
 
 def path_thread_words(layout: Layout, ref: FlowRef) -> str | None:
@@ -52,6 +54,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
 
     def make(warnings: Warnings) -> Execution:
+        from flowdrop_tui.core.run.opening import open_run
+
         return open_run(layout, ref, options=asked, notify=warnings)
 
     if args.handshake_fd is not None:

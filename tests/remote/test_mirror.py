@@ -15,6 +15,9 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.paths import OUTPUT
+from flowdrop_tui.core.records import mirror as records_mirror
+from flowdrop_tui.core.records import state_log
+from flowdrop_tui.core.records.state import StateFile, read_run_states
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.write_through import (
     ENV_VAR,
@@ -168,7 +171,7 @@ def test_a_fence_mid_run_kills_the_child_and_its_group_and_nothing_lands_after(
     assert pg_store.last_change_id() == after_bump  # nothing after the bump
     run_dir = only_run(workspace)
     stored = orjson.loads(pg_store.read_file(run_dir.name, "state.json") or b"")
-    local = orjson.loads((run_dir / "state.json").read_bytes())
+    local = read_run_states(run_dir)  # as every reader reads it: the log first
     # the key set in flight when the bump came is on disk here, refused there
     assert local["forever"]["n"] >= stored["forever"]["n"]
 
@@ -422,6 +425,54 @@ def test_the_mirror_keeps_durably_in_its_process_and_not_in_a_forked_copy(
     assert seen == b"0"
     assert mirror.keeps_durably is True  # this process still does
     mirror.close()
+
+
+def test_a_key_set_returns_once_postgres_has_it_and_a_ctrl_c_meanwhile_waits_for_it(
+    pg_store: PostgresStore, tmp_path: Path
+) -> None:
+    """Guards a remote key set (its working copy the state log's record, unsynced;
+    PostgreSQL's commit the durable copy): when the key set returns, PostgreSQL holds
+    the state; a Ctrl-C while the commit waits (the key's row held by another
+    transaction) is raised only once it has landed, and nothing is sent twice."""
+    mirror_, run_dir = _in_process_mirror(pg_store, tmp_path)
+    states = StateFile(run_dir / "state.json")
+    state = states.state("k", {"n": 0})
+    records_mirror.install(mirror_)
+    blocker = pg_store.connect()
+    try:
+        state["n"] = 1
+        # The working copy here is the log's record (state.json is replaced at the
+        # log's wrap and at the end); PostgreSQL's state.json is the record's.
+        newest = state_log.newest(run_dir)
+        assert newest is not None
+        assert pg_store.read_file(run_dir.name, "state.json") == newest.payload
+        blocker.execute("BEGIN")
+        blocker.execute(
+            "SELECT 1 FROM fd_keys WHERE space = %s AND key = 'k' FOR UPDATE", (pg_store.space,)
+        )
+        released = threading.Event()
+
+        def release() -> None:
+            time.sleep(0.8)
+            released.set()
+            blocker.execute("ROLLBACK")
+
+        threading.Thread(target=release, daemon=True).start()
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        previous = signal.signal(signal.SIGALRM, signal.default_int_handler)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                state["n"] = 2
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+        assert released.is_set()  # raised only after the commit could land
+        stored = orjson.loads(pg_store.read_file(run_dir.name, "state.json") or b"{}")
+        assert stored["k"]["n"] == 2
+    finally:
+        records_mirror.install(None)
+        blocker.close()
+        states.close()
+        mirror_.close()
 
 
 HELD = """

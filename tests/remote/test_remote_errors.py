@@ -69,6 +69,19 @@ def test_temporal_unreachable_is_one_clear_line_exit_4(
         child.close()
 
 
+def test_a_remote_start_never_loads_temporals_sdk(client: Machine) -> None:
+    """Guards a start's cost (issue 28): `run` in remote mode asks a worker through
+    PostgreSQL; importing temporalio was ~0.3 s of a 1.0 s start. An unreachable
+    Temporal server is still said at once, in the same line (a TCP probe)."""
+    client.env["PYTHONPROFILEIMPORTTIME"] = "1"  # python -X importtime
+    done = client.cli("run", "forever", check=4)
+    imported = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert any(line.endswith(" psycopg") for line in imported)  # it did get that far
+    assert not [line for line in imported if "temporalio" in line]
+    said = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    temporal_words(one_line("\n".join(said)))
+
+
 def test_the_uis_enter_meets_the_same_error(
     client: Machine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,7 +21,10 @@ the process when it must not write at all (fenced out).
   taken survives a power cut of this machine (PostgreSQL committed it, and whoever
   picks the run up reads it from there, never from this disk). Then a whole-file save
   here need not sync before the mirror is called (``StateFile``): the local file is a
-  working copy, and a write the mirror did not take was never reported saved.
+  working copy, and a write the mirror did not take was never reported saved. Its
+  working copy is then the state log's record alone (``state.json`` replaced at the
+  log's wrap and at the end): a rename's journal entry would ride the mirror's own
+  flush when both are on one disk.
 
 - ``shared(name)``: a workspace file every machine of the space shares
   (``limits.json``: a usage limit closes for every worker's runs), held against the

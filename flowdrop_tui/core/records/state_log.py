@@ -46,7 +46,6 @@ from flowdrop_tui.core.files.atomic import (
     write_atomic,
 )
 from flowdrop_tui.core.files.regular import read_regular
-from flowdrop_tui.core.files.spare_files import Beside, SpareFiles, remove_leftovers
 from flowdrop_tui.core.paths import LIVE_LOCK, STATE, STATE_LOG
 
 # The log's size: 16 saves of the first state saved, 64 KiB to 1 MiB. A state bigger
@@ -141,7 +140,6 @@ def settle(run_dir: Path) -> bool:
             if not same:
                 write_atomic(run_dir / STATE, data)
         remove(run_dir)
-        remove_leftovers(run_dir / STATE)
         return True
     except OSError:
         return False
@@ -224,13 +222,6 @@ class StateLog:
     def append(self, kind: int, payload: bytes, *, sync: bool = True) -> None:
         """Write the next record after the last and flush it (``sync``). ``LogFull`` when
         it does not fit before the end, ``TooBig`` when it never will (nothing written)."""
-        self.write(kind, payload)
-        if sync:
-            datasync(self._fd)
-
-    def write(self, kind: int, payload: bytes) -> int:
-        """Write the next record after the last, not flushed; the log's descriptor, for
-        the flush. ``LogFull``, ``TooBig``: nothing written."""
         if self._fd < 0:
             self._open(len(payload))
         record = _record(self._seed, self._seq + 1, kind, payload)
@@ -239,9 +230,10 @@ class StateLog:
         if self._offset + len(record) > self.size:
             raise LogFull
         _write_all(self._fd, record, self._offset)
+        if sync:
+            datasync(self._fd)
         self._seq += 1
         self._offset += len(record)
-        return self._fd
 
     def wrap(self) -> None:
         """The next record goes at offset 0 (``state.json`` was just made durable)."""
@@ -264,9 +256,8 @@ class Keeper:
     """How a ``StateFile`` keeps each save: durable in the log at one flush (the run's
     events appended before it flushed first: ``before_durable``), then ``state.json``
     published by a rename that is not synced, before the key set returns (the seed:
-    "setting a key writes the file again"), into a file readied beside the flush
-    (``files/spare_files.py``). A state too big for the log, or a log that
-    fails, is written to ``state.json`` durably as before the log existed.
+    "setting a key writes the file again"). A state too big for the log, or a log
+    that fails, is written to ``state.json`` durably as before the log existed.
 
     Called by one thread at a time: ``StateFile`` holds its lock around each call."""
 
@@ -278,62 +269,44 @@ class Keeper:
         self._log_dropped = False  # the log failed: removed once state.json is durable
         self._kept: bytes | None = None  # the last save made durable (log or file)
         self._pending: bytes | None = None  # kept, not yet in state.json: tried again
-        self._spares = SpareFiles(path)  # its leftovers removed at the first save
-        self._beside = Beside()
         # Why the last publish of state.json failed (``None``: it did not); the save
         # itself is in the log. StateFile says so once, and again when it recovers.
         self.publish_trouble: str | None = None
 
-    def keep(self, data: bytes, *, durable: bool = True) -> None:
+    def keep(self, data: bytes, *, durable: bool = True, publish: bool = True) -> None:
         """Make ``data`` the run's state, surviving a power cut when ``durable`` (else the
-        mirror's commit is the durable copy). ``OSError`` when it could not be kept."""
+        mirror's commit is the durable copy). ``OSError`` when it could not be kept.
+        ``publish=False`` (a mirror's working copy): ``state.json`` is not replaced now
+        but at the log's next wrap and at ``close`` — every reader reads the log first."""
         if durable and self.before_durable is not None:
             with contextlib.suppress(OSError):  # events are kept as well as they can be
                 self.before_durable()
         if data == self._kept:
-            if self._pending is not None and self.publish_trouble is not None:
-                self._ready(self._pending)  # state.json failed to follow: once more
-                self._publish()
+            if self._pending is not None:  # state.json failed to follow: once more
+                self._publish(self._pending)
             return
         log = self._log
         if log is not None:
             try:
                 try:
-                    self._write_log(log, data, durable)
+                    log.append(FULL, data, sync=durable)
                 except LogFull:  # the lap is over: its newest record, durable elsewhere
                     self._write_durably(data)
                     log.wrap()
-                    self._write_log(log, data, durable)
+                    log.append(FULL, data, sync=durable)
             except (OSError, TooBig):
                 self._drop_log()  # state.json alone from now on, the log removed below
             else:
                 self._kept = data
-                self._publish()
+                if publish:
+                    self._publish(data)
                 return
         self._write_durably(data)  # raises: this save failed, the last one stands
         self._kept = data
 
-    def _write_log(self, log: StateLog, data: bytes, durable: bool) -> None:
-        """The record written and flushed; meanwhile, beside the flush, ``state.json``'s
-        next file readied (``_ready``)."""
-        fd = log.write(FULL, data)
-        if not durable:
-            self._ready(data)
-            return
-        self._beside.start(self._ready, data)
-        try:
-            datasync(fd)
-        except BaseException:  # not kept: the file readied for it is not published
-            self._beside.wait()
-            self._spares.cancel()
-            raise
-        self._beside.wait()
-
     def close(self) -> str | None:
         """The run's process lets go: ``state.json`` made durable, the log removed. What
         went wrong, in words (the log then stays, and the next reader settles it)."""
-        self._beside.close()
-        self._spares.close()
         try:
             if self._kept is not None:
                 self._write_durably(self._kept)
@@ -354,7 +327,6 @@ class Keeper:
     def _write_durably(self, data: bytes) -> None:
         write_atomic(self.path, data)
         self._pending = None
-        self._spares.replaced()
         if self._log_dropped:
             with contextlib.suppress(OSError):
                 remove(self.run_dir)
@@ -368,30 +340,14 @@ class Keeper:
         self._log = None
         self._log_dropped = True
 
-    def _ready(self, data: bytes) -> None:
-        if self._kept is None:  # the first save: what a killed process of this run left
-            remove_leftovers(self.path)
+    def _publish(self, data: bytes) -> None:
+        """``state.json`` replaced by ``data``, not synced (the log holds it durably); a
+        failure is kept in ``publish_trouble``, and tried again at the next save, the end."""
         try:
-            self._spares.ready(data)
+            write_atomic(self.path, data, durable=False)
         except OSError as exc:
-            self._trouble(exc, data)
-        else:
+            self.publish_trouble = f"{type(exc).__name__}: {exc}"
             self._pending = data
-
-    def _publish(self) -> None:
-        """``state.json`` replaced by the readied file, not synced (the log holds the
-        save durably); a failure is kept in ``publish_trouble``, and the save tried
-        again at the next one, or the end."""
-        if self._pending is None or not self._spares.readied:
-            return
-        try:
-            self._spares.publish()
-        except OSError as exc:
-            self._trouble(exc, self._pending)
             return
         self.publish_trouble = None
         self._pending = None
-
-    def _trouble(self, exc: OSError, data: bytes) -> None:
-        self.publish_trouble = f"{type(exc).__name__}: {exc}"
-        self._pending = data

@@ -34,6 +34,7 @@ from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageErr
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
+from flowdrop_tui.core.remote.start_requests import StartTable
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.warm import WarmChild
 from flowdrop_tui.core.remote.workflow import (
@@ -163,9 +164,15 @@ class WorkerActivities:
         source = MirrorWorktrees(request.origin, self.home)
         try:
             check_request(request)
+            taken = request.start is None or await asyncio.to_thread(
+                StartTable(store).take, request.start, info.workflow_run_id or ""
+            )
         except FlowdropError as exc:
             await handle.signal("started", _refusal(exc))
             return {"run": None, "outcome": "refused", "code": exc.code}
+        if not taken:  # withdrawn, or taken by another workflow of the same request
+            await handle.signal("started", {"superseded": True})
+            return {"run": None, "outcome": "superseded"}
         try:
             epoch = await asyncio.to_thread(store.claim, request.key, worker=self.worker_id)
         except FlowdropError as exc:

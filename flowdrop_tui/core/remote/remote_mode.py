@@ -23,7 +23,8 @@ from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.run.forecast import StartOptions
 
-if TYPE_CHECKING:  # temporalio: imported when a verb first needs it
+if TYPE_CHECKING:  # temporalio: imported when stop or pause first needs it
+    from flowdrop_tui.core.remote.start_client import StartClient
     from flowdrop_tui.core.remote.temporal_executor import TemporalExecutor
 
 
@@ -36,8 +37,10 @@ class RemoteMode:
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
         self.layout = layout
         self.settings = settings
-        # Made on first use: reads never load temporalio.
+        # Made on first use: reads never load temporalio, starts neither (they are
+        # asked through PostgreSQL: start_client), only stop and pause of a live run.
         self._executor: TemporalExecutor | None = None
+        self._starts: StartClient | None = None
 
     @property
     def store_label(self) -> str:
@@ -45,7 +48,8 @@ class RemoteMode:
 
     @property
     def exit_without_teardown(self) -> bool:
-        return self._executor is not None
+        forwarded = self._starts is not None and self._starts.used_temporal
+        return self._executor is not None or forwarded
 
     def _runs(self) -> TemporalExecutor:
         if self._executor is None:
@@ -53,6 +57,14 @@ class RemoteMode:
 
             self._executor = TemporalExecutor(self.layout, self.settings)
         return self._executor
+
+    def _start_client(self, say: Callable[[str], None] | None) -> StartClient:
+        if self._starts is None:
+            from flowdrop_tui.core.remote.start_client import StartClient
+
+            self._starts = StartClient(self.layout, self.settings)
+        self._starts.say = say
+        return self._starts
 
     # -- the executor verbs -------------------------------------------------------------
 
@@ -64,9 +76,7 @@ class RemoteMode:
         *,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        runs = self._runs()
-        runs.say = say
-        return runs.start(ref, options, extra)
+        return self._start_client(say).start(ref, options, extra)
 
     def resume(
         self,
@@ -76,9 +86,7 @@ class RemoteMode:
         by: dict[str, Any] | None = None,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        runs = self._runs()
-        runs.say = say
-        return runs.resume(run_id, extra, by=by)
+        return self._start_client(say).resume(run_id, extra, by=by)
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None

@@ -11,8 +11,10 @@ the key's current epoch), ``FD002`` (other bytes at an append's offset) and
 from __future__ import annotations
 
 # 2: fd_files.change_id (the feed keeps one row per whole file); 3: fd_reap_epoch;
-# 4: fd_workers (each worker's lease: a run is reaped only once its worker is gone)
-SCHEMA_VERSION = 4
+# 4: fd_workers (each worker's lease: a run is reaped only once its worker is gone);
+# 5: fd_starts (a client's start asked of the workers through PostgreSQL), fd_write_file
+# writing the file's row once
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
@@ -74,6 +76,28 @@ CREATE TABLE IF NOT EXISTS fd_workers (
     pid integer,
     seen timestamptz NOT NULL DEFAULT now()
 );
+
+-- a start a client asked (core/remote/start_requests.py): asked -> forwarding (a
+-- worker started its workflow) -> taken (a run_flow took it: once) -> answered, or
+-- withdrawn (by its client, before it was taken); `forwarder` is the lease token of the
+-- worker process forwarding it (another takes it over once that lease lapsed), `taker`
+-- the Temporal run id of the workflow whose run_flow took it
+CREATE TABLE IF NOT EXISTS fd_starts (
+    id text PRIMARY KEY,
+    space text NOT NULL,
+    key text NOT NULL,
+    namespace text NOT NULL,
+    task_queue text NOT NULL,
+    request jsonb NOT NULL,
+    state text NOT NULL DEFAULT 'asked',
+    forwarder text,
+    taker text,
+    answer jsonb,
+    asked timestamptz NOT NULL DEFAULT now(),
+    updated timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS fd_starts_open ON fd_starts (namespace, task_queue, asked)
+    WHERE state IN ('asked', 'forwarding', 'taken');
 
 CREATE OR REPLACE FUNCTION fd_worker_beat(
     p_worker text, p_token text, p_host text, p_pid integer, p_fresh double precision,
@@ -172,10 +196,15 @@ BEGIN
     PERFORM fd_check_epoch(p_space, p_key, p_epoch, false);
     SELECT change_id INTO old_change FROM fd_files
      WHERE space = p_space AND run_id = p_run AND relpath = p_relpath;
-    PERFORM fd_put_file(p_space, p_run, p_relpath, p_data);
+    -- the change row first, so the file's row is written once, with its change id (a
+    -- key set's commit: one new version of the file's row, not two)
     new_change := fd_new_change(p_space, p_run, 'file', p_relpath, NULL);
-    UPDATE fd_files SET change_id = new_change
-     WHERE space = p_space AND run_id = p_run AND relpath = p_relpath;
+    INSERT INTO fd_files (space, run_id, relpath, data, change_id)
+    VALUES (p_space, p_run, p_relpath, p_data, new_change)
+    ON CONFLICT (space, run_id, relpath)
+    DO UPDATE SET data = EXCLUDED.data, change_id = EXCLUDED.change_id;
+    -- a whole write replaces what was appended before it
+    DELETE FROM fd_lines WHERE space = p_space AND run_id = p_run AND relpath = p_relpath;
     -- a key set a second ago is superseded by this one: the feed keeps one row per
     -- file, not one per key set (a replica behind it reads the newest whole file)
     DELETE FROM fd_changes WHERE id = old_change AND kind = 'file';

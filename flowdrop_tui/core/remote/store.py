@@ -157,6 +157,10 @@ class PostgresStore:
                     f"{exc.diag.message_primary or exc}"
                 ) from exc
 
+    def rows(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One statement of a table kept elsewhere (``start_requests``), as ``_rows``."""
+        return self._rows(query, params)
+
     def _call(self, query: str, params: Sequence[Any], key: str, epoch: int | None) -> Any:
         try:
             rows = self._rows(query, params)
@@ -489,7 +493,14 @@ class PostgresStore:
             try:
                 conn = self._connection()
                 with conn.transaction(), conn.cursor() as cur:
-                    for table in ("fd_changes", "fd_lines", "fd_files", "fd_runs", "fd_keys"):
+                    for table in (
+                        "fd_changes",
+                        "fd_lines",
+                        "fd_files",
+                        "fd_runs",
+                        "fd_keys",
+                        "fd_starts",
+                    ):
                         cur.execute(
                             sql.SQL("DELETE FROM {} WHERE space = %s").format(
                                 sql.Identifier(table)

@@ -40,6 +40,7 @@ from flowdrop_tui.core.remote.activities import (
     sweep_tickets,
 )
 from flowdrop_tui.core.remote.remote_errors import StoreError, StoreUnreachableError
+from flowdrop_tui.core.remote.start_forwarder import StartForwarder
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.temporal_client import connect
 from flowdrop_tui.core.remote.workflow import (
@@ -156,6 +157,11 @@ async def serve(
         loop.add_signal_handler(signum, stopping.set)
     tasks = [asyncio.create_task(w.run()) for w in (shared, own)]
     renewing = asyncio.create_task(lease.renew(say))
+    # Starts asked through PostgreSQL (clients never load the SDK): forwarded from here.
+    forwarder = StartForwarder(
+        client, settings.access.url, settings.namespace, settings.task_queue, lease.token, say
+    )
+    forwarding = asyncio.create_task(forwarder.serve())
     say(
         f"worker {settings.worker_id} polling {settings.task_queue} (up to "
         f"{settings.max_runs} runs) and {acts.own_queue}; home {settings.home}"
@@ -175,6 +181,7 @@ async def serve(
     waiter = asyncio.create_task(stopping.wait())
     done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
     failed = [t for t in tasks if t in done and t.exception() is not None]
+    forwarding.cancel()  # no more starts taken here; one under way goes to another worker
     if failed:  # a poller died (the server went away for good): say why, exit 1
         waiter.cancel()
         await acts.let_go(DRAIN_LIMIT)

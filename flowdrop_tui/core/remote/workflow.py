@@ -70,6 +70,8 @@ class FlowInput:
     run: str | None = None  # the paused run, for RESUME and CLOSE
     snapshot: str | None = None  # ``run --snapshot FILE``: the file's text (not on the worker)
     branch: str | None = None  # the client's branch (None: detached), recorded by the run
+    start: str | None = None  # the request's id in fd_starts (core/remote/start_requests.py)
+    settled: list[str] = field(default_factory=list)  # runs of the key the client saw stopped
 
 
 @dataclass
@@ -133,7 +135,9 @@ class FlowKeyWorkflow:
             result = await self._lost(request, exc)
         self._done = True
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return result
+        # What ``wait_started`` answered, kept in the result: a forwarder that takes over
+        # a start (its first forwarder died) after this closed reads it from here.
+        return {**result, "started": self._started}
 
     async def _lost(self, request: FlowInput, exc: ActivityError) -> dict[str, Any]:
         """``run_flow`` failed or timed out. A run whose worker is alive (its lease in
