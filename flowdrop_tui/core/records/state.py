@@ -365,15 +365,12 @@ class StateFile:
                 data, altered, unsaved = encode_states(self._states, last)
             self._encoded = data
             remote = mirror.current()
-            if remote is not None and remote.keeps_durably:
-                # Remote mode: PostgreSQL's commit is the durable copy (its state.json is
-                # the record's, replaced at every key set); the working copy here is the
-                # log's record, unsynced, and no rename of state.json: its journal entry
-                # would ride PostgreSQL's WAL flush on the same disk (a remote key set
-                # 1.3x a local one without it, 2x with it; docs/decisions.md).
-                self.keeper.keep(data, durable=False, publish=False)
-            else:
-                self.keeper.keep(data)
+            # Remote mode: PostgreSQL's commit is the durable copy (its state.json is the
+            # record's, replaced at every key set); the working copy here is the log's
+            # record, unsynced, and no rename of state.json: its journal entry would ride
+            # PostgreSQL's WAL flush on the same disk (a remote key set 1.3x a local one
+            # without it, 2x with it; docs/decisions.md).
+            self.keeper.keep(data, mirrored=remote is not None and remote.keeps_durably)
             if remote is not None:
                 remote.wrote(self.path, data)
         except Exception as exc:  # SPEC §5.3: nothing about keeping state may stop a run

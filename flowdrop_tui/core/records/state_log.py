@@ -273,11 +273,12 @@ class Keeper:
         # itself is in the log. StateFile says so once, and again when it recovers.
         self.publish_trouble: str | None = None
 
-    def keep(self, data: bytes, *, durable: bool = True, publish: bool = True) -> None:
-        """Make ``data`` the run's state, surviving a power cut when ``durable`` (else the
-        mirror's commit is the durable copy). ``OSError`` when it could not be kept.
-        ``publish=False`` (a mirror's working copy): ``state.json`` is not replaced now
-        but at the log's next wrap and at ``close`` — every reader reads the log first."""
+    def keep(self, data: bytes, *, mirrored: bool = False) -> None:
+        """Make ``data`` the run's state, surviving a power cut. ``mirrored``: a mirror's
+        commit is the durable copy, so this is its working copy — the log's record not
+        flushed, and ``state.json`` replaced not now but at the log's next wrap and at
+        ``close`` (every reader reads the log first). ``OSError``: it could not be kept."""
+        durable = not mirrored
         if durable and self.before_durable is not None:
             with contextlib.suppress(OSError):  # events are kept as well as they can be
                 self.before_durable()
@@ -298,7 +299,7 @@ class Keeper:
                 self._drop_log()  # state.json alone from now on, the log removed below
             else:
                 self._kept = data
-                if publish:
+                if durable:
                     self._publish(data)
                 return
         self._write_durably(data)  # raises: this save failed, the last one stands
