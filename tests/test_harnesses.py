@@ -28,7 +28,9 @@ def harness(script: str, tmp_path: Path, *args: str, timeout: float) -> dict[str
     )
     assert done.stdout.strip(), done.stderr
     figures: dict[str, Any] = orjson.loads(done.stdout)
-    assert done.returncode == 0, (figures, done.stderr[-2000:])
+    # What went wrong first (a long figures dict is cut short in the report), then all
+    said = figures.get("loss_details") or figures.get("losses")
+    assert done.returncode == 0, (said, figures, done.stderr[-2000:])
     return figures
 
 
