@@ -10,6 +10,7 @@ FLOWDROP_REQUIRE_LANGGRAPH=1 (``.ci/run``) makes it a failure.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import signal
@@ -278,6 +279,39 @@ def test_two_processes_on_one_thread_keep_every_line(workspace: Path) -> None:
     assert all(orjson.loads(line) for line in raw.splitlines())  # no torn or mixed line
     for run in runs_of(workspace, "shared"):  # whoever held the key ended its run
         assert run["status"] == "completed"
+
+
+def test_a_new_threads_name_file_is_written_under_its_lock(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes opening one new thread at once both wrote its ``thread`` file
+    through ``write_atomic``'s one temporary name, and one renamed the other's away
+    (``FileNotFoundError`` in a CI run of the test above). It is written under the lock."""
+    from flowdrop_tui.langgraph import thread_log
+
+    (workspace / ".flowdrop").mkdir(exist_ok=True)
+    log = ThreadLog(Layout(workspace), "fresh")
+    held: list[bool] = []
+    real = thread_log.write_atomic
+
+    def checking(path: Path, data: bytes, **kw: Any) -> None:
+        fd = os.open(log.folder / thread_log.LOCK, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.append(True)  # another open file description holds it: this write's
+        else:
+            held.append(False)
+        finally:
+            os.close(fd)
+        real(path, data, **kw)
+
+    monkeypatch.setattr(thread_log, "write_atomic", checking)
+    log.append(b'{"line": 1}\n')
+    assert held == [True]
+    assert (log.folder / thread_log.NAME).read_text() == "fresh"
+    log.append(b'{"line": 2}\n')  # the name is there: not written again
+    assert held == [True]
 
 
 def spin(ws: Path, thread: str) -> subprocess.Popen[str]:

@@ -15,6 +15,7 @@ This module knows bytes, not LangGraph: values arrive serialized (``(type, bytes
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -263,16 +264,22 @@ class ThreadLog:
             return
         sync_dir(self.folder)
 
-    def _locked(self) -> Any:
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The thread's lock, its folder made first. The folder's ``thread`` file is
+        written under the lock: ``write_atomic`` has one temporary name per file, so two
+        processes opening one new thread at once would rename each other's away."""
         if not (self.folder / NAME).is_file():
             root = self.folder.parent
             if not root.is_dir():
                 root.mkdir(exist_ok=True)
                 sync_dir(root.parent)  # .flowdrop/ names langgraph/ durably
             self.folder.mkdir(exist_ok=True)
-            write_atomic(self.folder / NAME, self.thread_id.encode())
-            sync_dir(root)
-        return locks.exclusive(self.folder / LOCK)
+        with locks.exclusive(self.folder / LOCK):
+            if not (self.folder / NAME).is_file():
+                write_atomic(self.folder / NAME, self.thread_id.encode())
+                sync_dir(self.folder.parent)
+            yield
 
 
 def thread_ids(layout: Layout) -> list[str]:
