@@ -335,7 +335,8 @@ def test_a_really_full_tmpfs_keeps_the_last_save_and_saves_again_when_room_retur
     """Item 7 on a real full filesystem: failed writes hold no space (the temporary file is
     removed at once), and saving goes on. Since the state log (issue 28) a key set made
     while the disk is full is still saved whole — into the log's blocks, which exist —
-    and ``state.json`` catches up once there is room."""
+    and ``state.json`` follows in its spare's blocks while the state fits them, else
+    catches up once there is room."""
     disk = tmp_path / "disk"
     _mount_tmpfs(disk, "512k")
     try:
@@ -360,14 +361,19 @@ def test_a_really_full_tmpfs_keeps_the_last_save_and_saves_again_when_room_retur
                 except OSError:
                     pass
                 os.close(fd)
-                for n in range(1, 4):
-                    run.state["n"] = n               # each kept in the log
                 folder = os.path.join(run.workspace, ".flowdrop", "runs", run.run_id)
+                for n in range(1, 4):
+                    run.state["n"] = n               # each kept in the log, and in the spare
+                import json
+                published = json.loads(Path(folder, "state.json").read_bytes())["fill"]["n"]
+                run.state["big"] = "x" * 6000        # no room for its blocks: the log has it
                 left = os.path.exists(os.path.join(folder, "state.json.tmp"))
                 from flowdrop_tui.core.records.state import read_run_states
-                saved = read_run_states(Path(folder))["fill"]["n"]
+                saved = read_run_states(Path(folder))["fill"]
                 os.unlink(filler)
-                run.log("while full", tmp=left, saved=saved)
+                run.log("while full", tmp=left, saved=[saved["n"], len(saved["big"])],
+                        published=published)
+                del run.state["big"]
                 run.state["n"] = 10                   # room again: saved
                 return "done"
             """,
@@ -377,10 +383,12 @@ def test_a_really_full_tmpfs_keeps_the_last_save_and_saves_again_when_room_retur
         run_id = _only_run(ws)
         evs = events(ws, run_id)
         full = [e["fields"] for e in evs if e.get("message") == "while full"]
-        assert full == [{"tmp": False, "saved": 3}], (evs, done.stderr)
+        # state.json followed the saves that fit its spare's blocks (rewritten in place,
+        # state_publish), and the log kept the one that did not
+        assert full == [{"tmp": False, "saved": [3, 6000], "published": 3}], (evs, done.stderr)
         warnings = [e["message"] for e in evs if e["event"] == "warning"]
-        # state.json is replaced at every key set (the seed): while the disk is full it
-        # cannot be, which is said once (the saves are in the log), and its recovery once
+        # state.json is replaced at every key set (the seed): when the disk has no room for
+        # it, which is said once (the saves are in the log), and its recovery once
         assert len(warnings) == 2, warnings
         assert warnings[0].startswith("state.json not replaced (OSError: [Errno 28]"), warnings
         assert "each save is kept in state.log" in warnings[0], warnings

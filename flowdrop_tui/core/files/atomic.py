@@ -37,7 +37,7 @@ DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 _FIRST_FREE = 3  # above stdin, stdout and stderr
 
 
-def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
+def open_fd(path: Path | str, flags: int, mode: int = 0o644, *, dir_fd: int | None = None) -> int:
     """``os.open`` that never puts a file at fd 0, 1 or 2 (closed by the flow, maybe).
 
     Not even for an instant: a descriptor moved up after the fact would already have
@@ -45,7 +45,7 @@ def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
     found closed is first plugged with ``/dev/null`` (what a write to it then reaches).
     """
     _plug_standard_descriptors()
-    fd = os.open(path, flags | os.O_CLOEXEC, mode)
+    fd = os.open(path, flags | os.O_CLOEXEC, mode, dir_fd=dir_fd)
     if fd >= _FIRST_FREE:
         return fd
     try:  # closed again between the plug and the open: move it up all the same

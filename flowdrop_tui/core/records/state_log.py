@@ -45,8 +45,10 @@ from flowdrop_tui.core.files.atomic import (
     sync_dir,
     write_atomic,
 )
+from flowdrop_tui.core.files.placement import create_apart
 from flowdrop_tui.core.files.regular import read_regular
-from flowdrop_tui.core.paths import LIVE_LOCK, STATE, STATE_LOG
+from flowdrop_tui.core.paths import LIVE_LOCK, STATE, STATE_LOG, state_spare
+from flowdrop_tui.core.records.state_publish import Publisher
 
 # The log's size: 16 saves of the first state saved, 64 KiB to 1 MiB. A state bigger
 # than a quarter of it is written to state.json durably, as before the log (its saves
@@ -153,6 +155,7 @@ def remove(run_dir: Path) -> None:
     blocks are given back with it (``remove_file``): its inode coming back still
     listing them had ``e2fsck`` write zeros into the folder that took them."""
     remove_file(run_dir / STATE_LOG)
+    remove_file(state_spare(run_dir))  # a killed process's (state_publish)
 
 
 class LogFull(Exception):
@@ -180,18 +183,25 @@ class StateLog:
         self._seq = 0
         self._offset = 0
         self.size = 0
+        self.apart_from: set[int] = set()  # more inodes the new log is placed apart from
+
+    @property
+    def opened(self) -> bool:
+        return self._fd >= 0
 
     def _open(self, first: int) -> None:
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+        flags = os.O_RDWR | os.O_NOFOLLOW
         try:
-            fd = open_fd(self.path, flags)
+            fd = open_fd(self.path, flags)  # a resumed run's log
+        except FileNotFoundError:
+            fd = create_apart(self.path, flags, self.apart_from)  # a flush writes its inode alone
         except OSError as exc:
             if exc.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
                 raise
             # A link or something else planted where the log goes: never written through
             # (the name is the run's own); a folder is refused with the error.
             os.unlink(self.path)
-            fd = open_fd(self.path, flags)
+            fd = create_apart(self.path, flags, self.apart_from)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -266,6 +276,7 @@ class Keeper:
         self.run_dir = path.parent
         self.before_durable: Callable[[], None] | None = None
         self._log: StateLog | None = StateLog(self.run_dir)
+        self._publisher = Publisher(path)
         self._log_dropped = False  # the log failed: removed once state.json is durable
         self._kept: bytes | None = None  # the last save made durable (log or file)
         self._pending: bytes | None = None  # kept, not yet in state.json: tried again
@@ -288,6 +299,8 @@ class Keeper:
             return
         log = self._log
         if log is not None:
+            if not log.opened:  # the spare first: the log is made apart from it
+                log.apart_from.add(self._publisher.prepare())
             try:
                 try:
                     log.append(FULL, data, sync=durable)
@@ -311,6 +324,7 @@ class Keeper:
         try:
             if self._kept is not None:
                 self._write_durably(self._kept)
+                self._publisher.close()
                 if self._log is not None:
                     self._log.close()
                     self._log = None
@@ -321,12 +335,13 @@ class Keeper:
                 f"the state stays in {STATE_LOG}, which every reader reads"
             )
         finally:
+            self._publisher.close()  # (again: nothing left to do when it went above)
             if self._log is not None:
                 self._log.close()
         return None
 
     def _write_durably(self, data: bytes) -> None:
-        write_atomic(self.path, data)
+        self._publisher.publish(data, durable=True)
         self._pending = None
         if self._log_dropped:
             with contextlib.suppress(OSError):
@@ -345,7 +360,7 @@ class Keeper:
         """``state.json`` replaced by ``data``, not synced (the log holds it durably); a
         failure is kept in ``publish_trouble``, and tried again at the next save, the end."""
         try:
-            write_atomic(self.path, data, durable=False)
+            self._publisher.publish(data, durable=False)
         except OSError as exc:
             self.publish_trouble = f"{type(exc).__name__}: {exc}"
             self._pending = data
