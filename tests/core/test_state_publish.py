@@ -222,6 +222,9 @@ def test_an_exception_mid_swap_never_publishes_an_older_save(
     except KeyboardInterrupt:
         pass
     monkeypatch.undo()
+    spare = state_spare(folder)
+    if spare.exists():  # no lease left held: an open of it does not wait (nor fail)
+        os.close(os.open(spare, os.O_RDONLY | os.O_NONBLOCK))
     for n in range(101, 106):
         s["n"] = n
         assert _published(folder) == {"k": {"n": n}}, (at, n)
@@ -353,3 +356,98 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
     except OSError:
         return True
+
+
+@pytest.mark.parametrize("layout", ["run folder", "elsewhere"])
+def test_opening_the_spare_while_key_sets_go_on_never_ends_the_run(
+    tmp_path: Path, layout: str
+) -> None:
+    """A lease's break is said with a signal; letting a lease go set it back to SIGIO,
+    whose default ends the process, so the second open of a leased spare (``grep -r``
+    over the workspace) killed the run. Openers of every kind, all the time: the
+    writer ends by itself, its last save in ``state.json``."""
+    folder = _run_dir(tmp_path) if layout == "run folder" else tmp_path / "plain"
+    folder.mkdir(exist_ok=True)
+    spare = state_spare(folder)
+    done = tmp_path / "writer.done"
+    writer = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from flowdrop_tui.core.records.state import StateFile
+        store = StateFile(Path({str(folder)!r}) / "state.json")
+        s = store.state("k")
+        for n in range(1, 3001):
+            s["n"] = n
+        store.close()
+        Path({str(done)!r}).write_text("ok")
+        """
+    )
+    opener = textwrap.dedent(
+        """
+        import os, sys
+        path, done, flags = sys.argv[1], sys.argv[2], int(sys.argv[3])
+        opened = 0
+        while not os.path.exists(done):
+            try:
+                os.close(os.open(path, flags))
+                opened += 1
+            except OSError:
+                pass
+        print(opened)
+        """
+    )
+    openers = [
+        subprocess.Popen(
+            [sys.executable, "-c", opener, str(spare), str(done), str(flags)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for flags in (os.O_RDONLY, os.O_RDONLY | os.O_NONBLOCK)
+    ]
+    try:
+        run = subprocess.run([sys.executable, "-c", writer], capture_output=True, timeout=300)
+    finally:
+        done.write_text("over")  # the openers stop, however the writer ended
+    for proc in openers:
+        proc.communicate(timeout=60)
+    assert run.returncode == 0, (run.returncode, run.stderr)
+    assert _published(folder) == {"k": {"n": 3000}}
+
+
+def test_a_hard_link_to_state_json_keeps_what_it_named(tmp_path: Path) -> None:
+    """A second name someone gives state.json (a hard-link backup, ``cp -al``) is theirs:
+    the file is never rewritten as the spare, nor emptied at the run's end."""
+    folder = _run_dir(tmp_path)
+    store = StateFile(folder / "state.json")
+    s = store.state("k")
+    for n in range(4):
+        s["n"] = n
+    snapshot = tmp_path / "snapshot.json"
+    os.link(folder / "state.json", snapshot)
+    for n in range(4, 12):
+        s["n"] = n
+        assert _published(folder) == {"k": {"n": n}}
+        assert orjson.loads(snapshot.read_bytes()) == {"k": {"n": 3}}
+    store.close()
+    assert orjson.loads(snapshot.read_bytes()) == {"k": {"n": 3}}
+    assert _published(folder) == {"k": {"n": 11}}
+
+
+def test_a_state_outgrowing_the_log_never_empties_a_file_a_reader_holds(
+    tmp_path: Path,
+) -> None:
+    folder = _run_dir(tmp_path)
+    store = StateFile(folder / "state.json")
+    s = store.state("k")
+    s["n"] = 1
+    s["n"] = 2
+    held = os.open(folder / "state.json", os.O_RDONLY)
+    try:
+        s["big"] = "z" * 40000  # more than a quarter of the log: written durably, log removed
+        s["n"] = 3
+        assert not (folder / "state.log").exists()
+        assert orjson.loads(os.pread(held, 4096, 0)) == {"k": {"n": 2}}
+    finally:
+        os.close(held)
+    assert _published(folder)["k"]["n"] == 3
+    store.close()

@@ -47,8 +47,8 @@ from flowdrop_tui.core.files.atomic import (
 )
 from flowdrop_tui.core.files.placement import create_apart
 from flowdrop_tui.core.files.regular import read_regular
-from flowdrop_tui.core.paths import LIVE_LOCK, STATE, STATE_LOG, state_spare
-from flowdrop_tui.core.records.state_publish import Publisher
+from flowdrop_tui.core.paths import LIVE_LOCK, STATE, STATE_LOG
+from flowdrop_tui.core.records.state_publish import Publisher, remove_spare
 
 # The log's size: 16 saves of the first state saved, 64 KiB to 1 MiB. A state bigger
 # than a quarter of it is written to state.json durably, as before the log (its saves
@@ -142,6 +142,7 @@ def settle(run_dir: Path) -> bool:
             if not same:
                 write_atomic(run_dir / STATE, data)
         remove(run_dir)
+        remove_spare(run_dir)  # the killed process's
         return True
     except OSError:
         return False
@@ -155,7 +156,6 @@ def remove(run_dir: Path) -> None:
     blocks are given back with it (``remove_file``): its inode coming back still
     listing them had ``e2fsck`` write zeros into the folder that took them."""
     remove_file(run_dir / STATE_LOG)
-    remove_file(state_spare(run_dir))  # a killed process's (state_publish)
 
 
 class LogFull(Exception):

@@ -44,13 +44,13 @@ import stat
 import sys
 from pathlib import Path
 
-from flowdrop_tui.core.files.atomic import datasync, open_fd, remove_file, write_atomic
+from flowdrop_tui.core.files.atomic import datasync, open_fd, write_atomic
 from flowdrop_tui.core.paths import state_spare
 
 _RENAME_EXCHANGE = 2
 _AT_SYMLINK_NOFOLLOW = 0x100
 _AT_STATX_DONT_SYNC = 0x4000
-_STATX_TYPE, _STATX_INO = 0x1, 0x100
+_STATX_TYPE, _STATX_NLINK, _STATX_INO = 0x1, 0x4, 0x100
 # A lease refused for these: the file is open elsewhere now (this save goes the old
 # way). Any other refusal (EINVAL: no leases here; EACCES: not our file) is for good.
 _BUSY = frozenset({errno.EAGAIN, errno.EBUSY})
@@ -76,26 +76,41 @@ class _Libc:
             self._statx.argtypes = [int_, text, int_, ctypes.c_uint, ctypes.c_void_p]
             self._statx.restype = int_
         self._buf = ctypes.create_string_buffer(256)  # struct statx
+        mask = libc.pthread_sigmask  # (signal.pthread_sigmask builds a set: 80 µs a round)
+        mask.argtypes = [int_, ctypes.c_void_p, ctypes.c_void_p]
+        mask.restype = int_
+        self._mask, self._old = mask, ctypes.create_string_buffer(128)  # sigset_t
+        self._all = ctypes.create_string_buffer(b"\xff" * 128, 128)
+
+    def block_signals(self) -> None:
+        """Every signal waits (SIGKILL and SIGSTOP cannot) until ``unblock_signals``."""
+        self._mask(signal.SIG_BLOCK, self._all, self._old)
+
+    def unblock_signals(self) -> None:
+        self._mask(signal.SIG_SETMASK, self._old, None)
 
     def exchange(self, olddir: int, old: str, newdir: int, new: str) -> int:
         """Swap two names; 0, or the errno."""
         done = self._rename(olddir, os.fsencode(old), newdir, os.fsencode(new), _RENAME_EXCHANGE)
         return 0 if done == 0 else self._errno()
 
-    def identity(self, folder: int, name: str) -> tuple[int, int]:
-        """The inode number and mode of ``name`` (not followed). ``lstat`` would also ask
-        for the file's ctime, and with multigrain timestamps (Linux 6.13) a ctime asked for
-        is then changed at a fine grain, which moves every file's next timestamp off the
-        coarse tick: each flush of the log then wrote its own inode too (40 µs a key set)."""
+    def identity(self, folder: int, name: str) -> tuple[int, int, int]:
+        """The inode number, mode and link count of ``name`` (not followed). ``lstat``
+        would also ask for the file's ctime, and with multigrain timestamps (Linux 6.13) a
+        ctime asked for is then changed at a fine grain, which moves every file's next
+        timestamp off the coarse tick: each flush of the log then wrote its own inode too
+        (40 µs a key set)."""
         if self._statx is None:
             info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-            return info.st_ino, info.st_mode
+            return info.st_ino, info.st_mode, info.st_nlink
         flags = _AT_SYMLINK_NOFOLLOW | _AT_STATX_DONT_SYNC
-        if self._statx(folder, os.fsencode(name), flags, _STATX_TYPE | _STATX_INO, self._buf):
+        mask = _STATX_TYPE | _STATX_NLINK | _STATX_INO
+        if self._statx(folder, os.fsencode(name), flags, mask, self._buf):
             err = self._errno()
             raise OSError(err, os.strerror(err), name)
-        raw = self._buf.raw
-        return int.from_bytes(raw[32:40], sys.byteorder), int.from_bytes(raw[28:30], sys.byteorder)
+        raw, order = self._buf.raw, sys.byteorder
+        ino, mode = int.from_bytes(raw[32:40], order), int.from_bytes(raw[28:30], order)
+        return ino, mode, int.from_bytes(raw[16:20], order)
 
 
 def _libc() -> _Libc | None:
@@ -105,6 +120,16 @@ def _libc() -> _Libc | None:
         return _Libc()
     except (OSError, AttributeError):
         return None
+
+
+def remove_spare(run_dir: Path) -> None:
+    """The spare a killed process left (its run is being settled): its name removed —
+    never emptied (a reader may still be reading the ``state.json`` it was), never
+    through a link planted at ``spares/``."""
+    spare = state_spare(run_dir)
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.lstat(spare.parent).st_mode):
+            os.unlink(spare)
 
 
 class Publisher:
@@ -140,9 +165,26 @@ class Publisher:
 
     def publish(self, data: bytes, *, durable: bool) -> None:
         """``state.json`` holds ``data`` (``durable``: also after a power cut). ``OSError``:
-        it could not be written; ``state.json`` then holds what it held."""
-        if self._ready() and self._in_place(data, durable):
-            return
+        it could not be written; ``state.json`` then holds what it held.
+
+        Signals wait the microseconds of the swap in this thread (a handler that raises,
+        the flow's Ctrl-C, would leave a lease held or the files' places unknown); one
+        that lands all the same (Python runs handlers in the main thread, whichever thread
+        took the signal) lets the lease go, and the next save finds the files again."""
+        libc = self._libc
+        if libc is not None:
+            libc.block_signals()
+            try:
+                done = self._ready() and self._in_place(data, durable)
+            except BaseException:
+                if self._spare >= 0:
+                    with contextlib.suppress(OSError):
+                        fcntl.fcntl(self._spare, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+                raise
+            finally:
+                libc.unblock_signals()
+            if done:
+                return
         write_atomic(self.path, data, durable=durable)
         self._forget_cur()  # the file it had is state.json no more
 
@@ -152,14 +194,17 @@ class Publisher:
         self._forget_cur()
         spare, self._spare = self._spare, -1
         try:
-            if spare >= 0 and self._lease_on(spare):
+            emptied = False
+            if spare >= 0 and self._ours(spare) and self._lease_on(spare):
                 with contextlib.suppress(OSError):
-                    os.ftruncate(spare, 0)
+                    os.ftruncate(spare, 0)  # its blocks back first (ext2: files.atomic)
+                    emptied = True
+            if self._spare_dir >= 0:
+                with contextlib.suppress(OSError):
                     os.unlink(self._spare_name, dir_fd=self._spare_dir)
+            if emptied:
+                with contextlib.suppress(OSError):
                     os.fsync(spare)
-            elif self._spare_dir >= 0:
-                with contextlib.suppress(OSError):
-                    os.unlink(self._spare_name, dir_fd=self._spare_dir)
         finally:
             self._close(spare)
             for fd in (self._dir, self._spare_dir):
@@ -179,7 +224,7 @@ class Publisher:
         try:
             if self._spare < 0:
                 self._adopt()
-            ino, mode = libc.identity(self._dir, self._name)
+            ino, mode, _ = libc.identity(self._dir, self._name)
         except FileNotFoundError:
             ino = mode = 0  # no state.json: the spare is renamed into its place
         except OSError:
@@ -189,25 +234,25 @@ class Publisher:
         if self._cur >= 0 and ino != self._cur_ino:
             self._forget_cur()  # replaced by hand: not a file we may swap away unseen
             return False
-        if not self._lease_on(self._spare):
-            return False
-        try:  # still the file at the spare's name (nothing but this process moves it)
-            if libc.identity(self._spare_dir, self._spare_name)[0] == self._spare_ino:
-                return True
+        try:  # still our spare at its name, with no other name (a hard link someone made)
+            spare_ino, _, links = libc.identity(self._spare_dir, self._spare_name)
         except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(self._spare, fcntl.F_SETLEASE, fcntl.F_UNLCK)
-        self._close(self._spare)
-        self._spare = -1
-        return False
+            spare_ino = links = 0
+        if spare_ino != self._spare_ino or links != 1:
+            if spare_ino == self._spare_ino:  # the other name keeps the file; ours goes
+                with contextlib.suppress(OSError):
+                    os.unlink(self._spare_name, dir_fd=self._spare_dir)
+            self._close(self._spare)
+            self._spare = -1
+            return False
+        return self._lease_on(self._spare)
 
     def _in_place(self, data: bytes, durable: bool) -> bool:
         """Write ``data`` into the leased spare and swap it in; ``False``: it could not
         be done this way (nothing published), so the caller writes a new file."""
         spare, spare_ino, cur, cur_ino = self._spare, self._spare_ino, self._cur, self._cur_ino
-        self._spare = self._cur = -1  # known again only once the swap is done
         try:
+            self._spare = self._cur = -1  # known again only once the swap is done
             try:
                 view = memoryview(data)
                 at = 0
@@ -254,7 +299,10 @@ class Publisher:
         return True
 
     def _lease_on(self, fd: int) -> bool:
+        """A write lease on ``fd``. Its break signal is set each time: letting a lease go
+        sets it back to SIGIO, whose default ends the process."""
         try:
+            fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
             fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
         except OSError as exc:
             if exc.errno not in _BUSY:
@@ -294,12 +342,15 @@ class Publisher:
         if fd < 0:
             fd = open_fd(name, _SPARE_FLAGS | os.O_CREAT | os.O_EXCL, dir_fd=folder)
             info = os.fstat(fd)
-        try:
-            fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
-        except OSError:
-            os.close(fd)
-            raise
         self._spare, self._spare_ino, self._spare_size = fd, info.st_ino, info.st_size
+
+    @staticmethod
+    def _ours(fd: int) -> bool:
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            return False
+        return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
 
     def _forget_cur(self) -> None:
         self._close(self._cur)
@@ -310,8 +361,9 @@ class Publisher:
         self._libc = None
         spare, self._spare = self._spare, -1
         self._close(spare)
-        with contextlib.suppress(OSError):
-            remove_file(self.spare_path)
+        if self._spare_dir >= 0:  # (through the folder we opened: never a link's)
+            with contextlib.suppress(OSError):
+                os.unlink(self._spare_name, dir_fd=self._spare_dir)
 
     @staticmethod
     def _close(fd: int) -> None:
