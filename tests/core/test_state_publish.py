@@ -451,3 +451,18 @@ def test_a_state_outgrowing_the_log_never_empties_a_file_a_reader_holds(
         os.close(held)
     assert _published(folder)["k"]["n"] == 3
     store.close()
+
+
+def test_pruning_a_run_removes_the_spare_a_kill_left(tmp_path: Path) -> None:
+    from flowdrop_tui.core.paths import Layout
+    from flowdrop_tui.core.records import trash
+
+    layout = Layout(tmp_path)
+    folder = _run_dir(tmp_path)
+    spare = state_spare(folder)
+    spare.parent.mkdir()
+    spare.write_bytes(b'{"k": {}}')
+    assert trash.discard(layout, RUN)
+    trash.purge(layout, RUN)
+    assert not spare.exists()
+    assert not (layout.trash / RUN).exists()
