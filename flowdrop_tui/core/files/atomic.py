@@ -5,16 +5,16 @@ renames it over the target and syncs the folder. When it returns, the new file
 is what the name says on disk: a reader, a kill or a power cut sees the old file
 or the new one, never a torn one, and a power cut after it returns keeps it.
 
-Why one writer everywhere (docs/decisions.md, "Durability"): an in-place writer
-that rewrote two spare inodes and swapped them in with ``renameat2(RENAME_EXCHANGE)``
-was cheaper, but
-its safety rested on a journal committing in order — ext2, ext3 and an ext4
-without a journal report the same ``statfs`` magic and got it anyway, and a
-power cut there published half of one save over half of another — and it held a
-write lease while it wrote, so a writer stopped at that moment (Ctrl-Z, a
-debugger) stalled every reader for the kernel's lease-break time. The plain way
-needs no lease (nothing published is ever written again) and no journal (the
-bytes are synced before the rename, and the rename before we return).
+Why this is the durable writer everywhere (docs/decisions.md, "Durability"): an
+in-place writer that rewrote two spare inodes and swapped them in with
+``renameat2(RENAME_EXCHANGE)`` was cheaper, but its safety rested on a journal
+committing in order — ext2, ext3 and an ext4 without a journal report the same
+``statfs`` magic and got it anyway, and a power cut there published half of one
+save over half of another. The plain way needs no journal (the bytes are synced
+before the rename, and the rename before we return). ``state.json`` at each key set
+is swapped with its spare again (``records/state_publish.py``), but its durability
+is the state log's, which a power cut never tears; that swap holds its lease only
+on a spare no reader of the run's folder opens.
 
 Descriptors: a flow may close its stdout, and the next ``open`` would get fd 1,
 where the flow's own ``os.write(1, …)`` (a thread, a library) would land in the
