@@ -466,3 +466,63 @@ def test_pruning_a_run_removes_the_spare_a_kill_left(tmp_path: Path) -> None:
     trash.purge(layout, RUN)
     assert not spare.exists()
     assert not (layout.trash / RUN).exists()
+
+
+def test_a_storm_of_ctrl_c_during_key_sets_leaves_no_signal_blocked_nor_lease_held(
+    tmp_path: Path,
+) -> None:
+    """A flow that catches its Ctrl-C and goes on, under SIGINTs sent as fast as a shell
+    can: whatever step each lands in, the thread keeps no signal blocked (holding them
+    off during the swap once left them all blocked for good), no lease is left held,
+    and the last key set is in ``state.json``."""
+    folder = _run_dir(tmp_path)
+    child = textwrap.dedent(
+        f"""
+        import os, signal, subprocess, sys
+        from pathlib import Path
+        from flowdrop_tui.core.records.state import StateFile
+        from flowdrop_tui.core.paths import state_spare
+        folder = Path({str(folder)!r})
+        store = StateFile(folder / "state.json")
+        s = store.state("k")
+        armed = False
+        def on_int(sig, frame):
+            if armed:
+                raise KeyboardInterrupt
+        signal.signal(signal.SIGINT, on_int)
+        sender = subprocess.Popen(
+            ["/bin/sh", "-c", f"while kill -INT {{os.getpid()}} 2>/dev/null; do :; done"]
+        )
+        n = interrupted = 0
+        while interrupted < 200 and n < 20000:
+            try:
+                n += 1
+                armed = True
+                s["n"] = n
+                armed = False
+            except KeyboardInterrupt:
+                armed = False
+                interrupted += 1
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sender.kill()
+        sender.wait()
+        s["n"] = -1
+        blocked = [
+            line.split()[1] for line in open("/proc/thread-self/status")
+            if line.startswith("SigBlk")
+        ]
+        spare = state_spare(folder)
+        if spare.exists():
+            os.close(os.open(spare, os.O_RDONLY | os.O_NONBLOCK))  # no lease held
+        print(interrupted, int(blocked[0], 16))
+        store.close()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    interrupted, blocked = map(int, done.stdout.split())
+    assert interrupted > 0
+    assert blocked == 0
+    assert _published(folder) == {"k": {"n": -1}}

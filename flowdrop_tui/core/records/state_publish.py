@@ -76,18 +76,6 @@ class _Libc:
             self._statx.argtypes = [int_, text, int_, ctypes.c_uint, ctypes.c_void_p]
             self._statx.restype = int_
         self._buf = ctypes.create_string_buffer(256)  # struct statx
-        mask = libc.pthread_sigmask  # (signal.pthread_sigmask builds a set: 80 µs a round)
-        mask.argtypes = [int_, ctypes.c_void_p, ctypes.c_void_p]
-        mask.restype = int_
-        self._mask, self._old = mask, ctypes.create_string_buffer(128)  # sigset_t
-        self._all = ctypes.create_string_buffer(b"\xff" * 128, 128)
-
-    def block_signals(self) -> None:
-        """Every signal waits (SIGKILL and SIGSTOP cannot) until ``unblock_signals``."""
-        self._mask(signal.SIG_BLOCK, self._all, self._old)
-
-    def unblock_signals(self) -> None:
-        self._mask(signal.SIG_SETMASK, self._old, None)
 
     def exchange(self, olddir: int, old: str, newdir: int, new: str) -> int:
         """Swap two names; 0, or the errno."""
@@ -167,13 +155,13 @@ class Publisher:
         """``state.json`` holds ``data`` (``durable``: also after a power cut). ``OSError``:
         it could not be written; ``state.json`` then holds what it held.
 
-        Signals wait the microseconds of the swap in this thread (a handler that raises,
-        the flow's Ctrl-C, would leave a lease held or the files' places unknown); one
-        that lands all the same (Python runs handlers in the main thread, whichever thread
-        took the signal) lets the lease go, and the next save finds the files again."""
-        libc = self._libc
-        if libc is not None:
-            libc.block_signals()
+        A signal handler's exception (the flow's Ctrl-C) can land between any two steps:
+        a lease taken is let go, descriptors whose files' places are no longer known are
+        closed and forgotten, and the next save finds the files again by their names.
+        (Signals are not held off instead: Python raises a handler's exception right
+        after the call that unblocks them as much as after any other, which left every
+        signal blocked for good in review.)"""
+        if self._libc is not None:
             try:
                 done = self._ready() and self._in_place(data, durable)
             except BaseException:
@@ -181,8 +169,6 @@ class Publisher:
                     with contextlib.suppress(OSError):
                         fcntl.fcntl(self._spare, fcntl.F_SETLEASE, fcntl.F_UNLCK)
                 raise
-            finally:
-                libc.unblock_signals()
             if done:
                 return
         write_atomic(self.path, data, durable=durable)
@@ -251,8 +237,8 @@ class Publisher:
         """Write ``data`` into the leased spare and swap it in; ``False``: it could not
         be done this way (nothing published), so the caller writes a new file."""
         spare, spare_ino, cur, cur_ino = self._spare, self._spare_ino, self._cur, self._cur_ino
-        try:
-            self._spare = self._cur = -1  # known again only once the swap is done
+        self._spare = self._cur = -1  # known again only once the swap is done (no call
+        try:  # between: Python raises a handler's exception only at a call or a loop)
             try:
                 view = memoryview(data)
                 at = 0
@@ -340,7 +326,12 @@ class Publisher:
                 os.unlink(name, dir_fd=folder)
                 fd = -1
         if fd < 0:
-            fd = open_fd(name, _SPARE_FLAGS | os.O_CREAT | os.O_EXCL, dir_fd=folder)
+            try:
+                fd = open_fd(name, _SPARE_FLAGS | os.O_CREAT | os.O_EXCL, dir_fd=folder)
+            except FileNotFoundError:  # spares/ removed meanwhile: made again next time
+                self._close(self._spare_dir)
+                self._spare_dir = -1
+                raise
             info = os.fstat(fd)
         self._spare, self._spare_ino, self._spare_size = fd, info.st_ino, info.st_size
 
