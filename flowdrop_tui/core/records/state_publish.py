@@ -135,11 +135,6 @@ class Publisher:
         self._spare, self._spare_ino, self._spare_size = -1, 0, -1
         self._cur, self._cur_ino, self._cur_size = -1, 0, -1
 
-    @property
-    def in_place(self) -> bool:
-        """Whether saves still go into the spare (no filesystem refusal met yet)."""
-        return self._libc is not None
-
     def prepare(self) -> int:
         """Have the spare ready; its inode number (0: none), which the state log is made
         apart from (``files.placement``). Never raises: without a spare, saves are new
