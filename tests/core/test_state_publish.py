@@ -108,7 +108,8 @@ def test_readers_reading_all_the_time_never_see_a_torn_or_older_state(tmp_path: 
         import json, os, sys, time
         path, done, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
         last = reads = 0
-        while not os.path.exists(done):
+        deadline = time.monotonic() + 300  # never outlives a test that was stopped
+        while not os.path.exists(done) and time.monotonic() < deadline:
             try:
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
@@ -384,10 +385,11 @@ def test_opening_the_spare_while_key_sets_go_on_never_ends_the_run(
     )
     opener = textwrap.dedent(
         """
-        import os, sys
+        import os, sys, time
         path, done, flags = sys.argv[1], sys.argv[2], int(sys.argv[3])
         opened = 0
-        while not os.path.exists(done):
+        deadline = time.monotonic() + 300  # never outlives a test that was stopped
+        while not os.path.exists(done) and time.monotonic() < deadline:
             try:
                 os.close(os.open(path, flags))
                 opened += 1
