@@ -44,7 +44,7 @@ import stat
 import sys
 from pathlib import Path
 
-from flowdrop_tui.core.files.atomic import datasync, open_fd, write_atomic
+from flowdrop_tui.core.files.atomic import datasync, open_fd, sync_dir, write_atomic
 from flowdrop_tui.core.paths import state_spare
 
 _RENAME_EXCHANGE = 2
@@ -118,6 +118,7 @@ def remove_spare(run_dir: Path) -> None:
     with contextlib.suppress(OSError):
         if stat.S_ISDIR(os.lstat(spare.parent).st_mode):
             os.unlink(spare)
+            sync_dir(spare.parent)  # (a freed inode named after a cut: _forget_name)
 
 
 class Publisher:
@@ -180,9 +181,7 @@ class Publisher:
                 with contextlib.suppress(OSError):
                     os.ftruncate(spare, 0)  # its blocks back first (ext2: files.atomic)
                     emptied = True
-            if self._spare_dir >= 0:
-                with contextlib.suppress(OSError):
-                    os.unlink(self._spare_name, dir_fd=self._spare_dir)
+            self._forget_name()
             if emptied:
                 with contextlib.suppress(OSError):
                     os.fsync(spare)
@@ -297,7 +296,11 @@ class Publisher:
         if self._dir < 0:
             self._dir = open_fd(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
         if self._spare_dir < 0:
-            self.spare_path.parent.mkdir(exist_ok=True)
+            try:
+                self.spare_path.parent.mkdir()
+                sync_dir(self.spare_path.parent.parent)  # its name durable, as runs/'s
+            except FileExistsError:
+                pass
             self._spare_dir = open_fd(
                 self.spare_path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
             )
@@ -328,7 +331,20 @@ class Publisher:
                 self._spare_dir = -1
                 raise
             info = os.fstat(fd)
+            os.fsync(fd)  # the inode, then its name: no half-made spare after a cut
+            os.fsync(folder)
         self._spare, self._spare_ino, self._spare_size = fd, info.st_ino, info.st_size
+
+    def _forget_name(self) -> None:
+        """The spare's name removed durably, through the folder we opened (never a link
+        planted there). Durably: without a journal, the freed inode can be given to the
+        next run's folder, and a name left on disk pointing at it after a power cut had
+        ``e2fsck`` clear that folder's second link — and with it the run's record."""
+        if self._spare_dir < 0:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self._spare_name, dir_fd=self._spare_dir)
+            os.fsync(self._spare_dir)
 
     @staticmethod
     def _ours(fd: int) -> bool:
@@ -347,9 +363,7 @@ class Publisher:
         self._libc = None
         spare, self._spare = self._spare, -1
         self._close(spare)
-        if self._spare_dir >= 0:  # (through the folder we opened: never a link's)
-            with contextlib.suppress(OSError):
-                os.unlink(self._spare_name, dir_fd=self._spare_dir)
+        self._forget_name()
 
     @staticmethod
     def _close(fd: int) -> None:
