@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -21,6 +22,18 @@ sys.path.insert(0, str(BENCH))
 from powercut import can_run  # noqa: E402
 
 WHY = can_run()
+
+
+def _harness(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """bench/powercut.py with ``args``, its images in ``tmp_path``; the run and its figures."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "powercut.py"), "--dir", str(tmp_path), "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.stdout.strip(), done.stderr
+    return done, orjson.loads(done.stdout)
 
 
 @pytest.mark.skipif(WHY is not None, reason=f"power-cut harness: {WHY}")
@@ -33,25 +46,14 @@ def test_power_cuts_after_a_reported_pause_end_or_save_lose_nothing(tmp_path: Pa
     while its state held the later work), a reported end; after each, the next round and
     the rounds budget's count (item 4: a cut mid-run had the next run start at round 1
     with 0 used)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "powercut.py"),
-            "--dir",
-            str(tmp_path),
-            "--json",
-            "--seed",
-            "11",
-            "--cuts",
-            "fdatasync:8:complete,fdatasync:10:complete,end:0:pause,fdatasync:8:complete,"
-            "fdatasync:10:complete,end:0:complete,fsync:5:complete",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    done, figures = _harness(
+        tmp_path,
+        "--seed",
+        "11",
+        "--cuts",
+        "fdatasync:8:complete,fdatasync:10:complete,end:0:pause,fdatasync:8:complete,"
+        "fdatasync:10:complete,end:0:complete,fsync:5:complete",
     )
-    assert done.stdout.strip(), done.stderr
-    figures = orjson.loads(done.stdout)
     assert figures["losses"] == 0, figures["loss_details"]
     assert figures["cut_points"] == 21
     # issue 27 items 3-4: a resumed run cut after a reported save, and the chain's counters
@@ -73,24 +75,9 @@ def test_power_cuts_at_a_runs_first_swap_lose_no_record(tmp_path: Path) -> None:
     linking the folder, cleared it, and the run's record was gone (5 of 30 such cuts on
     the code before, the last five: freed inodes came back after some 25 runs). Thirty
     cuts there, on ext4 without a journal."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "powercut.py"),
-            "--dir",
-            str(tmp_path),
-            "--json",
-            "--fs",
-            "ext4-nojournal",
-            "--cuts",
-            ",".join(["renameat2:1:pause"] * 30),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    done, figures = _harness(
+        tmp_path, "--fs", "ext4-nojournal", "--cuts", ",".join(["renameat2:1:pause"] * 30)
     )
-    assert done.stdout.strip(), done.stderr
-    figures = orjson.loads(done.stdout)
     assert figures["cut_points"] == 30
     assert figures["losses"] == 0, figures["loss_details"]
     assert done.returncode == 0

@@ -60,7 +60,7 @@ _SPARE_FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK
 
 class _Libc:
     """What Python's ``os`` lacks: ``renameat2`` (glibc 2.28, musl 1.2.5) and a ``statx``
-    asking for a file's type and inode number alone."""
+    asking for a file's type, link count and inode number alone."""
 
     def __init__(self) -> None:
         import ctypes  # here: only a run's process publishes, never a reader
