@@ -170,6 +170,15 @@ def _epoch(stamp: str | None, run_id: str) -> float:
     return datetime.strptime(run_id[:19] + "+0000", "%Y%m%dT%H%M%S.%f%z").timestamp()
 
 
+def newest_of(runs: list[str], keep: int) -> list[str]:
+    """The newest ``keep`` of ``runs`` (oldest first): all of them when there are fewer,
+    none for 0. Never a negative slice: ``runs[len(runs) - keep:]`` with ``keep`` past
+    ``len(runs)`` counts from the end and kept only ``keep - len(runs)`` of them."""
+    if keep <= 0:
+        return []
+    return runs[max(0, len(runs) - keep) :]
+
+
 def _protected(layout: Layout) -> dict[str, list[tuple[Why, str]]]:
     """Runs the index names, by run: each key's pick-up source and last run."""
     named: dict[str, list[tuple[Why, str]]] = {}
@@ -255,7 +264,7 @@ def plan_prune(
     by_flow: dict[str | None, list[str]] = {}
     for run_id in ids:
         by_flow.setdefault(facts[run_id].key, []).append(run_id)
-    newest = {run_id for runs in by_flow.values() for run_id in runs[len(runs) - keep :] if keep}
+    newest = {run_id for runs in by_flow.values() for run_id in newest_of(runs, keep)}
     cutoff = None if older_than is None else (now or time.time()) - older_than
     plan = PrunePlan(keep=keep, older_than=older_than, runs=len(ids))
     for run_id in ids:
