@@ -489,6 +489,7 @@ _WHY_WORDS = {
     "last_run": "last run of its key",
     "newest": "among the newest",
     "recent": "ended recently",
+    "replaced": "a fresh start looked past it (--include-replaced lets it go)",
     "unreadable": "unreadable record",
 }
 
@@ -509,6 +510,7 @@ def prune_text(report: dict[str, Any]) -> str:
         f"{verb} {len(gone):,} of {report['runs']:,} runs and "
         f"{len(report['orphans']):,} orphaned transcripts ({size_words(report['bytes'])}); "
         f"kept {len(kept):,} (newest {report['keep']} per flow"
+        + (", all of a flow with fewer" if report["keep"] else "")
         + (f", ended in the last {report['older_than']:g} s" if report["older_than"] else "")
         + ")"
     ]
@@ -530,6 +532,11 @@ def prune_text(report: dict[str, Any]) -> str:
         for row in special:
             why = why_words(row.get("reasons") or [], row.get("keys") or [])
             lines.append(f"  {row['run']}  {row.get('flow')}  {row.get('status')}: {why}")
+    if report.get("cache_corrected"):
+        lines.append(
+            f"{len(report['cache_corrected']):,} runs' flows in .flowdrop/cache/runs.json "
+            "disagreed with their records: the records were used, the cache relearnt"
+        )
     for row in report.get("skipped") or []:
         lines.append(f"  skipped {row['run']}: it became {row['why']} while pruning")
     if dry and gone:

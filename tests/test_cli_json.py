@@ -124,7 +124,9 @@ def test_a_detached_run_warns_once_in_json_stderr_and_output_log(workspace: Path
     assert answer["warnings"] == [expected]
     assert done.stderr.splitlines() == [f"warning: {expected}"]
     plain = cli("run", "items", "--resume", UNKNOWN, "--detach", check=0)
-    assert plain.stderr.splitlines() == [f"warning: {expected}"]
+    # once: now naming the run it looks past (the first), SPEC §7.2
+    [line] = plain.stderr.splitlines()
+    assert line.startswith(f"warning: {expected}. This looks past run {answer['run']}")
     log = workspace / ".flowdrop" / "runs" / answer["run"] / "output.log"
     wait_for(lambda: f"warning: {expected}" in log.read_text())
     assert log.read_text().count(expected) == 1

@@ -12,7 +12,9 @@ from flowdrop_tui.format import prune_text
 
 def cmd_prune(args: argparse.Namespace) -> int:
     older = retention.parse_duration(args.older_than) if args.older_than is not None else None
-    result = workspace.mode(args).prune(args.keep, older, dry_run=args.dry_run)
+    result = workspace.mode(args).prune(
+        args.keep, older, dry_run=args.dry_run, include_replaced=args.include_replaced
+    )
     report = result.as_json()
     print(dump(report) if args.json else prune_text(report))
     return 0

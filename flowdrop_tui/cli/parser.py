@@ -251,6 +251,11 @@ def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
         metavar="DURATION",
         help="delete only runs that ended longer ago than this (30d, 12h, 1d12h)",
     )
+    prune.add_argument(
+        "--include-replaced",
+        action="store_true",
+        help="let go of the runs a fresh start looked past (an unresolved --resume)",
+    )
     prune.add_argument("--dry-run", action="store_true", help="say what would go; delete nothing")
     pin = sub.add_parser("pin", parents=[common, json_flag], help="never prune this run")
     pin.add_argument("run", metavar="RUN")

@@ -173,6 +173,13 @@ class NotARepositoryError(RefusedError):
     code = "NOT_A_REPOSITORY"
 
 
+class CheckpointUnresolvedError(RefusedError):
+    """SPEC §7: ``--resume ID`` that resolves to no run, under ``--strict``. Without
+    ``--strict`` SG-12 wants a warning and a fresh start; with it, nothing starts."""
+
+    code = "CHECKPOINT_UNRESOLVED"
+
+
 class GateSelfAnswerError(RefusedError):
     """SPEC §21: an answer to a run's question from inside the run's own process tree
     (its descendants, including ones that outlived it): a run never answers itself."""

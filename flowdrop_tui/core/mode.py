@@ -127,7 +127,12 @@ class Mode(Protocol):
     def unpin(self, run_id: str) -> bool: ...
 
     def prune(
-        self, keep: int, older_than: float | None = None, *, dry_run: bool = False
+        self,
+        keep: int,
+        older_than: float | None = None,
+        *,
+        dry_run: bool = False,
+        include_replaced: bool = False,
     ) -> retention.PruneResult: ...
 
     def live_feed(self) -> LiveFeed | None:
@@ -231,11 +236,18 @@ class LocalMode:
         return pins.unpin(self.layout, run_id)
 
     def prune(
-        self, keep: int, older_than: float | None = None, *, dry_run: bool = False
+        self,
+        keep: int,
+        older_than: float | None = None,
+        *,
+        dry_run: bool = False,
+        include_replaced: bool = False,
     ) -> retention.PruneResult:
         from flowdrop_tui.core import retention
 
-        return retention.prune(self.layout, keep, older_than, dry_run=dry_run)
+        return retention.prune(
+            self.layout, keep, older_than, dry_run=dry_run, include_replaced=include_replaced
+        )
 
     def live_feed(self) -> LiveFeed | None:
         return None

@@ -13,7 +13,12 @@ What stays, and why (each run gets every reason that applies):
   stays all the same, in case the flow says ``resumable=True`` again;
 * ``last_run`` — the last run an index entry names (its round counter and status
   are read from it), so the index never names a run that is gone;
-* ``newest`` — among the newest ``N`` runs of its flow (the run's own key);
+* ``newest`` — among the newest ``N`` runs of its flow (the run's own key, read from
+  its own ``created`` event: the ledger's cache is checked against it, never trusted),
+  all of them when the flow has fewer;
+* ``replaced`` — the key's head an unresolved ``--resume`` started fresh past (its
+  ``created`` event names it), while no run has picked it up since;
+  ``--include-replaced`` lets it go;
 * ``recent`` — with ``--older-than``, a run that ended more recently than that;
 * ``unreadable`` — a record with no readable ``created`` event: flowdrop cannot
   tell whose it is, so it is left for a person to look at.
@@ -72,6 +77,7 @@ class Why(StrEnum):
     LAST_RUN = "last_run"
     NEWEST = "newest"
     RECENT = "recent"
+    REPLACED = "replaced"
     UNREADABLE = "unreadable"
 
 
@@ -114,6 +120,8 @@ class PrunePlan:
     keep: int
     older_than: float | None
     runs: int
+    include_replaced: bool = False
+    cache_corrected: list[str] = field(default_factory=list)  # runs the cache misnamed
     delete: list[Verdict] = field(default_factory=list)
     kept: list[Verdict] = field(default_factory=list)
     orphans: list[Orphan] = field(default_factory=list)
@@ -137,6 +145,8 @@ class PruneResult:
             "keep": plan.keep,
             "older_than": plan.older_than,
             "runs": plan.runs,
+            "include_replaced": plan.include_replaced,
+            "cache_corrected": plan.cache_corrected,
             "delete": [v.as_json() for v in gone],
             "kept": [v.as_json() for v in plan.kept],
             "skipped": [{**v.as_json(), "why": why} for v, why in self.skipped],
@@ -198,6 +208,18 @@ def _protected(layout: Layout) -> dict[str, list[tuple[Why, str]]]:
     return named
 
 
+def _replaced(facts: dict[str, RunFacts]) -> dict[str, str]:
+    """Runs a fresh start looked past as their key's head (an unresolved ``--resume``),
+    that no run has picked up since: run → the key."""
+    picked = {fact.source for fact in facts.values() if fact.source is not None}
+    found: dict[str, str] = {}
+    for fact in facts.values():
+        gone = fact.replaced
+        if gone is not None and gone in facts and gone not in picked and fact.key is not None:
+            found.setdefault(gone, fact.key)
+    return found
+
+
 def _not_picked_up(layout: Layout, keys: list[str]) -> set[str]:
     """The keys a plain run would not pick up today: their flow is gone, does
     not load, or does not declare ``resumable`` — as the describe cache knows it (no
@@ -252,14 +274,18 @@ def plan_prune(
     *,
     now: float | None = None,
     ledger: Ledger | None = None,
+    include_replaced: bool = False,
 ) -> PrunePlan:
     """What ``prune`` would delete and why the rest stays; changes nothing but caches."""
     if keep < 0:
         raise UsageError(f"--keep {keep}: keep a number of runs per flow, 0 or more")
     ids = list_run_ids(layout)
     ledger = ledger or Ledger(layout)
-    facts = ledger.facts(ids)
+    facts = ledger.facts(ids, checked=True)  # keys from the records, not the cache
     named = _protected(layout) if ids else {}
+    if not include_replaced:
+        for run_id, key in _replaced(facts).items():
+            named.setdefault(run_id, []).append((Why.REPLACED, key))
     pinned = pins.pinned(layout)
     by_flow: dict[str | None, list[str]] = {}
     for run_id in ids:
@@ -267,6 +293,8 @@ def plan_prune(
     newest = {run_id for runs in by_flow.values() for run_id in newest_of(runs, keep)}
     cutoff = None if older_than is None else (now or time.time()) - older_than
     plan = PrunePlan(keep=keep, older_than=older_than, runs=len(ids))
+    plan.include_replaced = include_replaced
+    plan.cache_corrected = list(ledger.disagreed)
     for run_id in ids:
         fact = facts[run_id]
         recent = cutoff is not None and _epoch(fact.ended, run_id) > cutoff
@@ -388,11 +416,14 @@ def prune(
     *,
     dry_run: bool = False,
     now: float | None = None,
+    include_replaced: bool = False,
 ) -> PruneResult:
     """Delete what ``plan_prune`` says goes (``dry_run``: only say it)."""
     swept = 0 if dry_run else trash.sweep(layout)  # what a killed prune left
     ledger = Ledger(layout)
-    plan = plan_prune(layout, keep, older_than, now=now, ledger=ledger)
+    plan = plan_prune(
+        layout, keep, older_than, now=now, ledger=ledger, include_replaced=include_replaced
+    )
     result = PruneResult(plan=plan, dry_run=dry_run, leftovers_swept=swept)
     if dry_run:
         return result

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from tests.conftest import CLI, write_flow
 
 COUNTS = """
@@ -61,3 +63,72 @@ def test_prune_keep_5_of_a_flow_of_4_keeps_4(workspace: Path) -> None:
     report = cli.json("prune", "--keep", "3")
     assert [row["run"] for row in report["delete"]] == ids[:1]
     assert _runs(workspace) == ids[1:]
+
+
+BAD = "20200101T000000.000Z-abcdef"  # well formed, resolves to no run
+
+
+def test_a_mistyped_resume_then_prune_keep_1_leaves_the_looked_past_run(workspace: Path) -> None:
+    """Guards SPEC §7.2/§16: an unresolved --resume starts fresh (SG-12) past the key's
+    head; the warning names that run and how to get its state back; prune keeps it
+    (``replaced``) until --include-replaced, and its state comes back with --from."""
+    cli, ids = _made(workspace, 3)
+    head = ids[-1]
+    started = cli("run", "counts", "--resume", BAD, check=0)
+    assert f"checkpoint {BAD} resolves to no run; starting fresh" in started.stderr
+    assert f"looks past run {head} (completed" in started.stderr, started.stderr
+    assert f"flowdrop-tui run counts --from {head}" in started.stderr
+    assert f"flowdrop-tui snapshot {head} > s.json" in started.stderr
+    fresh = _runs(workspace)[-1]
+    created = orjson.loads(
+        (workspace / ".flowdrop/runs" / fresh / "cycle.jsonl").read_bytes().splitlines()[0]
+    )
+    assert created["start"] == "fresh" and created["replaced"] == head
+    dry = cli.json("prune", "--keep", "1", "--dry-run")
+    why = {row["run"]: row.get("reasons") for row in dry["kept"]}
+    assert why[head] == ["replaced"] and dry["include_replaced"] is False
+    assert {row["run"] for row in dry["delete"]} == set(ids[:2])
+    assert "a fresh start looked past it" in cli("prune", "--keep", "1", "--dry-run").stdout
+    cli.json("prune", "--keep", "1")
+    assert _runs(workspace) == [head, fresh]
+    # its state is there to go on from
+    cli("run", "counts", "--from", head, check=0)
+    newest = _runs(workspace)[-1]
+    assert orjson.loads((workspace / ".flowdrop/runs" / newest / "state.json").read_bytes()) == {
+        "counts": {"n": 4}
+    }
+    # picked up: nothing replaced stays for that reason any more
+    gone = cli.json("prune", "--keep", "1", "--dry-run")
+    assert head not in {row["run"] for row in gone["kept"] if row.get("reasons") == ["replaced"]}
+
+
+def test_include_replaced_lets_the_looked_past_run_go(workspace: Path) -> None:
+    cli, ids = _made(workspace, 2)
+    cli("run", "counts", "--resume", BAD, check=0)
+    report = cli.json("prune", "--keep", "1", "--include-replaced")
+    assert report["include_replaced"] is True
+    assert {row["run"] for row in report["delete"]} == set(ids)
+
+
+def test_strict_refuses_an_unresolved_resume_before_any_run_exists(workspace: Path) -> None:
+    """Guards SPEC §7.2: under --strict an id that resolves to nothing is refused
+    CHECKPOINT_UNRESOLVED (exit 3), by run and by plan alike; without it, SG-12's
+    warning and fresh start."""
+    cli, ids = _made(workspace, 1)
+    done = cli("run", "counts", "--resume", BAD, "--strict", "--json", check=3)
+    error = orjson.loads(done.stdout)["error"]
+    assert error["code"] == "CHECKPOINT_UNRESOLVED" and BAD in error["message"]
+    assert _runs(workspace) == ids
+    refused = cli("run", "counts", "--resume", BAD, "--strict", check=3)
+    assert "refused under --strict" in refused.stderr
+    plan = cli.json("plan", "counts", "--resume", BAD, "--strict", check=3)
+    assert plan["refusal"]["code"] == "CHECKPOINT_UNRESOLVED" and plan["refusal"]["exit"] == 3
+    plan = cli.json("plan", "counts", "--resume", BAD)
+    assert plan["refusal"] is None and plan["start"] == "fresh" and plan["replaced"] == ids[0]
+    assert any(f"looks past run {ids[0]}" in w for w in plan["warnings"])
+    # --from an unknown run stays the error it was (exit 2), --strict or not
+    assert (
+        cli.json("run", "counts", "--from", BAD, "--strict", check=2)["error"]["code"]
+        == "NOT_FOUND"
+    )
+    assert _runs(workspace) == ids

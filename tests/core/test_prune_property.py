@@ -49,7 +49,7 @@ for line in sys.stdin:
 class Drawn:
     kind: str
     pinned: bool
-    fresh: bool  # started fresh although a head was there (an unresolved --resume)
+    fresh: bool  # started fresh past the head (an unresolved --resume records `replaced`)
 
 
 def _run_id(n: int) -> str:
@@ -61,7 +61,9 @@ def _t(n: int, second: int) -> str:
     return f"2026-01-01T{total // 3600:02d}:{total // 60 % 60:02d}:{total % 60:02d}.000Z"
 
 
-def _record(layout: Layout, n: int, key: str, source: str | None, drawn: Drawn) -> str:
+def _record(
+    layout: Layout, n: int, key: str, source: str | None, replaced: str | None, drawn: Drawn
+) -> str:
     run_id = _run_id(n)
     folder = layout.runs / run_id
     os.makedirs(folder / "sessions")
@@ -83,6 +85,8 @@ def _record(layout: Layout, n: int, key: str, source: str | None, drawn: Drawn) 
         "host": "test",
         "git": None,
     }
+    if replaced is not None:
+        created["replaced"] = replaced  # as an unresolved --resume records it
     evs = [created, {"t": _t(n, 0), "event": "started", "pid": 1, "pgid": 1}]
     evs.append({"t": _t(n, 0), "event": "round_started", "key": key, "round": 1})
     evs.append({"t": _t(n, 1), "event": "round_ended", "key": key, "round": 1, "outcome": "ok"})
@@ -131,7 +135,7 @@ def _flows(keep: int) -> st.SearchStrategy[list[list[Drawn]]]:
     return st.tuples(*[st.lists(run, min_size=size, max_size=size) for size in range(keep + 3)])
 
 
-def _check(keep: int, flows: list[list[Drawn]]) -> None:
+def _check(keep: int, flows: list[list[Drawn]], include_replaced: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="prune-prop-"))
     try:
         layout = Layout(root)
@@ -139,6 +143,7 @@ def _check(keep: int, flows: list[list[Drawn]]) -> None:
         layout.pins.mkdir()
         must_stay: set[str] = set()
         every: list[str] = []
+        expected_replaced: set[str] = set()
         live: list[Path] = []
         n = 0
         for size, runs in enumerate(flows):
@@ -153,7 +158,12 @@ def _check(keep: int, flows: list[list[Drawn]]) -> None:
                 n += 1
                 # a fresh start leaves the run before it without picking it up
                 source = None if drawn.fresh else head
-                run_id = _record(layout, n, key, source, drawn)
+                replaced = head if drawn.fresh else None
+                run_id = _record(layout, n, key, source, replaced, drawn)
+                if replaced is not None:
+                    expected_replaced.add(replaced)  # nothing picks it up after a fresh start
+                    if not include_replaced:
+                        must_stay.add(replaced)
                 ids.append(run_id)
                 head = run_id
                 if drawn.kind in ("paused", "live") or drawn.pinned:
@@ -165,7 +175,7 @@ def _check(keep: int, flows: list[list[Drawn]]) -> None:
             if ids:
                 must_stay.add(ids[-1])  # its key's head: last run and pick-up source
         with _holding(live):
-            plan = retention.plan_prune(layout, keep)
+            plan = retention.plan_prune(layout, keep, include_replaced=include_replaced)
             assert {v.run for v in plan.kept} >= must_stay, (
                 "prune would delete runs the rules keep",
                 sorted(must_stay - {v.run for v in plan.kept}),
@@ -178,7 +188,9 @@ def _check(keep: int, flows: list[list[Drawn]]) -> None:
                 start += len(runs)
                 expected_newest.update(ids[-keep:] if keep else [])
             assert newest == expected_newest
-            result = retention.prune(layout, keep)
+            replaced = {v.run for v in plan.kept if retention.Why.REPLACED in v.reasons}
+            assert replaced == (set() if include_replaced else expected_replaced)
+            result = retention.prune(layout, keep, include_replaced=include_replaced)
             left = set(list_run_ids(layout))
         assert left == must_stay, (sorted(left - must_stay), sorted(must_stay - left))
         assert {v.run for v in result.deleted} == set(every) - must_stay
@@ -189,7 +201,8 @@ def _check(keep: int, flows: list[list[Drawn]]) -> None:
 @pytest.mark.parametrize("keep", KEEPS)
 def test_prune_keeps_exactly_what_the_rules_keep_for_every_flow_size(keep: int) -> None:
     """Guards SPEC §16's "the newest N runs of each flow (and all of them when it has
-    fewer)" with live, paused and pinned runs and each key's head: flows of 0 to
+    fewer)" with live, paused and pinned runs, each key's head and the heads a fresh
+    start looked past (``replaced``, unless ``--include-replaced``): flows of 0 to
     ``keep + 2`` runs, in one workspace, for each ``keep``."""
 
     @settings(
@@ -199,8 +212,8 @@ def test_prune_keeps_exactly_what_the_rules_keep_for_every_flow_size(keep: int) 
         phases=[Phase.explicit, Phase.reuse, Phase.generate],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    @given(flows=_flows(keep))
-    def check(flows: list[list[Drawn]]) -> None:
-        _check(keep, list(flows))
+    @given(flows=_flows(keep), include_replaced=st.booleans())
+    def check(flows: list[list[Drawn]], include_replaced: bool) -> None:
+        _check(keep, list(flows), include_replaced)
 
     check()

@@ -8,8 +8,11 @@ runs by flow then cost a ``listdir`` and one cached read, whatever the number of
 runs. A run not yet known is classified cheaply: its first line (``created``: the
 key) and its last line — a last event ``ended`` is a terminal run, by the fold's
 own rule (nothing follows ``ended``); anything else is folded and checked for
-liveness, as ``load_run`` does. The cache is an accelerator only: ``prune``
-checks each run it deletes against its record again (``retention``).
+liveness, as ``load_run`` does. The cache is an accelerator only: ``prune`` asks
+with ``checked=True``, which reads each run's ``created`` event again (one small
+read) and takes its key from there, relearning any run whose kept key disagrees
+(a forged or stale cache never moves a run into another flow); and it checks each
+run it deletes against its record again (``retention``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,34 @@ class RunFacts:
     status: Status
     ended: str | None  # when it ended (its last event's time), for an ended run
     bytes: int  # its files' sizes: its folder and the transcripts it links under .flowdrop/
+    # From its ``created`` event, when read (``classify``, or ``facts(checked=True)``):
+    source: str | None = None  # the run it picked up from
+    replaced: str | None = None  # the key's head an unresolved --resume looked past
+
+
+@dataclass(frozen=True)
+class Created:
+    """What prune needs of a run's ``created`` event: its key and its links."""
+
+    key: str | None  # None: no readable ``created`` event
+    source: str | None
+    replaced: str | None
+
+
+def created_of(layout: Layout, run_id: str) -> Created:
+    """The run's ``created`` event, read from its record (its first line)."""
+    first = read_first_event(layout.runs / run_id / CYCLE)
+    if first is None or first.get("event") != "created":
+        return Created(None, None, None)
+
+    def text(name: str) -> str | None:
+        value = first.get(name)
+        return value if isinstance(value, str) else None
+
+    replaced = text("replaced")
+    return Created(
+        text("key"), text("source"), replaced if replaced and RUN_ID_RE.match(replaced) else None
+    )
 
 
 def last_event(path: Path) -> dict[str, Any] | None:
@@ -97,9 +128,8 @@ def disk_bytes(layout: Layout, run_id: str) -> int:
 def classify(layout: Layout, run_id: str) -> RunFacts:
     """One run's facts, from its first and last lines (folded only when not ended)."""
     path = layout.runs / run_id / CYCLE
-    first = read_first_event(path)
-    key = first.get("key") if first is not None and first.get("event") == "created" else None
-    key = key if isinstance(key, str) else None
+    created = created_of(layout, run_id)
+    key = created.key
     last = last_event(path)
     if key is not None and last is not None and last["event"] == "ended":
         outcome = last.get("outcome")
@@ -109,14 +139,14 @@ def classify(layout: Layout, run_id: str) -> RunFacts:
         try:
             info = load_run(layout, run_id)
         except FlowdropError:
-            return RunFacts(run_id, key, Status.PENDING, None, 0)
+            return RunFacts(run_id, key, Status.PENDING, None, 0, created.source, created.replaced)
         status = info.status
         ended = info.ended
         if status == Status.INTERRUPTED and last is not None:
             ended = last.get("t")
     ended = ended if isinstance(ended, str) else None
     size = disk_bytes(layout, run_id) if status in ENDED else 0
-    return RunFacts(run_id, key, status, ended, size)
+    return RunFacts(run_id, key, status, ended, size, created.source, created.replaced)
 
 
 class Ledger:
@@ -128,6 +158,7 @@ class Ledger:
         self._known: dict[str, list[Any]] = {}
         self._dirty = False
         self._saved = time.monotonic()
+        self.disagreed: list[str] = []  # runs whose kept key their record contradicted
         try:
             data = orjson.loads(read_regular(self.path))
         except (OSError, orjson.JSONDecodeError):
@@ -137,11 +168,31 @@ class Ledger:
             if isinstance(runs, dict):
                 self._known = {k: v for k, v in runs.items() if _valid(k, v)}
 
-    def facts(self, run_ids: list[str]) -> dict[str, RunFacts]:
-        """Facts for every run in ``run_ids``; the ones not kept are classified now."""
+    def facts(self, run_ids: list[str], *, checked: bool = False) -> dict[str, RunFacts]:
+        """Facts for every run in ``run_ids``; the ones not kept are classified now.
+        ``checked``: every run's key (and links) from its own ``created`` event, the kept
+        ones included; a kept key the record contradicts is dropped and relearnt."""
         found: dict[str, RunFacts] = {}
         for run_id in run_ids:
             kept = self._known.get(run_id)
+            if kept is not None and checked:
+                created = created_of(self.layout, run_id)
+                if created.key != kept[0]:
+                    self.disagreed.append(run_id)
+                    self.forget([run_id])
+                    kept = None
+                else:
+                    _, status, ended, size = kept
+                    found[run_id] = RunFacts(
+                        run_id,
+                        created.key,
+                        Status(status),
+                        ended,
+                        size,
+                        created.source,
+                        created.replaced,
+                    )
+                    continue
             if kept is not None:
                 key, status, ended, size = kept
                 found[run_id] = RunFacts(run_id, key, Status(status), ended, size)

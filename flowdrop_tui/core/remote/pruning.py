@@ -28,10 +28,13 @@ def prune(
     *,
     dry_run: bool = False,
     now: float | None = None,
+    include_replaced: bool = False,
 ) -> PruneResult:
     """Delete what ``retention.plan_prune`` says goes, in PostgreSQL (``dry_run``: say it)."""
     reading.synced(layout, config)
-    plan = retention.plan_prune(layout, keep, older_than, now=now)
+    plan = retention.plan_prune(
+        layout, keep, older_than, now=now, include_replaced=include_replaced
+    )
     plan.orphans = []  # a remote run's transcripts live on its worker, not here
     result = PruneResult(plan=plan, dry_run=dry_run)
     if dry_run or not plan.delete:

@@ -163,11 +163,23 @@ class RemoteMode:
         )
 
     def prune(
-        self, keep: int, older_than: float | None = None, *, dry_run: bool = False
+        self,
+        keep: int,
+        older_than: float | None = None,
+        *,
+        dry_run: bool = False,
+        include_replaced: bool = False,
     ) -> retention.PruneResult:
         from flowdrop_tui.core.remote import pruning
 
-        return pruning.prune(self.layout, self.settings, keep, older_than, dry_run=dry_run)
+        return pruning.prune(
+            self.layout,
+            self.settings,
+            keep,
+            older_than,
+            dry_run=dry_run,
+            include_replaced=include_replaced,
+        )
 
     def live_feed(self) -> reading.LiveReplica:
         return reading.LiveReplica(self.layout, self.settings)

@@ -113,6 +113,8 @@ def created_event(
         event["position"] = plan_.position
     if plan_.carried:
         event["carried"] = plan_.carried
+    if plan_.replaced is not None:
+        event["replaced"] = plan_.replaced  # the head an unresolved --resume looked past
     return event
 
 

@@ -111,6 +111,7 @@ class Forecast:
             "drift": self.drift.to_json() if self.drift is not None else None,
             "warnings": self.warnings,
             "fork": self.plan.fork if self.plan is not None else None,
+            "replaced": self.plan.replaced if self.plan is not None else None,
             "refusal": None
             if refusal is None
             else {"code": refusal.code, "message": refusal.message, "exit": refusal.exit_code},
@@ -181,6 +182,7 @@ def forecast_start(
             resume=options.resume,
             from_run=options.from_run,
             fresh=options.fresh,
+            strict=options.strict,
         )
     except FlowdropError as exc:
         found.refusal = exc

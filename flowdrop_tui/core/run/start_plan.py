@@ -14,6 +14,7 @@ from typing import Any
 
 from flowdrop_tui.core.errors import (
     AlreadyRunningError,
+    CheckpointUnresolvedError,
     NoStateForKeyError,
     NotFoundError,
     NotResumableError,
@@ -66,6 +67,9 @@ class StartPlan:
     # thread: ``{"newest": id, "newer": n}``
     # (docs/decisions.md, "What a newcomer tripped on")
     fork: dict[str, Any] | None = None
+    # An unresolved ``--resume`` started fresh, looking past the key's head: that run
+    # (recorded in ``created`` as ``replaced``; ``prune`` keeps it, SPEC §16)
+    replaced: str | None = None
 
 
 def status_for_snapshot(info: RunInfo) -> str | None:
@@ -198,12 +202,12 @@ def _from_snapshot(plan: StartPlan, file: Path, resumable: bool) -> StartPlan:
     return plan
 
 
-def _from_checkpoint(plan: StartPlan, layout: Layout, ref: str) -> StartPlan:
+def _from_checkpoint(
+    plan: StartPlan, layout: Layout, ref: str, resumable: bool, strict: bool
+) -> StartPlan:
     well_formed = check_run_ref(ref)
     if not well_formed or not (layout.runs / ref).is_dir():
-        # SG-12 clause 1: a checkpoint that resolves to nothing is a warning; start fresh.
-        plan.warnings.append(f"checkpoint {ref} resolves to no run; starting fresh")
-        return plan
+        return _unresolved(plan, layout, ref, resumable, strict)
     info = load_run(layout, ref)
     if info.status in ENDED:
         # SG-12 / INT-14: explicit resumption of a run that has ended is refused.
@@ -213,6 +217,45 @@ def _from_checkpoint(plan: StartPlan, layout: Layout, ref: str) -> StartPlan:
         )
     _refuse_live(info)
     return _resume_plan(plan, info, info.start or "fresh")
+
+
+def _unresolved(
+    plan: StartPlan, layout: Layout, ref: str, resumable: bool, strict: bool
+) -> StartPlan:
+    """SG-12 clause 1: a checkpoint that resolves to nothing is a warning and a fresh
+    start; under ``--strict`` a refusal. The head it looks past (what a plain run would
+    have picked up) is named, with how to get its state back, and kept by ``prune``."""
+    head = _latest_holder(layout, plan.key, []) if resumable else None
+    if strict:
+        past = f"; {plan.key}'s latest state is in run {head.run}" if head is not None else ""
+        raise CheckpointUnresolvedError(
+            f"checkpoint {ref} resolves to no run (see: flowdrop-tui runs {plan.key}); "
+            f"refused under --strict, so nothing starts{past}"
+        )
+    words = f"checkpoint {ref} resolves to no run; starting fresh"
+    if head is not None:
+        plan.replaced = head.run
+        number = head.key_rounds.get(plan.key, head.round)
+        words += (
+            f". This looks past run {head.run} ({head.status}, round {number}), the run a "
+            f"plain `run {plan.key}` would have picked up; prune keeps it (replaced). "
+            + _getting_back(plan.key, head)
+        )
+    plan.warnings.append(words)
+    return plan
+
+
+def _getting_back(key: str, head: RunInfo) -> str:
+    """How to get a looked-past run's state back, for its status."""
+    keep = f"flowdrop-tui snapshot {head.run} > s.json"
+    if head.status == Status.PAUSED:
+        return f"To go on with it: flowdrop-tui resume {head.run} (or keep a copy: {keep})"
+    if head.status in TERMINAL:  # a terminal snapshot is not resumable (INT-14): --from
+        return f"To get its state back: flowdrop-tui run {key} --from {head.run} (a copy: {keep})"
+    return (
+        f"To get its state back: {keep}, then flowdrop-tui run {key} --snapshot s.json "
+        f"(or: flowdrop-tui run {key} --from {head.run})"
+    )
 
 
 def _from_run(plan: StartPlan, layout: Layout, ref: str, resumable: bool) -> StartPlan:
@@ -334,8 +377,10 @@ def plan(
     resume: str | None = None,
     from_run: str | None = None,
     fresh: bool = False,
+    strict: bool = False,
 ) -> StartPlan:
-    """Resolve where a run of ``key`` starts from; raises the refusals of SPEC §7."""
+    """Resolve where a run of ``key`` starts from; raises the refusals of SPEC §7
+    (``strict``: a ``resume`` id that resolves to nothing is one too)."""
     chosen = [x for x in (snapshot, resume, from_run) if x is not None] + ([True] if fresh else [])
     if len(chosen) > 1:
         raise UsageError("use only one of --snapshot, --resume, --from and --fresh")
@@ -343,7 +388,7 @@ def plan(
     if snapshot is not None:
         return _from_snapshot(result, snapshot, resumable)
     if resume is not None:
-        return _from_checkpoint(result, layout, resume)
+        return _from_checkpoint(result, layout, resume, resumable, strict)
     if from_run is not None:
         return _from_run(result, layout, from_run, resumable)
     if resumable and not fresh:
