@@ -17,7 +17,7 @@ from flowdrop_tui.cli.output import dump, err
 from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import InvalidNameError, UsageError
 from flowdrop_tui.core.paths import OUTPUT, Layout, check_run_ref
-from flowdrop_tui.core.records import ledger, output_log, pins
+from flowdrop_tui.core.records import key_runs, ledger, output_log, pins
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE
@@ -56,6 +56,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     else:
         key = None
         infos, total = views.run_page(layout, None, limit=limit, before=before)
+    for note in key_runs.take_notes():  # a planted keys/<key>.runs, set aside and rebuilt
+        print(f"warning: {note}", file=sys.stderr)
     pinned = pins.pinned(layout)
     rows = [{**info.summary(), "pinned": info.run in pinned} for info in infos]
     # More is what a script pages on: a run older than this page's oldest (one look).

@@ -132,3 +132,48 @@ def test_strict_refuses_an_unresolved_resume_before_any_run_exists(workspace: Pa
         == "NOT_FOUND"
     )
     assert _runs(workspace) == ids
+
+
+def test_forged_flow_names_in_the_cache_do_not_decide_what_goes(workspace: Path) -> None:
+    """Guards SPEC §16 'the newest N runs of each flow' against a forged
+    ``.flowdrop/cache/runs.json``: 6 runs each of two flows, every cached name turned
+    into one flow's, then ``--keep 5`` deletes the oldest of each (2), not 7."""
+    write_flow(workspace, "a", COUNTS)
+    write_flow(workspace, "b", COUNTS)
+    cli = CLI(workspace)
+    for _ in range(6):
+        cli("run", "a", check=0)
+        cli("run", "b", check=0)
+    ids = _runs(workspace)
+    cli.json("prune", "--keep", "20", "--dry-run")  # the ledger learns every ended run
+    cache = workspace / ".flowdrop" / "cache" / "runs.json"
+    data = orjson.loads(cache.read_bytes())
+    assert len(data["runs"]) == 12
+    for facts in data["runs"].values():
+        facts[0] = "a"
+    cache.write_bytes(orjson.dumps(data))
+    report = cli.json("prune", "--keep", "5")
+    assert [row["run"] for row in report["delete"]] == ids[:2]
+    assert len(report["cache_corrected"]) == 6
+    assert "disagreed with their records" not in cli("prune", "--keep", "5").stdout  # relearnt
+    assert {row["flow"] for row in report["kept"]} == {"a", "b"}
+
+
+def test_a_folder_planted_at_a_keys_run_list_is_set_aside_and_rebuilt(workspace: Path) -> None:
+    """``keys/<key>.runs`` made a folder: ``runs KEY`` said "no runs yet". It is set
+    aside (renamed, nothing deleted), the list rebuilt from the records, and said."""
+    cli, ids = _made(workspace, 2)
+    listed = workspace / ".flowdrop" / "keys" / "counts.runs"
+    assert listed.is_file()
+    listed.unlink()
+    listed.mkdir()
+    (listed / "mine").write_text("a person's file")
+    done = cli("runs", "counts", check=0)
+    assert "no runs yet" not in done.stdout and all(run in done.stdout for run in ids)
+    assert "was a folder, not a run list: set aside" in done.stderr, done.stderr
+    assert listed.is_file()
+    [aside] = [p for p in listed.parent.iterdir() if ".not-a-file-" in p.name]
+    assert (aside / "mine").read_text() == "a person's file"
+    assert [row["run"] for row in cli.json("runs", "counts")] == ids[::-1]
+    cli("run", "counts", check=0)  # a new run appends to the rebuilt list
+    assert len(cli.json("runs", "counts")) == 3

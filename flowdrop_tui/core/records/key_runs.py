@@ -10,13 +10,19 @@ the index lock *before* its record is renamed into place, with one ``O_APPEND``
 write, so a kill leaves at most an id whose record never appeared (readers skip
 ids whose folder is gone) and never a run the list misses. A key whose list is
 missing has it rebuilt from the records the first time it is needed, and
-``reindex`` rebuilds them all.
+``reindex`` rebuilds them all. Anything but a regular file at a list's name (a
+folder, a FIFO, a link planted there) counts as missing: it is set aside under
+``keys/`` (renamed, never deleted or followed), the list is rebuilt, and the move is
+said (``take_notes``: ``runs`` prints it), so ``runs KEY`` never says "no runs yet"
+of a key that has runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +38,42 @@ _LINE = 28  # a run id (27 characters) and its newline
 _CHUNK = 64 * _LINE
 
 
+_notes: list[str] = []  # what was set aside in this process, for the command to say
+
+
 def path_of(layout: Layout, key: str) -> Path:
     return layout.keys / key_filename(key, SUFFIX)
+
+
+def _is_list(path: Path) -> bool:
+    """A regular file there (never following a link)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _set_aside(layout: Layout, path: Path) -> None:
+    """Something that is not a regular file at a list's name: renamed out of the way
+    (kept for a person to look at), said, and the list made again by the caller."""
+    try:
+        kind = stat.filemode(os.lstat(path).st_mode)[0]
+    except FileNotFoundError:
+        return
+    aside = path.with_name(f"{path.name}.not-a-file-{time.time_ns()}")
+    layout.inside(layout.keys)  # the folder: no link on the way (the name itself may be one)
+    os.rename(path, aside)  # renames a link itself, never what it points to
+    what = {"d": "a folder", "l": "a link", "p": "a FIFO"}.get(kind, "not a regular file")
+    _notes.append(
+        f"{path} was {what}, not a run list: set aside as {aside.name} and rebuilt from the records"
+    )
+
+
+def take_notes() -> list[str]:
+    """What this process set aside since the last call (``runs`` says it on stderr)."""
+    said = list(_notes)
+    _notes.clear()
+    return said
 
 
 def _key_of(layout: Layout, run_id: str) -> str | None:
@@ -66,7 +106,10 @@ def rebuild_locked(layout: Layout) -> None:
     with contextlib.suppress(OSError):
         for name in os.listdir(layout.keys):
             if name.endswith(SUFFIX):
-                (layout.keys / name).unlink()
+                if _is_list(layout.keys / name):
+                    (layout.keys / name).unlink()
+                else:
+                    _set_aside(layout, layout.keys / name)
     for key, ids in by_key.items():
         _write(layout, key, ids)
 
@@ -86,7 +129,10 @@ def compact_locked(layout: Layout, keys: set[str]) -> None:
 
 
 def _ensure_locked(layout: Layout, key: str) -> None:
-    if not path_of(layout, key).exists():
+    path = path_of(layout, key)
+    if not _is_list(path):
+        if os.path.lexists(path):
+            _set_aside(layout, path)
         _write(layout, key, _scan(layout).get(key, []))
 
 
@@ -123,7 +169,7 @@ def catch_up(layout: Layout, key: str, last_run: str) -> None:
     (a power cut on a list written before its lines were synced, a replica's) would
     otherwise hide those runs until ``reindex``. Costs one read of the list's end; the
     rebuild (one first line per run) happens once, when a list is found behind."""
-    if RUN_ID_RE.match(last_run) is None or not path_of(layout, key).exists():
+    if RUN_ID_RE.match(last_run) is None or not _is_list(path_of(layout, key)):
         return  # a missing list is made from the records when first needed (_ensure)
     tail = _tail(layout, key)
     if tail is not None and tail >= last_run:
@@ -141,7 +187,7 @@ def catch_up(layout: Layout, key: str, last_run: str) -> None:
 
 def _ensure(layout: Layout, key: str) -> bool:
     """Make sure ``key`` has a list; False when it cannot be made (read-only workspace)."""
-    if path_of(layout, key).exists():
+    if _is_list(path_of(layout, key)):
         return True
     try:
         layout.ensure()
