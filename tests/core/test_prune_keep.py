@@ -177,3 +177,39 @@ def test_a_folder_planted_at_a_keys_run_list_is_set_aside_and_rebuilt(workspace:
     assert [row["run"] for row in cli.json("runs", "counts")] == ids[::-1]
     cli("run", "counts", check=0)  # a new run appends to the rebuilt list
     assert len(cli.json("runs", "counts")) == 3
+
+
+def test_a_transcripts_link_out_of_flowdrop_is_refused_before_any_run_exists(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A link planted at ``.flowdrop/transcripts`` failed the run at its first session;
+    it is refused before anything starts (RECORDS_UNWRITABLE, exit 3), naming it."""
+    write_flow(
+        workspace,
+        "talks",
+        """
+        from flowdrop_tui import flow
+
+        @flow(resumable=True)
+        def main(run):
+            run.state["n"] = 1
+            run.session("command", ["echo", "hi"])
+        """,
+    )
+    cli = CLI(workspace)
+    cli("flows", check=0)  # .flowdrop/ exists
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workspace / ".flowdrop" / "transcripts").symlink_to(elsewhere)
+    done = cli("run", "talks", "--json", check=3)
+    error = orjson.loads(done.stdout)["error"]
+    assert error["code"] == "RECORDS_UNWRITABLE"
+    assert str(workspace / ".flowdrop" / "transcripts") in error["message"]
+    assert (
+        f"a link to {elsewhere}" in error["message"] and "nothing was started" in error["message"]
+    )
+    assert not (workspace / ".flowdrop" / "runs").exists() or _runs(workspace) == []
+    assert list(elsewhere.iterdir()) == []
+    (workspace / ".flowdrop" / "transcripts").unlink()
+    cli("run", "talks", check=0)
+    assert len(_runs(workspace)) == 1

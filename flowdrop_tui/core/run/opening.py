@@ -9,12 +9,17 @@ run in its own record; (``control.verbs.close_paused`` ends one without running 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core.control.gates import still_open
 from flowdrop_tui.core.control.verbs import check_resumable
-from flowdrop_tui.core.errors import AlreadyRunningError, RecordsUnwritableError
+from flowdrop_tui.core.errors import (
+    AlreadyRunningError,
+    LinkRefusedError,
+    RecordsUnwritableError,
+)
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.declaration import LoadedFlow, load_flow
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
@@ -33,6 +38,30 @@ from flowdrop_tui.core.run.forecast import (
 from flowdrop_tui.core.run.frame import Frame
 
 
+def refuse_planted(layout: Layout) -> None:
+    """Refuse before any run exists (or a paused one continues) when ``transcripts/``,
+    where a run's sessions keep their transcripts, is a link or not a folder: the run
+    would otherwise start and fail at its first session (the engine never writes
+    through a link inside ``.flowdrop/``). A refusal, ``RECORDS_UNWRITABLE`` (exit 3),
+    naming the path and where it leads (docs/decisions.md)."""
+    path = layout.transcripts
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return  # made by the first session, without following anything
+    except OSError as exc:
+        raise RecordsUnwritableError(f"cannot look at {path}: {exc.strerror or exc}") from exc
+    if stat.S_ISDIR(found.st_mode):
+        return
+    link = stat.S_ISLNK(found.st_mode)
+    what = f"a link to {os.readlink(path)}" if link else "not a folder"
+    raise LinkRefusedError(
+        f"{path} is {what}; a run keeps its sessions' transcripts there and never writes "
+        f"through a link inside .flowdrop/ — remove it (the engine makes its own folder) "
+        "and run again; nothing was started"
+    )
+
+
 def open_run(
     layout: Layout,
     ref: FlowRef,
@@ -46,6 +75,7 @@ def open_run(
     reopen the paused run SG-12 says continues). Refusals raise before any run exists."""
     options = options or StartOptions()
     layout.check_writable()
+    refuse_planted(layout)
     loaded = load_flow(ref.file, layout.workspace)
     run_id = new_run_id()
     key_lock = take_key(layout, ref.key, run_id)
@@ -147,6 +177,7 @@ def reopen_paused(
     ``answer`` (``{"gate", "answer"}``, SPEC §21) is recorded as it starts."""
     info = check_resumable(layout, run_id)
     layout.check_writable()
+    refuse_planted(layout)
     assert info.key is not None
     key_lock = take_key(layout, info.key, run_id)
     try:
