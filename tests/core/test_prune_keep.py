@@ -213,3 +213,45 @@ def test_a_transcripts_link_out_of_flowdrop_is_refused_before_any_run_exists(
     (workspace / ".flowdrop" / "transcripts").unlink()
     cli("run", "talks", check=0)
     assert len(_runs(workspace)) == 1
+
+
+LOOP = """
+    from flowdrop_tui import flow
+
+    @flow(resumable=True, budget={"rounds": 3})
+    def main(run):
+        for n in run.rounds():
+            run.state["n"] = n
+"""
+
+
+def test_a_snapshot_restored_keeps_its_budget_use_with_its_round_numbers(
+    workspace: Path,
+) -> None:
+    """Guards SPEC §14/§7.1: a run paused at its rounds budget (3 of 3), its snapshot
+    restored with --snapshot: the new run goes on from round 4 *and* from 3 rounds used
+    — it is refused until the budget is raised, then runs only the rounds raised."""
+    write_flow(workspace, "loop", LOOP)
+    cli = CLI(workspace)
+    cli("run", "loop", check=0)
+    [paused] = _runs(workspace)
+    assert cli.json("show", paused)["status"] == "paused"
+    snap = cli("snapshot", paused, check=0).stdout
+    assert orjson.loads(snap)["metadata"]["budgetUsed"]["rounds"] == 3
+    (workspace / "s.json").write_text(snap)
+    plan = cli.json("plan", "loop", "--snapshot", "s.json", check=3)
+    assert plan["refusal"]["code"] == "BUDGET_EXHAUSTED"
+    cli("run", "loop", "--snapshot", "s.json", check=3)
+    assert _runs(workspace) == [paused]
+    plan = cli.json("plan", "loop", "--snapshot", "s.json", "--max-rounds", "5")
+    assert plan["next_round"] == 4 and plan["budget"]["rounds"]["used"] == 3
+    done = cli.json("run", "loop", "--snapshot", "s.json", "--max-rounds", "5")
+    restored = done["run"]
+    rounds = [e["round"] for e in _events(workspace, restored) if e["event"] == "round_started"]
+    assert rounds == [4, 5]
+    assert cli.json("show", restored)["budget"]["rounds"]["used"] == 5
+
+
+def _events(ws: Path, run_id: str) -> list[dict[str, Any]]:
+    lines = (ws / ".flowdrop" / "runs" / run_id / "cycle.jsonl").read_bytes().splitlines()
+    return [orjson.loads(line) for line in lines if line.strip()]

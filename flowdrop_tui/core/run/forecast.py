@@ -210,6 +210,8 @@ def forecast_start(
         found.overrides = {**source.budget_overrides, **options.limits}
     else:
         found.overrides = dict(options.limits)  # fresh, a snapshot, another key's run
+        if start.budget_used is not None:
+            found.carried = start.budget_used  # a snapshot's chain use goes on with it
     found.budget = ChainBudget(effective(declared, found.overrides), found.carried)
     if source is not None:
         reader = GitReader(layout.workspace, isolated)

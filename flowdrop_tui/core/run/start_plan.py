@@ -24,6 +24,7 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, check_run_ref
 from flowdrop_tui.core.records import index, key_runs, state_log
+from flowdrop_tui.core.records.budget import Used
 from flowdrop_tui.core.records.event_log import side_value
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, TERMINAL, RunInfo, Status
@@ -45,7 +46,10 @@ STANDARD_FIELDS = frozenset(
         "iterator",
     }
 )
-_OWN_METADATA = ("round", "pickedUpFrom")
+# What flowdrop itself keeps in a snapshot's metadata: the round number, the run picked
+# up from, and what the chain has used of its budget (SPEC §14: a snapshot restored with
+# --snapshot keeps its budget use along with its round numbers).
+_OWN_METADATA = ("round", "pickedUpFrom", "budgetUsed")
 
 
 @dataclass
@@ -61,6 +65,7 @@ class StartPlan:
     first_round: int = 1
     position: dict[str, Any] | None = None
     carried: dict[str, Any] = field(default_factory=dict)
+    budget_used: Used | None = None  # a snapshot's chain use (``metadata.budgetUsed``)
     warnings: list[str] = field(default_factory=list)
     resume: str | None = None  # SG-12 clause 3: this paused run continues in its own record
     # A pick-up from a run older than the thread's newest (``--from OLDER``) forks the
@@ -87,6 +92,8 @@ def snapshot_of(info: RunInfo, states: dict[str, Any], key: str | None = None) -
     metadata["round"] = info.key_rounds.get(key, info.first_round - 1)
     metadata["pickedUpFrom"] = info.source
     own = key == info.key
+    if own:
+        metadata["budgetUsed"] = info.chain_budget().used.to_record()
     status = status_for_snapshot(info)
     snapshot: dict[str, Any] = {
         "runId": info.run,
@@ -199,6 +206,8 @@ def _from_snapshot(plan: StartPlan, file: Path, resumable: bool) -> StartPlan:
     plan.first_round = _next_round(snapshot)
     plan.position = _position(snapshot)  # restored untouched, execution position included
     plan.carried = _carried_from(snapshot)
+    used = (snapshot.get("metadata") or {}).get("budgetUsed")
+    plan.budget_used = Used.from_record(used) if isinstance(used, dict) else None
     return plan
 
 
