@@ -490,6 +490,7 @@ _WHY_WORDS = {
     "newest": "among the newest",
     "recent": "ended recently",
     "replaced": "a fresh start looked past it (--include-replaced lets it go)",
+    "replacing": "started fresh past a run kept as replaced",
     "unreadable": "unreadable record",
 }
 

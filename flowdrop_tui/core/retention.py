@@ -19,6 +19,8 @@ What stays, and why (each run gets every reason that applies):
 * ``replaced`` — the key's head an unresolved ``--resume`` started fresh past (its
   ``created`` event names it), while no run has picked it up since;
   ``--include-replaced`` lets it go;
+* ``replacing`` — that fresh start itself, while the run it replaced stays: its
+  ``created`` event is what says so (deleted, the next prune would let the other go);
 * ``recent`` — with ``--older-than``, a run that ended more recently than that;
 * ``unreadable`` — a record with no readable ``created`` event: flowdrop cannot
   tell whose it is, so it is left for a person to look at.
@@ -78,6 +80,7 @@ class Why(StrEnum):
     NEWEST = "newest"
     RECENT = "recent"
     REPLACED = "replaced"
+    REPLACING = "replacing"
     UNREADABLE = "unreadable"
 
 
@@ -208,15 +211,15 @@ def _protected(layout: Layout) -> dict[str, list[tuple[Why, str]]]:
     return named
 
 
-def _replaced(facts: dict[str, RunFacts]) -> dict[str, str]:
+def _replaced(facts: dict[str, RunFacts]) -> dict[str, tuple[str, str]]:
     """Runs a fresh start looked past as their key's head (an unresolved ``--resume``),
-    that no run has picked up since: run → the key."""
+    that no run has picked up since: run → (the key, the fresh start that says so)."""
     picked = {fact.source for fact in facts.values() if fact.source is not None}
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     for fact in facts.values():
         gone = fact.replaced
         if gone is not None and gone in facts and gone not in picked and fact.key is not None:
-            found.setdefault(gone, fact.key)
+            found.setdefault(gone, (fact.key, fact.run))
     return found
 
 
@@ -284,8 +287,9 @@ def plan_prune(
     facts = ledger.facts(ids, checked=True)  # keys from the records, not the cache
     named = _protected(layout) if ids else {}
     if not include_replaced:
-        for run_id, key in _replaced(facts).items():
+        for run_id, (key, by) in _replaced(facts).items():
             named.setdefault(run_id, []).append((Why.REPLACED, key))
+            named.setdefault(by, []).append((Why.REPLACING, key))
     pinned = pins.pinned(layout)
     by_flow: dict[str | None, list[str]] = {}
     for run_id in ids:

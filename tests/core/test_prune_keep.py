@@ -255,3 +255,20 @@ def test_a_snapshot_restored_keeps_its_budget_use_with_its_round_numbers(
 def _events(ws: Path, run_id: str) -> list[dict[str, Any]]:
     lines = (ws / ".flowdrop" / "runs" / run_id / "cycle.jsonl").read_bytes().splitlines()
     return [orjson.loads(line) for line in lines if line.strip()]
+
+
+def test_the_looked_past_run_outlasts_prunes_after_more_runs(workspace: Path) -> None:
+    """The fresh start that names the replaced run stays with it (``replacing``): were it
+    deleted, the next prune would no longer know, and would let the other go."""
+    cli, ids = _made(workspace, 2)
+    cli("run", "counts", "--resume", BAD, check=0)
+    fresh = _runs(workspace)[-1]
+    cli("run", "counts", check=0)
+    cli("run", "counts", check=0)
+    for _ in range(2):
+        report = cli.json("prune", "--keep", "1")
+    left = _runs(workspace)
+    assert ids[-1] in left and fresh in left
+    why = {row["run"]: row.get("reasons") for row in report["kept"]}
+    assert why[ids[-1]] == ["replaced"] and why[fresh] == ["replacing"]
+    assert "started fresh past a run kept as replaced" in cli("prune", "--dry-run").stdout

@@ -163,7 +163,7 @@ def _check(keep: int, flows: list[list[Drawn]], include_replaced: bool) -> None:
                 if replaced is not None:
                     expected_replaced.add(replaced)  # nothing picks it up after a fresh start
                     if not include_replaced:
-                        must_stay.add(replaced)
+                        must_stay |= {replaced, run_id}  # and the record that says so
                 ids.append(run_id)
                 head = run_id
                 if drawn.kind in ("paused", "live") or drawn.pinned:
