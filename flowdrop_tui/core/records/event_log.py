@@ -80,6 +80,13 @@ class EventLog:
             self._write(line)
         return record
 
+    def record(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event that must not happen unrecorded (a round's start); raises
+        ``OSError`` when it is not wholly in the file (a full disk). Not synced."""
+        record, line = self._prepared(event, fields)
+        self._write(line)
+        return record
+
     def commit(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event and make it durable before returning (``created``, ``paused``,
         ``ended``: what is reported must survive a power cut). Raises ``OSError`` when
