@@ -9,7 +9,9 @@ from where it was last read). Items a person dismissed are kept out through
 under ``inbox.lock``, links refused).
 
 An item: ``{"id", "kind", "run", "flow", "message", "at", "action", "command"}``;
-``id`` is ``<run>/<name>``, the same as its notice's (``control.notify``).
+``id`` is ``<run>/<name>``, the same as its notice's (``control.notify``). A notice no
+sink took after its retries is an item too (kind ``undelivered``, from
+``notices/undelivered/``: ``control.notice_retries``), dismissed like any other.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.control import notify
+from flowdrop_tui.core.control import notice_retries, notify
 from flowdrop_tui.core.errors import FlowdropError, NotFoundError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
@@ -52,8 +54,9 @@ def items(layout: Layout, *, send: bool = True, now: str | None = None) -> list[
         if info.key != key:
             continue  # a called flow's key: its caller's run is listed under the caller
         found += [item for item in _items_of(info, now) if item["id"] not in dismissed]
+    found += [i for i in notice_retries.undelivered(layout) if i["id"] not in dismissed]
     found.sort(key=lambda item: str(item["at"]), reverse=True)
-    if send and found:
+    if send:
         _send(layout, found)
     return found
 
@@ -184,7 +187,12 @@ def _send(layout: Layout, found: list[dict[str, Any]]) -> None:
     settings = notify.settings(layout)
     if not settings.sends:
         return
+    with contextlib.suppress(OSError):
+        if notify.pending(layout):  # retries whose sender died: one takes them up
+            notify.start_sender(layout)
     for item in found:
+        if item["kind"] == "undelivered":
+            continue  # a notice about a notice: never sent
         run_dir = layout.runs / item["run"]
         name = item["id"].split("/", 1)[1]
         if notify.sent(run_dir, name):

@@ -14,8 +14,12 @@ and a detached sender (``python -m flowdrop_tui.core.control.notify WORKSPACE``,
 own session) delivers it: one sender at a time (``deliver.lock``). The first notice
 goes at once (after ``SETTLE`` s of quiet); what arrives in the ``DEBOUNCE`` seconds
 after a delivery is held, and a run's notices among it are merged into one — never
-one per round. Every sink runs in a thread with a timeout; a sink that fails or
-hangs is written to ``notices/failures.jsonl``.
+one per round. Every sink runs in a thread with a timeout (``[notify] timeout``,
+``SINK_TIMEOUT`` by default); a command past it is killed with its whole process
+group. A command has delivered when it exits 0, whatever it left running: no pipe is
+waited on (its input and error output are files). A sink that fails or hangs is
+written to ``notices/failures.jsonl`` and tried again on a schedule, then kept as
+undelivered for the inbox (``notice_retries``); the sender stays while a retry waits.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tomllib
@@ -36,6 +41,7 @@ from typing import Any
 
 import orjson
 
+from flowdrop_tui.core.control import notice_retries, process
 from flowdrop_tui.core.control.lineage import RUN_ENV
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import open_fd, write_atomic
@@ -59,6 +65,8 @@ class Settings:
     desktop: bool = False
     terminal: bool = False
     completed: bool = False
+    retry: tuple[float, ...] = notice_retries.RETRY  # the waits before each further try
+    timeout: float = SINK_TIMEOUT
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -104,10 +112,27 @@ def settings(layout: Layout) -> Settings:
             setattr(found, name, value)
         else:
             found.problems.append(f"[notify] {name} must be true or false")
-    unknown = sorted(set(table) - {"command", "webhook", "desktop", "terminal", "completed"})
+    retry = table.get("retry")
+    if retry is not None:
+        if isinstance(retry, list) and all(_seconds(w, 0.0, 86400.0) for w in retry):
+            found.retry = tuple(float(w) for w in retry)
+        else:
+            found.problems.append("[notify] retry must be a list of seconds: [10, 30, 90]")
+    timeout = table.get("timeout")
+    if timeout is not None:
+        if _seconds(timeout, 0.0, 3600.0) and timeout > 0:
+            found.timeout = float(timeout)
+        else:
+            found.problems.append("[notify] timeout must be seconds, more than 0")
+    known = {"command", "webhook", "desktop", "terminal", "completed", "retry", "timeout"}
+    unknown = sorted(set(table) - known)
     if unknown:
         found.problems.append(f"[notify] does not know {', '.join(unknown)}")
     return found
+
+
+def _seconds(value: Any, low: float, high: float) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and low <= value <= high
 
 
 def notice(run: str, flow: str | None, name: str, kind: str, message: str) -> dict[str, Any]:
@@ -198,24 +223,53 @@ def start_sender(layout: Layout) -> None:
 
 
 def deliver(layout: Layout) -> None:
-    """Deliver what the spool holds, debounced, while no other sender does."""
+    """Deliver what the spool holds, debounced, and the retries as they fall due, while
+    no other sender does; stay while a retry waits."""
     lock = _folder(layout) / "deliver.lock"
     spooled = _folder(layout, "spool")
+    swept = False
     while True:
         try:
             locks.acquire(lock)
         except locks.LockHeld:
             return  # the holder looks at the spool again after it lets go
         try:
-            batch = _quiet_batch(spooled)
-            while batch:
-                send_all(layout, settings(layout), merged(batch))
-                time.sleep(DEBOUNCE)  # what comes meanwhile is one burst
-                batch = _take(spooled, {p.name for p in spooled.iterdir()})
+            if not swept:  # once: a later `.trying` may be this process's own straggler
+                notice_retries.sweep(layout)
+                swept = True
+            while True:
+                batch = _quiet_batch(spooled)
+                while batch:
+                    send_all(layout, settings(layout), merged(batch))
+                    time.sleep(DEBOUNCE)  # what comes meanwhile is one burst
+                    batch = _take(spooled, {p.name for p in spooled.iterdir()})
+                due = notice_retries.take_due(layout)
+                if due:
+                    retry_all(layout, settings(layout), due)
+                    continue
+                if notice_retries.next_due(layout) is None:
+                    break
+                _wait(spooled, layout)
         finally:
             locks.release(lock)
-        if not any(spooled.iterdir()):
+        if not any(spooled.iterdir()) and notice_retries.next_due(layout) is None:
             return
+
+
+def _wait(spooled: Path, layout: Layout) -> None:
+    """Until the next retry is due or a notice is spooled (checked each ``SETTLE`` s)."""
+    while not any(p.suffix == ".json" for p in spooled.iterdir()):
+        due = notice_retries.next_due(layout)
+        if due is None or due <= time.time():
+            return
+        time.sleep(min(SETTLE, max(0.0, due - time.time())))
+
+
+def pending(layout: Layout) -> bool:
+    """Whether retries wait with no sender to try them (it died): ``inbox`` starts one."""
+    if not (layout.root / MARKS / "retry").is_dir() or not notice_retries.pending(layout):
+        return False
+    return locks.holder_pid(_folder(layout) / "deliver.lock") is None
 
 
 def _quiet_batch(spooled: Path) -> list[dict[str, Any]]:
@@ -259,60 +313,119 @@ def merged(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def send_all(layout: Layout, found: Settings, bodies: list[dict[str, Any]]) -> None:
-    sinks: list[tuple[str, dict[str, Any], Any]] = []
+    """Each body to each sink, once (a sink that fails is tried again later)."""
+    tries: list[tuple[str, dict[str, Any], int, notice_retries.Retry | None]] = []
     for body in bodies:
-        if found.command:
-            sinks.append(("command", body, found.command))
-        if found.webhook:
-            sinks.append(("webhook", body, found.webhook))
-        if found.desktop and shutil.which("notify-send"):
-            sinks.append(("desktop", body, None))
-    threads = [
-        threading.Thread(target=_one, args=(layout, kind, body, target), daemon=True)
-        for kind, body, target in sinks
-    ]
+        for kind in ("command", "webhook", "desktop"):
+            tries.append((kind, body, 1, None))
+    _run(layout, found, tries)
+
+
+def retry_all(layout: Layout, found: Settings, due: list[notice_retries.Retry]) -> None:
+    _run(layout, found, [(r.sink, r.body, r.tries + 1, r) for r in due])
+
+
+def _target(found: Settings, kind: str) -> Any:
+    """The sink ``kind`` as configured now (a retry takes a fixed setting), or None."""
+    if kind == "command":
+        return found.command
+    if kind == "webhook":
+        return found.webhook
+    if kind == "desktop" and found.desktop and shutil.which("notify-send"):
+        return "notify-send"
+    return None
+
+
+def _run(
+    layout: Layout,
+    found: Settings,
+    tries: list[tuple[str, dict[str, Any], int, notice_retries.Retry | None]],
+) -> None:
+    threads = []
+    for kind, body, count, retry in tries:
+        target = _target(found, kind)
+        if target is None:
+            notice_retries.settle(retry)  # the sink is no longer configured
+            continue
+        args = (layout, found, kind, body, target, count, retry)
+        threads.append(threading.Thread(target=_one, args=args, daemon=True))
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(SINK_TIMEOUT + 2)
+        thread.join(found.timeout + 2)
 
 
-def _one(layout: Layout, kind: str, body: dict[str, Any], target: Any) -> None:
+def _one(
+    layout: Layout,
+    found: Settings,
+    kind: str,
+    body: dict[str, Any],
+    target: Any,
+    count: int,
+    retry: notice_retries.Retry | None,
+) -> None:
+    """Try number ``count`` of one sink; a failure is recorded and tried again later."""
     data = orjson.dumps(body)
     try:
         if kind == "command":
-            done = subprocess.run(
-                target,
-                input=data,
-                cwd=layout.workspace,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=SINK_TIMEOUT,
-                check=False,
-            )
-            if done.returncode != 0:
-                tail = done.stderr.decode(errors="replace").strip()[-300:]
-                raise OSError(f"{target[0]} exited with {done.returncode}: {tail}")
+            _command(layout, target, data, found.timeout)
         elif kind == "webhook":
             request = urllib.request.Request(
                 target, data=data, headers={"Content-Type": "application/json"}, method="POST"
             )
-            with urllib.request.urlopen(request, timeout=SINK_TIMEOUT) as answer:
+            with urllib.request.urlopen(request, timeout=found.timeout) as answer:
                 answer.read()
         else:
             title = f"flowdrop: {body.get('flow')}"
-            subprocess.run(
-                ["notify-send", title, str(body.get("message"))],
-                timeout=SINK_TIMEOUT,
-                check=False,
-                capture_output=True,
-            )
+            _command(layout, ["notify-send", title, str(body.get("message"))], b"", found.timeout)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        _failed(layout, kind, body, exc)
+        _failed(layout, kind, body, exc, count)
+        with contextlib.suppress(OSError):
+            notice_retries.failed(layout, kind, body, count, str(exc)[:500], found.retry)
+    notice_retries.settle(retry)
 
 
-def _failed(layout: Layout, kind: str, body: dict[str, Any], exc: BaseException) -> None:
-    line = {"t": now_iso(), "id": body.get("id"), "sink": kind, "error": str(exc)[:500]}
+def _command(layout: Layout, argv: list[str], data: bytes, timeout: float) -> None:
+    """Run a command sink to its exit: ``data`` on its stdin, in a group of its own.
+
+    Delivered when it exits 0. Its input and error output are files, not pipes, so a
+    child it leaves running (holding them open) keeps nothing waiting; past
+    ``timeout`` its whole group is killed (what it started with it)."""
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as errors:
+        stdin.write(data)
+        stdin.seek(0)
+        child = subprocess.Popen(
+            argv,
+            stdin=stdin,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            cwd=layout.workspace,
+            start_new_session=True,
+        )
+        try:
+            code = child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill_group(child.pid)
+            child.wait()
+            said = f"{argv[0]} did not exit in {timeout:g} s (its group was killed)"
+            raise OSError(said) from None
+        if code != 0:
+            errors.seek(0, os.SEEK_END)
+            errors.seek(max(0, errors.tell() - 300))
+            tail = errors.read().decode(errors="replace").strip()
+            raise OSError(f"{argv[0]} exited with {code}: {tail}")
+
+
+def _failed(
+    layout: Layout, kind: str, body: dict[str, Any], exc: BaseException, count: int
+) -> None:
+    line = {
+        "t": now_iso(),
+        "id": body.get("id"),
+        "sink": kind,
+        "try": count,
+        "error": str(exc)[:500],
+    }
     with contextlib.suppress(OSError):
         fd = open_fd(_folder(layout) / "failures.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:

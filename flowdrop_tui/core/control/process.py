@@ -37,8 +37,9 @@ def forward_interrupt(pids: list[int]) -> None:
 
 
 def kill_group(pid: int) -> None:
-    """A worker lets go of a run it no longer holds: SIGKILL the run's whole group
-    (a remote run leads its own, as every detached run does)."""
+    """SIGKILL the whole group ``pid`` leads: a worker lets go of a run it no longer
+    holds (a remote run leads its own, as every detached run does); a notice's command
+    past its timeout (started in a session of its own), with what it started."""
     _to_group(pid, signal.SIGKILL)
 
 

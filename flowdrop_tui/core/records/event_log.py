@@ -65,6 +65,8 @@ class EventLog:
         # line of its own, so the torn piece stays one skipped line and swallows nothing.
         self._torn = _ends_mid_line(self._fd)
         self._unsynced = False  # appended since the last flush (``sync``)
+        self._writing = False  # a line being written (``_write``: a handler's waits for it)
+        self._queued: list[bytes] = []
 
     def append(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event; returns it. Never raises for an unwritable value or a full disk.
@@ -76,6 +78,13 @@ class EventLog:
         record, line = self._prepared(event, fields)
         with contextlib.suppress(OSError):  # full disk or gone: the run carries on (SPEC §5.3)
             self._write(line)
+        return record
+
+    def record(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event that must not happen unrecorded (a round's start); raises
+        ``OSError`` when it is not wholly in the file (a full disk). Not synced."""
+        record, line = self._prepared(event, fields)
+        self._write(line)
         return record
 
     def commit(self, event: str, **fields: Any) -> dict[str, Any]:
@@ -109,23 +118,42 @@ class EventLog:
         return record, line
 
     def _write(self, line: bytes) -> bool:
-        """Write one line whole; whether it was written (not by a forked copy of the run)."""
+        """Write one line whole; whether it was written (not by a forked copy of the run).
+
+        Re-entered by a signal handler on this thread while a write is under way, the
+        handler's line is queued and written by that write, right after its own line:
+        between a line's ``write`` and the ``lseek`` that says where it landed, another
+        line would move the offset the mirror is told (a gap in the mirror's copy, which
+        its readers stop at). Handlers only ``append``."""
         if os.getpid() != self._owner:
             return False
-        with self._lock:
-            data = b"\n" + line if self._torn else line
-            written = os.write(self._fd, data)  # one write per line: O_APPEND keeps it whole
-            self._unsynced = True
-            self._torn = written < len(data)  # short only when the disk is full
-            remote = mirror.current()
-            if remote is not None:  # what reached the disk, where it landed
-                end = os.lseek(self._fd, 0, os.SEEK_CUR)
-                remote.appended(self.path, data[:written], end - written)
-            if self._torn:
-                raise OSError(
-                    errno.ENOSPC, f"{self.path}: only {written} of {len(data)} bytes written"
-                )
+        remote = mirror.current()
+        # whole(): a stop now's KeyboardInterrupt waits for the line and what a handler
+        # queued (in remote mode: and for the mirror's copy of them)
+        with self._lock, mirror.whole():
+            if self._writing:
+                self._queued.append(line)
+                return True
+            try:
+                self._writing = True  # (inside: a KeyboardInterrupt never leaves it set)
+                self._write_one(line, remote)
+                while self._queued:
+                    self._write_one(self._queued.pop(0), remote)
+            finally:
+                self._writing = False
+                self._queued.clear()  # (the disk is full: what is left is lost as well)
         return True
+
+    def _write_one(self, line: bytes, remote: mirror.Mirror | None) -> None:
+        data = b"\n" + line if self._torn else line
+        written = os.write(self._fd, data)  # one write per line: O_APPEND keeps it whole
+        self._unsynced = True
+        self._torn = written < len(data)  # short only when the disk is full
+        if remote is not None:  # what reached the disk, where it landed
+            end = os.lseek(self._fd, 0, os.SEEK_CUR)
+            remote.appended(self.path, data[:written], end - written)
+        if self._torn:
+            raise OSError(errno.ENOSPC, f"{self.path}: only {written} of {len(data)} bytes written")
 
     def _bounded(self, record: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         """``record`` with its biggest fields moved to side files until its line fits."""

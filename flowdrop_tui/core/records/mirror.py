@@ -17,6 +17,12 @@ return (a key set is not done until the mirror has it), from inside their own lo
 A mirror never raises into a writer: it retries what it cannot send yet, and ends
 the process when it must not write at all (fenced out).
 
+- ``whole()``: a write and the mirror's copy of it, as one. A stop now's
+  ``KeyboardInterrupt`` (``interrupt``, from the run's SIGINT handler) that lands
+  inside is raised at its end: raised between an event's local append and the
+  mirror's, it left the line on this disk only — a gap in the mirror's
+  ``cycle.jsonl`` that its readers stop at, hiding every later line.
+
 - ``keeps_durably``: whether the mirror's copy is the durable one — a write it has
   taken survives a power cut of this machine (PostgreSQL committed it, and whoever
   picks the run up reads it from there, never from this disk). Then a whole-file save
@@ -35,6 +41,8 @@ the process when it must not write at all (fenced out).
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -74,3 +82,34 @@ def install(mirror: Mirror | None) -> None:
 def current() -> Mirror | None:
     """The installed mirror, or ``None`` (local mode)."""
     return _installed
+
+
+class _Held(threading.local):
+    depth = 0  # this thread's ``whole`` blocks entered (a signal handler's write nests)
+    interrupted = False  # a stop now arrived inside them
+
+
+_held = _Held()
+
+
+@contextlib.contextmanager
+def whole() -> Iterator[None]:
+    """A record write and its copy to the mirror, as one: a stop now raised meanwhile
+    (``interrupt``) is raised when the outermost block ends."""
+    _held.depth += 1
+    try:
+        yield
+    finally:
+        _held.depth -= 1
+        if _held.depth == 0 and _held.interrupted:
+            _held.interrupted = False
+            raise KeyboardInterrupt
+
+
+def interrupt() -> None:
+    """Raise ``KeyboardInterrupt`` (a stop now, from a signal handler): at once, or at
+    the end of the ``whole`` write this thread is inside."""
+    if _held.depth:
+        _held.interrupted = True
+        return
+    raise KeyboardInterrupt

@@ -263,7 +263,20 @@ class Execution:
             self.closed_sessions.clear()
             self.progress_value = NOTHING
             fields.update(self.moves.round_started())
-        self.log.append("round_started", key=frame.key, round=frame.round, index=index_, **fields)
+        try:
+            self.log.record(
+                "round_started", key=frame.key, round=frame.round, index=index_, **fields
+            )
+        except OSError as exc:
+            # A round whose start is not in the record is not started: the next run
+            # numbers its rounds from the record, and would number this one again.
+            frame.round -= 1
+            loop.open_round = None
+            self.notify(
+                f"warning: round {frame.round + 1} could not be recorded in "
+                f"{self.run_dir / CYCLE} ({exc.strerror or exc}); pausing before it"
+            )
+            raise PauseRun from None
         return frame.round
 
     def end_round(self, loop: Loop, outcome: str) -> None:

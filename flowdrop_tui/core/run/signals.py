@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core.control import process, requests
+from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.event_log import EventLog
 
 STOP_NOW_GRACE = 10.0  # SPEC §10: killed if not ended this long after "stop now"
@@ -158,4 +159,4 @@ class RunSignals:
         self.note_stop(True, {"signal": name, "via": "Ctrl-C" if signum == signal.SIGINT else name})
         if os.getpgrp() != os.getpid():
             process.forward_interrupt(sorted(self._children))
-        raise KeyboardInterrupt
+        mirror.interrupt()  # a record write under way reaches the mirror first

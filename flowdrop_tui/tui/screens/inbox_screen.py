@@ -142,7 +142,7 @@ class InboxScreen(Screen[None]):
             self.app.push_screen(modal, limited)
         elif kind in ("failed", "interrupted"):
             self.pick_up(item)
-        elif kind == "limit_wait":
+        elif kind in ("limit_wait", "undelivered"):
             self.dismiss_ids([item["id"]])
         else:
             self.resume(item, [])
