@@ -163,12 +163,12 @@ def test_codex_rollout_without_a_reset_takes_the_clock_time_of_the_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     found = codex_limit(1, CODEX_MESSAGE, rollout(tmp_path, resets_at=None), NOW)
-    assert found == Limited(datetime(2026, 12, 1, 20, 49, tzinfo=UTC), "rollout")
+    assert found == Limited(datetime(2026, 12, 1, 20, 48, tzinfo=UTC), "rollout")
 
 
 def test_codex_message_alone_when_there_is_no_rollout(monkeypatch: pytest.MonkeyPatch) -> None:
     found = codex_limit(1, CODEX_MESSAGE, None, NOW)
-    assert found == Limited(datetime(2026, 12, 1, 20, 49, tzinfo=UTC), "message")
+    assert found == Limited(datetime(2026, 12, 1, 20, 48, tzinfo=UTC), "message")
     assert codex_limit(1, "stream disconnected before completion", None, NOW) is None
     assert codex_limit(0, None, None, NOW) is None
 
@@ -181,12 +181,12 @@ def test_codex_answer_is_never_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("try again at 8:48 PM.", datetime(2026, 12, 1, 20, 49, tzinfo=UTC)),
-        ("try again at 12:05 AM.", datetime(2026, 12, 2, 0, 6, tzinfo=UTC)),  # after midnight
-        ("try again at 8:00 PM.", datetime(2026, 12, 2, 20, 1, tzinfo=UTC)),  # past: tomorrow
-        ("try again at 8:46 PM.", datetime(2026, 12, 1, 20, 47, tzinfo=UTC)),  # this minute
-        ("try again at Dec 3rd, 2026 9:15 AM.", datetime(2026, 12, 3, 9, 16, tzinfo=UTC)),
-        ("try again at Jan 2 9:15 AM.", datetime(2027, 1, 2, 9, 16, tzinfo=UTC)),
+        ("try again at 8:48 PM.", datetime(2026, 12, 1, 20, 48, tzinfo=UTC)),
+        ("try again at 12:05 AM.", datetime(2026, 12, 2, 0, 5, tzinfo=UTC)),  # after midnight
+        ("try again at 8:00 PM.", datetime(2026, 12, 2, 20, 0, tzinfo=UTC)),  # past: tomorrow
+        ("try again at 8:46 PM.", datetime(2026, 12, 1, 20, 47, tzinfo=UTC)),  # this minute: its end
+        ("try again at Dec 3rd, 2026 9:15 AM.", datetime(2026, 12, 3, 9, 15, tzinfo=UTC)),
+        ("try again at Jan 2 9:15 AM.", datetime(2027, 1, 2, 9, 15, tzinfo=UTC)),
         ("try again later.", None),
         ("try again at 13:61 PM.", None),
         ("try again at Feb 30 9:15 AM.", None),
@@ -201,7 +201,7 @@ def test_codex_clock_time_is_the_next_such_time_in_the_local_zone(
 def test_codex_clock_time_is_local(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "America/New_York")  # 15:46 local at NOW
     time.tzset()
-    assert clock_time("try again at 4:10 PM", NOW) == datetime(2026, 12, 1, 21, 11, tzinfo=UTC)
+    assert clock_time("try again at 4:10 PM", NOW) == datetime(2026, 12, 1, 21, 10, tzinfo=UTC)
 
 
 # -- limit_wait values -----------------------------------------------------------------------

@@ -184,9 +184,12 @@ _TRY_AGAIN = re.compile(
 
 
 def clock_time(text: str, now: datetime | None = None) -> datetime | None:
-    """The time in Codex's "try again at 6:55 PM" (local time, minutes only), as the end
-    of that minute: the next such time in the local zone when no date is given (Codex
-    gives one when it is not today). ``None`` when the text names no time."""
+    """The time in Codex's "try again at 6:55 PM" (local time, minutes only): the start
+    of that minute — the earliest the reset can be, so a wait on it ends at most a
+    minute early, never up to a minute late — or, said while that minute is already
+    under way (a call refused again inside it), the minute's end. The next such time in
+    the local zone when no date is given (Codex gives one when it is not today).
+    ``None`` when the text names no time."""
     match = _TRY_AGAIN.search(text)
     if match is None:
         return None
@@ -218,8 +221,8 @@ def clock_time(text: str, now: datetime | None = None) -> datetime | None:
                 when += timedelta(days=1)
     except ValueError:  # a day the month does not have
         return None
-    # Codex cuts the reset to the minute: it is over by the end of the minute named.
-    return (when + timedelta(minutes=1)).astimezone(UTC)
+    # Codex cuts the reset to the minute: it comes inside the minute named.
+    return (when if when > local_now else when + timedelta(minutes=1)).astimezone(UTC)
 
 
 def _rollout_limit(rollout: Path | None) -> tuple[bool, datetime | None]:
@@ -253,6 +256,11 @@ def _rollout_limit(rollout: Path | None) -> tuple[bool, datetime | None]:
     return hit, until
 
 
+def rollout_reset(rollout: Path | None) -> datetime | None:
+    """The reset a Codex rollout gives for a usage limit it met, if any."""
+    return _rollout_limit(rollout)[1]
+
+
 def codex_limit(
     exit_code: int, error: str | None, rollout: Path | None, now: datetime | None = None
 ) -> Limited | None:
@@ -270,3 +278,4 @@ def codex_limit(
     if said is not None:
         return Limited(until, "message")
     return None
+
