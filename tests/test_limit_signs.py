@@ -123,10 +123,10 @@ def test_claude_answer_that_talks_about_rate_limits_is_not_a_limit(tmp_path: Pat
 NOW = datetime(2026, 12, 1, 20, 46, 10, tzinfo=UTC)
 
 
-def rollout(tmp_path: Path, *, resets_at: int | None) -> Path:
+def rollout(tmp_path: Path, *, resets_at: int | None, used: float = 100.0) -> Path:
     path = tmp_path / "rollout.jsonl"
     primary = (
-        {"used_percent": 100.0, "window_minutes": 300, "resets_at": resets_at}
+        {"used_percent": used, "window_minutes": 300, "resets_at": resets_at}
         if resets_at is not None
         else None
     )
@@ -163,12 +163,26 @@ def test_codex_rollout_without_a_reset_takes_the_clock_time_of_the_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     found = codex_limit(1, CODEX_MESSAGE, rollout(tmp_path, resets_at=None), NOW)
-    assert found == Limited(datetime(2026, 12, 1, 20, 48, tzinfo=UTC), "rollout")
+    assert found == Limited(datetime(2026, 12, 1, 20, 49, tzinfo=UTC), "rollout")
+
+
+def test_codex_reset_to_the_second_from_a_rollout_window_in_the_minute_the_message_names(
+    tmp_path: Path,
+) -> None:
+    """A usage limit whose rollout window is not reported used up (a credits limit, a
+    percentage rounded down): its ``resets_at`` inside the minute of "try again at 8:48
+    PM" is the reset, to the second — not the minute's end (a wait up to 60 s too long)."""
+    exact = datetime(2026, 12, 1, 20, 48, 23, tzinfo=UTC)
+    path = rollout(tmp_path, resets_at=int(exact.timestamp()), used=97.0)
+    assert codex_limit(1, CODEX_MESSAGE, path, NOW) == Limited(exact, "rollout")
+    later = rollout(tmp_path, resets_at=int(exact.timestamp()) + 3600, used=97.0)
+    found = codex_limit(1, CODEX_MESSAGE, later, NOW)  # another window: the message stands
+    assert found == Limited(datetime(2026, 12, 1, 20, 49, tzinfo=UTC), "rollout")
 
 
 def test_codex_message_alone_when_there_is_no_rollout(monkeypatch: pytest.MonkeyPatch) -> None:
     found = codex_limit(1, CODEX_MESSAGE, None, NOW)
-    assert found == Limited(datetime(2026, 12, 1, 20, 48, tzinfo=UTC), "message")
+    assert found == Limited(datetime(2026, 12, 1, 20, 49, tzinfo=UTC), "message")
     assert codex_limit(1, "stream disconnected before completion", None, NOW) is None
     assert codex_limit(0, None, None, NOW) is None
 
@@ -181,12 +195,12 @@ def test_codex_answer_is_never_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("try again at 8:48 PM.", datetime(2026, 12, 1, 20, 48, tzinfo=UTC)),
-        ("try again at 12:05 AM.", datetime(2026, 12, 2, 0, 5, tzinfo=UTC)),  # after midnight
-        ("try again at 8:00 PM.", datetime(2026, 12, 2, 20, 0, tzinfo=UTC)),  # past: tomorrow
-        ("try again at 8:46 PM.", datetime(2026, 12, 1, 20, 47, tzinfo=UTC)),  # this minute: its end
-        ("try again at Dec 3rd, 2026 9:15 AM.", datetime(2026, 12, 3, 9, 15, tzinfo=UTC)),
-        ("try again at Jan 2 9:15 AM.", datetime(2027, 1, 2, 9, 15, tzinfo=UTC)),
+        ("try again at 8:48 PM.", datetime(2026, 12, 1, 20, 49, tzinfo=UTC)),
+        ("try again at 12:05 AM.", datetime(2026, 12, 2, 0, 6, tzinfo=UTC)),  # after midnight
+        ("try again at 8:00 PM.", datetime(2026, 12, 2, 20, 1, tzinfo=UTC)),  # past: tomorrow
+        ("try again at 8:46 PM.", datetime(2026, 12, 1, 20, 47, tzinfo=UTC)),  # this minute
+        ("try again at Dec 3rd, 2026 9:15 AM.", datetime(2026, 12, 3, 9, 16, tzinfo=UTC)),
+        ("try again at Jan 2 9:15 AM.", datetime(2027, 1, 2, 9, 16, tzinfo=UTC)),
         ("try again later.", None),
         ("try again at 13:61 PM.", None),
         ("try again at Feb 30 9:15 AM.", None),
@@ -201,7 +215,7 @@ def test_codex_clock_time_is_the_next_such_time_in_the_local_zone(
 def test_codex_clock_time_is_local(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "America/New_York")  # 15:46 local at NOW
     time.tzset()
-    assert clock_time("try again at 4:10 PM", NOW) == datetime(2026, 12, 1, 21, 10, tzinfo=UTC)
+    assert clock_time("try again at 4:10 PM", NOW) == datetime(2026, 12, 1, 21, 11, tzinfo=UTC)
 
 
 # -- limit_wait values -----------------------------------------------------------------------

@@ -170,6 +170,7 @@ def _claude_until(text: Any) -> datetime | None:
 
 # -- Codex ------------------------------------------------------------------------------
 
+_MINUTE = timedelta(minutes=1)
 _CODEX_MESSAGE = re.compile(r"(hit your usage limit|usage limit (has been )?reached)", re.I)
 _MONTHS = {
     m: i
@@ -184,12 +185,11 @@ _TRY_AGAIN = re.compile(
 
 
 def clock_time(text: str, now: datetime | None = None) -> datetime | None:
-    """The time in Codex's "try again at 6:55 PM" (local time, minutes only): the start
-    of that minute — the earliest the reset can be, so a wait on it ends at most a
-    minute early, never up to a minute late — or, said while that minute is already
-    under way (a call refused again inside it), the minute's end. The next such time in
-    the local zone when no date is given (Codex gives one when it is not today).
-    ``None`` when the text names no time."""
+    """The time in Codex's "try again at 6:55 PM" (local time, cut to the minute) as the
+    end of that minute — when the reset is surely over (its start would mean a call
+    refused again, then the same wait) — the next such time in the local zone when no
+    date is given (Codex gives one when it is not today). ``None`` when the text names
+    no time. The rollout's exact reset is preferred to this (``codex_limit``)."""
     match = _TRY_AGAIN.search(text)
     if match is None:
         return None
@@ -221,14 +221,16 @@ def clock_time(text: str, now: datetime | None = None) -> datetime | None:
                 when += timedelta(days=1)
     except ValueError:  # a day the month does not have
         return None
-    # Codex cuts the reset to the minute: it comes inside the minute named.
-    return (when if when > local_now else when + timedelta(minutes=1)).astimezone(UTC)
+    # Codex cuts the reset to the minute: it is over by the end of the minute named.
+    return (when + timedelta(minutes=1)).astimezone(UTC)
 
 
-def _rollout_limit(rollout: Path | None) -> tuple[bool, datetime | None]:
-    """Whether the rollout says the turn ended at a usage limit, and a reset it gives."""
+def _rollout_limit(rollout: Path | None) -> tuple[bool, datetime | None, list[datetime]]:
+    """Whether the rollout says the turn ended at a usage limit, the reset it gives (of
+    a window used up), and every reset its last rate limits name (used up or not)."""
     hit = False
     until: datetime | None = None
+    seen: list[datetime] = []
     for line in _json_lines(_tail(rollout)):
         payload = line.get("payload")
         if line.get("type") != "event_msg" or not isinstance(payload, dict):
@@ -245,20 +247,25 @@ def _rollout_limit(rollout: Path | None) -> tuple[bool, datetime | None]:
             limits = payload["rate_limits"]
             if limits.get("rate_limit_reached_type"):
                 hit = True
-            resets = [
-                from_epoch(window.get("resets_at"))
-                for window in (limits.get("primary"), limits.get("secondary"))
-                if isinstance(window, dict) and (window.get("used_percent") or 0) >= 100
+            windows = [
+                w for w in (limits.get("primary"), limits.get("secondary")) if isinstance(w, dict)
             ]
-            found = [r for r in resets if r is not None]
+            seen = [r for r in (from_epoch(w.get("resets_at")) for w in windows) if r is not None]
+            found = [
+                r
+                for w in windows
+                if (w.get("used_percent") or 0) >= 100
+                and (r := from_epoch(w.get("resets_at"))) is not None
+            ]
             if found:
                 until = max(found)
-    return hit, until
+    return hit, until, seen
 
 
 def rollout_reset(rollout: Path | None) -> datetime | None:
-    """The reset a Codex rollout gives for a usage limit it met, if any."""
-    return _rollout_limit(rollout)[1]
+    """A reset a Codex rollout names (of a window used up first), if any."""
+    _, until, seen = _rollout_limit(rollout)
+    return until or (max(seen) if seen else None)
 
 
 def codex_limit(
@@ -269,10 +276,14 @@ def codex_limit(
     naming the limit. ``error`` is only ever the CLI's error (never an answer)."""
     if exit_code == 0 and not error:
         return None
-    hit, until = _rollout_limit(rollout)
+    hit, until, seen = _rollout_limit(rollout)
     said = error if isinstance(error, str) and _CODEX_MESSAGE.search(error) else None
     if until is None and said is not None:
         until = clock_time(said, now)
+        # The message's minute names the reset; a window of the rollout resetting inside
+        # that minute (one not reported used up) gives it to the second.
+        exact = [r for r in seen if until is not None and until - _MINUTE <= r < until]
+        until = max(exact) if exact else until
     if hit:
         return Limited(until, "rollout")
     if said is not None:
