@@ -25,7 +25,9 @@ never limited, and only the CLI's error text is ever read as a message.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -290,3 +292,128 @@ def codex_limit(
         return Limited(until, "message")
     return None
 
+
+# -- a wait inside the CLI's own session ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InsideWait:
+    """The CLI said it was refused at a limit and will try again itself: until when
+    (the reset it gave, else its next try; ``None``: not said) and where it said so."""
+
+    until: datetime | None
+    source: str
+
+
+class GrowingLines:
+    """The whole lines appended to a file another process is writing, as they come.
+
+    Read as every record file is (regular only, ``O_NONBLOCK``: nothing planted there
+    hangs or grows a session), at most ``_STEP`` bytes a look; a line longer than
+    ``_LONGEST`` (a request blob in a transcript) is skipped, never held."""
+
+    _STEP = 4 << 20
+    _LONGEST = 1 << 20
+
+    def __init__(self, path: Path | None = None, *, fd: int | None = None) -> None:
+        self.path = path
+        self.fd = fd  # a file already open (a session's captured output), never closed here
+        self._offset = 0
+        self._partial = b""
+        self._skipping = False
+
+    def new_lines(self) -> list[bytes]:
+        if self.fd is not None:
+            fd = self.fd
+        elif self.path is not None:
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                return []
+        else:
+            return []
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
+            data = os.pread(fd, self._STEP, self._offset)
+        except OSError:
+            return []
+        finally:
+            if fd != self.fd:
+                os.close(fd)
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        if self._skipping and lines:
+            lines.pop(0)  # the rest of a line too long to keep
+            self._skipping = False
+        if len(self._partial) > self._LONGEST:
+            self._partial = b""
+            self._skipping = True
+        return [line for line in lines if line.strip()]
+
+
+def _line(raw: bytes) -> dict[str, Any] | None:
+    if b"429" not in raw and b"rate_limit" not in raw and b'"assistant"' not in raw:
+        return None  # most lines of a transcript: not parsed at all
+    try:
+        item = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return item if isinstance(item, dict) else None
+
+
+def claude_inside_wait(raw: bytes, now: datetime | None = None) -> InsideWait | None:
+    """A line of Claude Code's transcript or ``stream-json`` output saying it was refused
+    at a limit and will try again inside its session.
+
+    Claude Code 2.1.332 writes, as it is refused (docs/sessions.md):
+
+    - to its transcript, ``{"type": "system", "subtype": "api_error", "error": {"status":
+      429, "rateLimits": {"resetsAt": <epoch>}, …}, "retryInMs": N, …}`` — only when it
+      will retry (a window it gives up on has none, just the limited answer);
+    - to ``--output-format stream-json --verbose``, ``{"type": "system", "subtype":
+      "api_retry", "error_status": 429, "error": "rate_limit", "retry_delay_ms": N}``;
+      and, for subscription accounts, ``rate_limit_event`` with ``status: "rejected"``
+      and ``resetsAt``.
+
+    ``until`` is the reset when given, else its next try."""
+    item = _line(raw)
+    if item is None:
+        return None
+    now = now or datetime.now(UTC)
+    kind, subtype = item.get("type"), item.get("subtype")
+    if kind == "system" and subtype == "api_error":
+        error = item.get("error")
+        retry = item.get("retryInMs")
+        if not isinstance(error, dict) or error.get("status") != 429 or retry is None:
+            return None
+        limits = error.get("rateLimits")
+        reset = from_epoch(limits.get("resetsAt")) if isinstance(limits, dict) else None
+        return InsideWait(reset or _after(now, retry), "transcript")
+    if kind == "system" and subtype == "api_retry":
+        if item.get("error_status") != 429 and item.get("error") != "rate_limit":
+            return None
+        return InsideWait(_after(now, item.get("retry_delay_ms")), "stream")
+    if kind == "rate_limit_event":
+        info = item.get("rate_limit_info")
+        if isinstance(info, dict) and info.get("status") == "rejected":
+            return InsideWait(from_epoch(info.get("resetsAt")), "event")
+    return None
+
+
+def claude_going_on(raw: bytes) -> bool:
+    """A line saying the model answered (an assistant message that is not an API error):
+    a wait inside the session is over."""
+    item = _line(raw)
+    if item is None or item.get("type") != "assistant":
+        return False
+    return not item.get("isApiErrorMessage") and not item.get("error")
+
+
+def _after(now: datetime, milliseconds: Any) -> datetime | None:
+    if isinstance(milliseconds, bool) or not isinstance(milliseconds, int | float):
+        return None
+    if not 0 <= milliseconds < 366 * 86400 * 1000:
+        return None
+    return now + timedelta(milliseconds=milliseconds)

@@ -15,12 +15,14 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, SESSIONS
 from flowdrop_tui.core.records.event_lines import count_named
+from flowdrop_tui.core.records.limit_windows import iso
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 
@@ -76,6 +78,9 @@ class Session:
         self.exit_code: int | None = None  # of the last process waited for
         self.usage: Usage | None = None  # what it spent, once closed
         self._began = 0.0
+        # SPEC §19: a wait inside the CLI's own session, while it lasts: (monotonic
+        # start, until it said); see ``waiting``
+        self._inside: tuple[float, datetime | None] | None = None
 
     @property
     def number(self) -> int:
@@ -238,6 +243,44 @@ class Session:
             kill_tree(None, family)  # whatever it left behind (a child ignoring SIGINT)
         self.exit_code = child.returncode
 
+    def waiting(self, until: datetime | None, source: str) -> None:
+        """The CLI was refused at a usage limit and waits inside this session to try
+        again itself (SPEC §19): the run is ``waiting`` while the process runs on.
+        Records ``limit_wait`` with ``inside: true`` — again only when ``until`` moves
+        (a retry refused with a later reset) — and its end (``waiting_over``)."""
+        if self._inside is not None and self._inside[1] == until:
+            return
+        began = self._inside[0] if self._inside is not None else time.monotonic()
+        self._inside = (began, until)
+        self._host.log.append(
+            "limit_wait",
+            key=self._frame.key,
+            backend=self.backend,
+            until=iso(until),
+            next_probe=None,
+            source=source,
+            session=self.id,
+            shared=False,
+            inside=True,
+        )
+
+    def waiting_over(self, outcome: str) -> None:
+        """A wait inside the session is over: ``open`` (the model answered), ``limited``
+        (the CLI gave up: the run waits on its own), ``ended`` (it ended otherwise)."""
+        if self._inside is None:
+            return
+        began, _ = self._inside
+        self._inside = None
+        self._host.log.append(
+            "limit_wait_ended",
+            key=self._frame.key,
+            backend=self.backend,
+            outcome=outcome,
+            seconds=round(time.monotonic() - began, 3),
+            session=self.id,
+            inside=True,
+        )
+
     def warn(self, message: str) -> None:
         """Record a ``warning`` (kind ``session``): something about this session did not
         go as it should, but the run carries on (a transcript that cannot be found)."""
@@ -254,6 +297,10 @@ class Session:
         backend reported it, else read from the transcript now (so it outlives the
         transcript's deletion)."""
         seconds = round(time.monotonic() - self._began, 3)
+        if limited is not None:
+            self.waiting_over("limited")
+        else:
+            self.waiting_over("open" if exit_code == 0 and not self.interrupted else "ended")
         if usage is None:
             usage = read_usage(self.backend, self.target)
         self.usage = usage
