@@ -116,3 +116,41 @@ def test_a_wait_claude_code_makes_inside_its_session_is_shown(
     assert cli.json("show", run_id)["waiting"] is None
     [result] = state_of(workspace, run_id)["agent"]["results"]
     assert result["ok"] is True and result["text"] == ANSWER
+
+
+async def test_the_ui_top_line_says_claude_code_waits_in_its_session(
+    cli: CLI,
+    workspace: Path,
+    flow_writer: Callable[[str, str], Path],
+    agents: Agents,
+) -> None:
+    """The UI's top line reads "agent (waiting for claude's limit until HH:MM (in its
+    session))" while Claude Code waits a window out itself, and drops it after."""
+    from flowdrop_tui.core.paths import Layout
+    from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
+    from tests.tui.tui_helpers import RecordingApp, until
+
+    agents.mock.close_window(INSIDE_WINDOW)
+    write(flow_writer, "agent", "claude")
+    run_id = str(cli.json("run", "agent", "--detach")["run"])
+    app = RecordingApp(Layout(workspace))
+    async with app.run_test(size=(120, 36)) as pilot:
+        bar = app.screen.query_one(WorkspaceBar)
+        await until(
+            pilot,
+            lambda: (
+                "agent (waiting for claude's limit until" in str(bar.render())
+                and "(in its session)" in str(bar.render())
+            ),
+            what="the wait in the top line",
+            timeout=60,
+        )
+        await until(
+            pilot,
+            lambda: (
+                "waiting for claude" not in str(bar.render())
+                and cli.json("show", run_id)["status"] == "completed"
+            ),
+            what="the wait over",
+            timeout=120,
+        )
