@@ -154,3 +154,31 @@ async def test_the_ui_top_line_says_claude_code_waits_in_its_session(
             what="the wait over",
             timeout=120,
         )
+
+
+@pytest.mark.parametrize(("asked", "status"), [("stop", "cancelled"), ("pause", "paused")])
+def test_stop_or_pause_during_a_wait_inside_claude_code_acts_at_once(
+    cli: CLI,
+    workspace: Path,
+    flow_writer: Callable[[str, str], Path],
+    agents: Agents,
+    asked: str,
+    status: str,
+) -> None:
+    """Escape (`stop`) or `pause` while Claude Code waits a window out in its session
+    acts at once, as during a wait of flowdrop's own: the session is interrupted (as
+    Ctrl-C would), the run ends cancelled or paused long before the reset."""
+    window = agents.mock.close_window(50)
+    write(flow_writer, "agent", "claude", decorator="resumable=True")
+    run_id = str(cli.json("run", "agent", "--detach")["run"])
+    wait_for(lambda: (cli.json("show", run_id)["waiting"] or {}).get("inside"), timeout=60)
+    cli(asked, run_id, check=0)
+    wait_for(lambda: cli.json("show", run_id)["status"] == status, timeout=40)
+    [ended] = named(workspace, run_id, "limit_wait_ended")
+    assert ended["inside"] is True
+    assert ended["outcome"] == {"stop": "stopped", "pause": "paused"}[asked]
+    assert seconds(ended["t"]) < window.until  # at once, not after the wait
+    [closed] = named(workspace, run_id, "session_closed")
+    assert closed["interrupted"] is True and "limited" not in closed
+    assert agents.mock.answered == []  # the model was never asked again
+    assert cli.json("show", run_id)["waiting"] is None

@@ -186,7 +186,12 @@ class ClaudeBackend:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             child = session.spawn(argv, cwd=cwd, env=env, stdout=out, stderr=err)
             watch = _Watch(session, expected, out.fileno())
-            code = session.wait(child, tick=watch.look, every=WATCH_EVERY)
+
+            def tick() -> None:
+                watch.look()
+                session.leave_if_asked(child)  # a stop or pause during a wait inside it
+
+            code = session.wait(child, tick=tick, every=WATCH_EVERY)
             watch.look()  # what it wrote last
             out.seek(0)
             err.seek(0)

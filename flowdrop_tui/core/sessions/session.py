@@ -81,6 +81,9 @@ class Session:
         # SPEC §19: a wait inside the CLI's own session, while it lasts: (monotonic
         # start, until it said); see ``waiting``
         self._inside: tuple[float, datetime | None] | None = None
+        # a stop or pause asked for during that wait: the run leaves once it closes
+        self.leaving: str | None = None
+        self._leave_sent = 0.0  # monotonic time the process was interrupted for it
 
     @property
     def number(self) -> int:
@@ -264,6 +267,29 @@ class Session:
             inside=True,
         )
 
+    def leave_if_asked(self, child: subprocess.Popen[Any]) -> None:
+        """While the CLI waits inside this session, a stop or pause asked for ends the
+        wait at once, as it ends one of flowdrop's own (SPEC §19): the process gets
+        SIGINT, as Ctrl-C would give it (killed with what it started if it outlives
+        the grace period), the session closes interrupted, and the run then stops or
+        pauses (``open_session``). A backend calls this from its ``wait`` tick."""
+        if self.leaving is not None:
+            if time.monotonic() - self._leave_sent > INTERRUPT_GRACE and child.poll() is None:
+                kill_tree(child.pid, process_tree(child.pid))
+            return
+        if self._inside is None:
+            return
+        asked = self._host.hold(0)
+        if asked is None:
+            return
+        self.leaving = asked
+        self.interrupted = True
+        self._leave_sent = time.monotonic()
+        try:
+            os.kill(child.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
     def waiting_over(self, outcome: str) -> None:
         """A wait inside the session is over: ``open`` (the model answered), ``limited``
         (the CLI gave up: the run waits on its own), ``ended`` (it ended otherwise)."""
@@ -297,7 +323,9 @@ class Session:
         backend reported it, else read from the transcript now (so it outlives the
         transcript's deletion)."""
         seconds = round(time.monotonic() - self._began, 3)
-        if limited is not None:
+        if self.leaving is not None:
+            self.waiting_over("stopped" if self.leaving == "stop" else "paused")
+        elif limited is not None:
             self.waiting_over("limited")
         else:
             self.waiting_over("open" if exit_code == 0 and not self.interrupted else "ended")
