@@ -361,6 +361,8 @@ def waiting_words(waiting: dict[str, Any] | None) -> str:
         return ""
     head = f"waiting for {waiting.get('backend')}'s limit"
     until = _clock(waiting.get("until"))
+    if waiting.get("inside"):  # the CLI waits inside its own session, and retries itself
+        return f"{head} until {until} (in its session)" if until else f"{head} (in its session)"
     if until is not None:
         return f"{head} until {until}"
     probe = _clock(waiting.get("next_probe"))

@@ -123,10 +123,10 @@ def test_claude_answer_that_talks_about_rate_limits_is_not_a_limit(tmp_path: Pat
 NOW = datetime(2026, 12, 1, 20, 46, 10, tzinfo=UTC)
 
 
-def rollout(tmp_path: Path, *, resets_at: int | None) -> Path:
+def rollout(tmp_path: Path, *, resets_at: int | None, used: float = 100.0) -> Path:
     path = tmp_path / "rollout.jsonl"
     primary = (
-        {"used_percent": 100.0, "window_minutes": 300, "resets_at": resets_at}
+        {"used_percent": used, "window_minutes": 300, "resets_at": resets_at}
         if resets_at is not None
         else None
     )
@@ -163,6 +163,20 @@ def test_codex_rollout_without_a_reset_takes_the_clock_time_of_the_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     found = codex_limit(1, CODEX_MESSAGE, rollout(tmp_path, resets_at=None), NOW)
+    assert found == Limited(datetime(2026, 12, 1, 20, 49, tzinfo=UTC), "rollout")
+
+
+def test_codex_reset_to_the_second_from_a_rollout_window_in_the_minute_the_message_names(
+    tmp_path: Path,
+) -> None:
+    """A usage limit whose rollout window is not reported used up (a credits limit, a
+    percentage rounded down): its ``resets_at`` inside the minute of "try again at 8:48
+    PM" is the reset, to the second — not the minute's end (a wait up to 60 s too long)."""
+    exact = datetime(2026, 12, 1, 20, 48, 23, tzinfo=UTC)
+    path = rollout(tmp_path, resets_at=int(exact.timestamp()), used=97.0)
+    assert codex_limit(1, CODEX_MESSAGE, path, NOW) == Limited(exact, "rollout")
+    later = rollout(tmp_path, resets_at=int(exact.timestamp()) + 3600, used=97.0)
+    found = codex_limit(1, CODEX_MESSAGE, later, NOW)  # another window: the message stands
     assert found == Limited(datetime(2026, 12, 1, 20, 49, tzinfo=UTC), "rollout")
 
 
@@ -312,3 +326,84 @@ def test_waiting_and_limit_reached_words() -> None:
     assert limit_reached_words(reached).startswith(f"codex's usage limit until {clock}")
     wait = {"event": "limit_wait", "backend": "codex", "until": stamp, "source": "rollout"}
     assert event_detail(wait) == f"waiting for codex's limit until {clock} · rollout"
+
+
+# -- a wait inside Claude Code's own session ----------------------------------------------
+
+# What Claude Code 2.1.332 wrote to its transcript when refused with a retry-after of
+# 15 s (trimmed), and to stream-json --verbose at the same moment.
+CLAUDE_RETRY_LINE = orjson.dumps(
+    {
+        "type": "system",
+        "subtype": "api_error",
+        "level": "error",
+        "error": {
+            "status": 429,
+            "formatted": "429 This request would exceed your account's rate limit.",
+            "rateLimits": {"rateLimitType": "five_hour", "resetsAt": 1796540883},
+        },
+        "retryInMs": 8870,
+        "retryAttempt": 1,
+        "maxRetries": 10,
+        "source": "request_retry",
+        "timestamp": "2026-12-06T07:07:56.172Z",
+    }
+)
+CLAUDE_STREAM_RETRY = orjson.dumps(
+    {
+        "type": "system",
+        "subtype": "api_retry",
+        "attempt": 1,
+        "max_retries": 10,
+        "retry_delay_ms": 16763,
+        "error_status": 429,
+        "error": "rate_limit",
+    }
+)
+
+
+def test_claude_says_it_waits_inside_its_session() -> None:
+    from flowdrop_tui.core.sessions.limit_signs import claude_going_on, claude_inside_wait
+
+    wait = claude_inside_wait(CLAUDE_RETRY_LINE, NOW)
+    assert wait is not None and wait.source == "transcript"
+    assert wait.until == datetime.fromtimestamp(1796540883, UTC)
+    no_reset = orjson.loads(CLAUDE_RETRY_LINE)
+    no_reset["error"].pop("rateLimits")
+    wait = claude_inside_wait(orjson.dumps(no_reset), NOW)
+    assert wait is not None and wait.until == NOW + timedelta(milliseconds=8870)
+    streamed = claude_inside_wait(CLAUDE_STREAM_RETRY, NOW)
+    assert streamed is not None and streamed.source == "stream"
+    assert streamed.until == NOW + timedelta(milliseconds=16763)
+    # a refusal it will not retry (a long window: only the limited answer), another error
+    gave_up = orjson.loads(CLAUDE_RETRY_LINE)
+    gave_up.pop("retryInMs")
+    assert claude_inside_wait(orjson.dumps(gave_up), NOW) is None
+    overloaded = orjson.loads(CLAUDE_RETRY_LINE)
+    overloaded["error"]["status"] = 529
+    assert claude_inside_wait(orjson.dumps(overloaded), NOW) is None
+    assert claude_inside_wait(b"not json 429", NOW) is None
+    # the model answered: the wait is over; the limited answer is not an answer
+    answer = {"type": "assistant", "message": {"content": [{"type": "text", "text": "ok"}]}}
+    assert claude_going_on(orjson.dumps(answer))
+    assert not claude_going_on(orjson.dumps({**answer, "isApiErrorMessage": True}))
+    assert not claude_going_on(orjson.dumps({**answer, "error": "rate_limit"}))
+
+
+def test_growing_lines_reads_whole_lines_as_they_come_and_never_hangs(tmp_path: Path) -> None:
+    from flowdrop_tui.core.sessions.limit_signs import GrowingLines
+
+    path = tmp_path / "transcript.jsonl"
+    follow = GrowingLines(path)
+    assert follow.new_lines() == []  # not there yet
+    path.write_bytes(b'{"a": 1}\n{"b"')
+    assert follow.new_lines() == [b'{"a": 1}']
+    with open(path, "ab") as grow:
+        grow.write(b": 2}\n" + b"x" * (GrowingLines._LONGEST + 10))
+    assert follow.new_lines() == [b'{"b": 2}']  # the long line is dropped, not held
+    with open(path, "ab") as grow:
+        grow.write(b"tail of the long line\n{}\n")
+    assert follow.new_lines() == [b"{}"]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert GrowingLines(fifo).new_lines() == []  # opened without waiting, not read

@@ -124,6 +124,7 @@ def event_detail(ev: dict[str, Any]) -> str:
             "backend": ev.get("backend"),
             "until": ev.get("until"),
             "next_probe": ev.get("next_probe"),
+            "inside": ev.get("inside"),
         }
         return f"{waiting_words(wait)} · {ev.get('source')}"
     if name == "limit_wait_ended":

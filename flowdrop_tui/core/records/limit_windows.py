@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -36,6 +37,7 @@ import orjson
 
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import open_fd, write_atomic
+from flowdrop_tui.core.files.regular import NotRegularFile, TooBig
 from flowdrop_tui.core.paths import Layout, refuse_link
 from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.times import parse_time
@@ -46,6 +48,14 @@ MAX_STEPS = 30  # at most 30 probe bases (30 minutes) between probes
 # A reset is said in whole seconds (an epoch, or a clock time): a call made on the
 # second itself may still be refused. Calls go this long after it.
 MARGIN = timedelta(seconds=1)
+# The file holds a few small windows: anything bigger is not one the engine wrote.
+CAP = 64 * 1024
+# No service's usage window lasts a year: a time further ahead than this (year 9999, a
+# start with no end far away) is implausible. Such a window is held closed for exactly
+# this long from when it is read, and marked so: a session meeting it pauses its run
+# (``limit_reached``) instead of waiting, whatever its ``limit_wait``.
+FAR_AHEAD = timedelta(days=366)
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # a time before it is no window's: not a time
 
 
 def iso(when: datetime | None) -> str | None:
@@ -65,12 +75,17 @@ class Window:
     probes: int  # limited answers so far in this window (the probe interval doubles)
     source: str
     run: str | None = None
+    implausible: bool = False  # a time in it was more than FAR_AHEAD ahead: clamped
 
     @property
     def opens(self) -> datetime:
         """When a session may call again."""
         if self.until is not None:
-            return self.until + MARGIN
+            return (
+                self.until + MARGIN
+                if self.until < datetime.max.replace(tzinfo=UTC) - MARGIN
+                else self.until
+            )
         return self.next_probe if self.next_probe is not None else self.since
 
     def closed(self, now: datetime) -> bool:
@@ -87,10 +102,27 @@ class Window:
         }
 
     @classmethod
-    def from_json(cls, backend: str, value: Any) -> Window | None:
+    def from_json(cls, backend: str, value: Any, now: datetime | None = None) -> Window | None:
+        """A window as the file holds it; ``None`` when it has no start. A time before
+        2000 (or not a time) is none; one more than ``FAR_AHEAD`` ahead of ``now`` is
+        clamped to that, and the window marked implausible (see ``FAR_AHEAD``)."""
         if not isinstance(value, dict):
             return None
-        since = parse_time(value.get("since"))
+        now = now or datetime.now(UTC)
+        latest = now + FAR_AHEAD
+        clamped = False
+
+        def time_of(name: str) -> datetime | None:
+            nonlocal clamped
+            when = parse_time(value.get(name))
+            if when is None or when < EARLIEST:
+                return None
+            if when > latest:
+                clamped = True
+                return latest
+            return when
+
+        since = time_of("since")
         if since is None:
             return None
         probes = value.get("probes")
@@ -98,12 +130,20 @@ class Window:
         return cls(
             backend=backend,
             since=since,
-            until=parse_time(value.get("until")),
-            next_probe=parse_time(value.get("next_probe")),
+            until=time_of("until"),
+            next_probe=time_of("next_probe"),
             probes=probes if isinstance(probes, int) and not isinstance(probes, bool) else 1,
-            source=str(value.get("source") or "unknown"),
+            source=str(value.get("source") or "unknown")[:100],
             run=run if isinstance(run, str) else None,
+            implausible=clamped,
         )
+
+
+def plausible(when: datetime | None, now: datetime) -> tuple[datetime | None, bool]:
+    """A reset as a CLI reported it, held to ``FAR_AHEAD`` (and whether it was)."""
+    if when is None or when <= now + FAR_AHEAD:
+        return when, False
+    return now + FAR_AHEAD, True
 
 
 def probe_step(probes: int, base: float) -> timedelta:
@@ -117,21 +157,45 @@ def _path(layout: Layout) -> str:
     return os.fspath(layout.limits)
 
 
-def read(layout: Layout) -> dict[str, Window]:
-    """Every window the file holds (closed or not); an unreadable file holds none."""
+def _read_bytes(layout: Layout) -> bytes | None:
+    """The file's bytes, ``None`` when there is none. Read as every record file is
+    (``files/regular.py``): never through a link (refused, naming it), never waiting
+    (``O_NONBLOCK``: a FIFO planted there opens at once and is refused), only a regular
+    file (a device is ``NotRegularFile``), at most ``CAP`` bytes (``TooBig``)."""
     path = layout.limits
     try:
-        fd = open_fd(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = open_fd(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             refuse_link(path)
-        return {}
+        raise
     try:
-        with os.fdopen(fd, "rb") as source:
-            data = source.read()
-    except OSError:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(path, mode)
+        data = os.read(fd, CAP + 1)
+        while data and len(data) <= CAP:
+            more = os.read(fd, CAP + 1 - len(data))
+            if not more:
+                break
+            data += more
+        if len(data) > CAP:
+            raise TooBig(path, len(data), CAP)
+        return data
+    finally:
+        os.close(fd)
+
+
+def read(layout: Layout, now: datetime | None = None) -> dict[str, Window]:
+    """Every window the file holds (closed or not); none when there is no file or it
+    is not JSON. ``OSError`` when it cannot be read: a link (``LinkRefusedError``), a
+    FIFO or a device (``NotRegularFile``), a file far bigger than any it writes
+    (``TooBig``) — whoever waits then warns and carries on (SPEC §19: nothing about
+    waiting fails a run); the next window recorded replaces what is there."""
+    data = _read_bytes(layout)
+    if data is None:
         return {}
     try:
         found = orjson.loads(data)
@@ -140,9 +204,10 @@ def read(layout: Layout) -> dict[str, Window]:
     windows = found.get("windows") if isinstance(found, dict) else None
     if not isinstance(windows, dict):
         return {}
+    now = now or datetime.now(UTC)
     out = {}
     for backend, value in windows.items():
-        window = Window.from_json(str(backend), value)
+        window = Window.from_json(str(backend), value, now)
         if window is not None:
             out[str(backend)] = window
     return out
@@ -164,12 +229,7 @@ SHARED_NAME = "limits.json"
 
 def _local_bytes(layout: Layout) -> bytes | None:
     try:
-        fd = open_fd(layout.limits, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as source:
-            return source.read()
+        return _read_bytes(layout)
     except OSError:
         return None
 
@@ -201,7 +261,7 @@ def current(layout: Layout, backend: str, now: datetime | None = None) -> Window
     """``backend``'s window when it is closed now."""
     now = now or datetime.now(UTC)
     with _space(layout):
-        window = read(layout).get(backend)
+        window = read(layout, now).get(backend)
     return window if window is not None and window.closed(now) else None
 
 
@@ -219,12 +279,16 @@ def close(
     no reset given, until the next probe (the interval doubling from the window's last)."""
     now = now or datetime.now(UTC)
     with _space(layout), _locked(layout):
-        windows = read(layout)
+        try:
+            windows = read(layout, now)
+        except (NotRegularFile, TooBig):
+            windows = {}  # a FIFO, a device, a huge file planted there: replaced now
         before = windows.get(backend)
         # The same window, still being probed: the interval goes on doubling.
         ongoing = before is not None and before.until is None and before.since <= now
         probes = before.probes + 1 if ongoing and before is not None else 1
         since = before.since if ongoing and before is not None else now
+        until, clamped = plausible(until, now)
         window = Window(
             backend=backend,
             since=since,
@@ -233,6 +297,7 @@ def close(
             probes=probes,
             source=source,
             run=run,
+            implausible=clamped,
         )
         if window.until is None:
             if until is not None:  # a reset already past: probe soon, from the first step
@@ -257,7 +322,7 @@ def _take_probe(
     layout: Layout, backend: str, *, probe_base: float, now: datetime | None
 ) -> Window | None:
     now = now or datetime.now(UTC)
-    window = read(layout).get(backend)
+    window = read(layout, now).get(backend)
     if window is None:
         return None
     if window.closed(now):
@@ -265,7 +330,7 @@ def _take_probe(
     if window.until is not None:
         return None  # the reset has come: everyone may call
     with _locked(layout):
-        windows = read(layout)
+        windows = read(layout, now)
         window = windows.get(backend)
         if window is None or window.until is not None:
             return None

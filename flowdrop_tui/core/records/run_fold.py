@@ -164,6 +164,7 @@ class RunFold:
             info.waiting.update(
                 {k: ev.get(k) for k in ("backend", "until", "next_probe", "source", "key")}
             )
+            info.waiting["inside"] = ev.get("inside") is True  # the CLI waits in its session
         elif name == "limit_wait_ended":
             self._wait_over(info, ev.get("t"))
         elif name == "limit_reached":

@@ -208,7 +208,8 @@ class RunInfo:
         while it waited is interrupted, not waiting)."""
         if self.status != Status.RUNNING or self.waiting is None:
             return None
-        return {k: self.waiting.get(k) for k in ("backend", "until", "next_probe", "since")}
+        shown = {k: self.waiting.get(k) for k in ("backend", "until", "next_probe", "since")}
+        return {**shown, "inside": bool(self.waiting.get("inside"))}
 
     def waited(self, now: str | None = None) -> float:
         """Seconds spent waiting for usage limits, the wait in progress included."""

@@ -35,7 +35,12 @@ from flowdrop_tui.core.sessions.agent_cli import (
     working_dir,
 )
 from flowdrop_tui.core.sessions.base import Reply
-from flowdrop_tui.core.sessions.limit_signs import claude_limit
+from flowdrop_tui.core.sessions.limit_signs import (
+    GrowingLines,
+    claude_going_on,
+    claude_inside_wait,
+    claude_limit,
+)
 from flowdrop_tui.core.sessions.session import Session
 
 
@@ -139,6 +144,29 @@ def final_text(stdout: bytes) -> tuple[str, str | None]:
     return ("" if json_seen else stdout.decode(errors="replace")), None
 
 
+WATCH_EVERY = 0.5  # seconds between looks at what a running session wrote
+
+
+class _Watch:
+    """What Claude Code writes while it runs, read as it comes: its transcript (where
+    2.1.332 says it was refused at a limit and will retry) and its output (``stream-json``
+    says so too, when a flow asks for that format). A wait inside the session is
+    recorded as it begins and ends (``Session.waiting``), so the run shows it."""
+
+    def __init__(self, session: Session, transcript: Path, out: int) -> None:
+        self.session = session
+        self.sources = (GrowingLines(transcript), GrowingLines(fd=out))
+
+    def look(self) -> None:
+        for source in self.sources:
+            for line in source.new_lines():
+                wait = claude_inside_wait(line)
+                if wait is not None:
+                    self.session.waiting(wait.until, wait.source)
+                elif claude_going_on(line):
+                    self.session.waiting_over("open")
+
+
 class ClaudeBackend:
     name = "claude"
 
@@ -157,7 +185,14 @@ class ClaudeBackend:
         session.open(command=shlex.join(["claude", *argv[1:]]), transcript=expected)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             child = session.spawn(argv, cwd=cwd, env=env, stdout=out, stderr=err)
-            code = session.wait(child)
+            watch = _Watch(session, expected, out.fileno())
+
+            def tick() -> None:
+                watch.look()
+                session.leave_if_asked(child)  # a stop or pause during a wait inside it
+
+            code = session.wait(child, tick=tick, every=WATCH_EVERY)
+            watch.look()  # what it wrote last
             out.seek(0)
             err.seek(0)
             stdout, stderr = out.read(), err.read()

@@ -16,6 +16,7 @@ import shlex
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,10 +34,11 @@ from flowdrop_tui.core.sessions.agent_cli import (
     working_dir,
 )
 from flowdrop_tui.core.sessions.base import Reply
-from flowdrop_tui.core.sessions.limit_signs import codex_limit
+from flowdrop_tui.core.sessions.limit_signs import Limited, codex_limit, rollout_reset
 from flowdrop_tui.core.sessions.session import Session
 
 _MESSAGE_TYPES = ("agent_message", "assistant_message")  # the second: older Codex releases
+ROLLOUT_SETTLE = 2.0  # seconds a limit's reset is looked for in a rollout still being written
 
 
 def codex_home(env: dict[str, str]) -> Path:
@@ -152,7 +154,26 @@ class CodexBackend:
             error = tail(stderr) or f"codex exited with {code}"
         # The error events only: never the answer (an agent may talk about limits).
         limited = codex_limit(code, events.error, session.target)
+        if limited is not None and "--ephemeral" not in argv and not rollout_reset(session.target):
+            limited = self._settled(session, env, events, code, limited)
         return Reply(code, text, error, limited=limited)
+
+    @staticmethod
+    def _settled(
+        session: Session, env: dict[str, str], events: _Events, code: int, limited: Limited
+    ) -> Limited:
+        """A limit met with no reset read from the rollout: Codex writes its rollout from
+        a task of its own, so the line with ``resets_at`` (exact to the second) may land
+        a moment after the process has gone. Look again for up to ``ROLLOUT_SETTLE``
+        before settling for its message's "try again at 6:55 PM" (to the minute)."""
+        deadline = time.monotonic() + ROLLOUT_SETTLE
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            if session.target is None and events.thread_id:
+                CodexBackend._link(session, env, events.thread_id, everywhere=True)
+            if rollout_reset(session.target) is not None:
+                return codex_limit(code, events.error, session.target) or limited
+        return limited
 
     @staticmethod
     def _link(session: Session, env: dict[str, str], thread_id: str, *, everywhere: bool) -> None:

@@ -25,7 +25,9 @@ never limited, and only the CLI's error text is ever read as a message.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -170,6 +172,7 @@ def _claude_until(text: Any) -> datetime | None:
 
 # -- Codex ------------------------------------------------------------------------------
 
+_MINUTE = timedelta(minutes=1)
 _CODEX_MESSAGE = re.compile(r"(hit your usage limit|usage limit (has been )?reached)", re.I)
 _MONTHS = {
     m: i
@@ -184,9 +187,11 @@ _TRY_AGAIN = re.compile(
 
 
 def clock_time(text: str, now: datetime | None = None) -> datetime | None:
-    """The time in Codex's "try again at 6:55 PM" (local time, minutes only), as the end
-    of that minute: the next such time in the local zone when no date is given (Codex
-    gives one when it is not today). ``None`` when the text names no time."""
+    """The time in Codex's "try again at 6:55 PM" (local time, cut to the minute) as the
+    end of that minute — when the reset is surely over (its start would mean a call
+    refused again, then the same wait) — the next such time in the local zone when no
+    date is given (Codex gives one when it is not today). ``None`` when the text names
+    no time. The rollout's exact reset is preferred to this (``codex_limit``)."""
     match = _TRY_AGAIN.search(text)
     if match is None:
         return None
@@ -222,10 +227,12 @@ def clock_time(text: str, now: datetime | None = None) -> datetime | None:
     return (when + timedelta(minutes=1)).astimezone(UTC)
 
 
-def _rollout_limit(rollout: Path | None) -> tuple[bool, datetime | None]:
-    """Whether the rollout says the turn ended at a usage limit, and a reset it gives."""
+def _rollout_limit(rollout: Path | None) -> tuple[bool, datetime | None, list[datetime]]:
+    """Whether the rollout says the turn ended at a usage limit, the reset it gives (of
+    a window used up), and every reset its last rate limits name (used up or not)."""
     hit = False
     until: datetime | None = None
+    seen: list[datetime] = []
     for line in _json_lines(_tail(rollout)):
         payload = line.get("payload")
         if line.get("type") != "event_msg" or not isinstance(payload, dict):
@@ -242,15 +249,25 @@ def _rollout_limit(rollout: Path | None) -> tuple[bool, datetime | None]:
             limits = payload["rate_limits"]
             if limits.get("rate_limit_reached_type"):
                 hit = True
-            resets = [
-                from_epoch(window.get("resets_at"))
-                for window in (limits.get("primary"), limits.get("secondary"))
-                if isinstance(window, dict) and (window.get("used_percent") or 0) >= 100
+            windows = [
+                w for w in (limits.get("primary"), limits.get("secondary")) if isinstance(w, dict)
             ]
-            found = [r for r in resets if r is not None]
+            seen = [r for r in (from_epoch(w.get("resets_at")) for w in windows) if r is not None]
+            found = [
+                r
+                for w in windows
+                if (w.get("used_percent") or 0) >= 100
+                and (r := from_epoch(w.get("resets_at"))) is not None
+            ]
             if found:
                 until = max(found)
-    return hit, until
+    return hit, until, seen
+
+
+def rollout_reset(rollout: Path | None) -> datetime | None:
+    """A reset a Codex rollout names (of a window used up first), if any."""
+    _, until, seen = _rollout_limit(rollout)
+    return until or (max(seen) if seen else None)
 
 
 def codex_limit(
@@ -261,12 +278,142 @@ def codex_limit(
     naming the limit. ``error`` is only ever the CLI's error (never an answer)."""
     if exit_code == 0 and not error:
         return None
-    hit, until = _rollout_limit(rollout)
+    hit, until, seen = _rollout_limit(rollout)
     said = error if isinstance(error, str) and _CODEX_MESSAGE.search(error) else None
     if until is None and said is not None:
         until = clock_time(said, now)
+        # The message's minute names the reset; a window of the rollout resetting inside
+        # that minute (one not reported used up) gives it to the second.
+        exact = [r for r in seen if until is not None and until - _MINUTE <= r < until]
+        until = max(exact) if exact else until
     if hit:
         return Limited(until, "rollout")
     if said is not None:
         return Limited(until, "message")
     return None
+
+
+# -- a wait inside the CLI's own session ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InsideWait:
+    """The CLI said it was refused at a limit and will try again itself: until when
+    (the reset it gave, else its next try; ``None``: not said) and where it said so."""
+
+    until: datetime | None
+    source: str
+
+
+class GrowingLines:
+    """The whole lines appended to a file another process is writing, as they come.
+
+    Read as every record file is (regular only, ``O_NONBLOCK``: nothing planted there
+    hangs or grows a session), at most ``_STEP`` bytes a look; a line longer than
+    ``_LONGEST`` (a request blob in a transcript) is skipped, never held."""
+
+    _STEP = 4 << 20
+    _LONGEST = 1 << 20
+
+    def __init__(self, path: Path | None = None, *, fd: int | None = None) -> None:
+        self.path = path
+        self.fd = fd  # a file already open (a session's captured output), never closed here
+        self._offset = 0
+        self._partial = b""
+        self._skipping = False
+
+    def new_lines(self) -> list[bytes]:
+        if self.fd is not None:
+            fd = self.fd
+        elif self.path is not None:
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                return []
+        else:
+            return []
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
+            data = os.pread(fd, self._STEP, self._offset)
+        except OSError:
+            return []
+        finally:
+            if fd != self.fd:
+                os.close(fd)
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        if self._skipping and lines:
+            lines.pop(0)  # the rest of a line too long to keep
+            self._skipping = False
+        if len(self._partial) > self._LONGEST:
+            self._partial = b""
+            self._skipping = True
+        return [line for line in lines if line.strip()]
+
+
+def _line(raw: bytes) -> dict[str, Any] | None:
+    if b"429" not in raw and b"rate_limit" not in raw and b'"assistant"' not in raw:
+        return None  # most lines of a transcript: not parsed at all
+    try:
+        item = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return item if isinstance(item, dict) else None
+
+
+def claude_inside_wait(raw: bytes, now: datetime | None = None) -> InsideWait | None:
+    """A line of Claude Code's transcript or ``stream-json`` output saying it was refused
+    at a limit and will try again inside its session.
+
+    Claude Code 2.1.332 writes, as it is refused (docs/sessions.md):
+
+    - to its transcript, ``{"type": "system", "subtype": "api_error", "error": {"status":
+      429, "rateLimits": {"resetsAt": <epoch>}, …}, "retryInMs": N, …}`` — only when it
+      will retry (a window it gives up on has none, just the limited answer);
+    - to ``--output-format stream-json --verbose``, ``{"type": "system", "subtype":
+      "api_retry", "error_status": 429, "error": "rate_limit", "retry_delay_ms": N}``;
+      and, for subscription accounts, ``rate_limit_event`` with ``status: "rejected"``
+      and ``resetsAt``.
+
+    ``until`` is the reset when given, else its next try."""
+    item = _line(raw)
+    if item is None:
+        return None
+    now = now or datetime.now(UTC)
+    kind, subtype = item.get("type"), item.get("subtype")
+    if kind == "system" and subtype == "api_error":
+        error = item.get("error")
+        retry = item.get("retryInMs")
+        if not isinstance(error, dict) or error.get("status") != 429 or retry is None:
+            return None
+        limits = error.get("rateLimits")
+        reset = from_epoch(limits.get("resetsAt")) if isinstance(limits, dict) else None
+        return InsideWait(reset or _after(now, retry), "transcript")
+    if kind == "system" and subtype == "api_retry":
+        if item.get("error_status") != 429 and item.get("error") != "rate_limit":
+            return None
+        return InsideWait(_after(now, item.get("retry_delay_ms")), "stream")
+    if kind == "rate_limit_event":
+        info = item.get("rate_limit_info")
+        if isinstance(info, dict) and info.get("status") == "rejected":
+            return InsideWait(from_epoch(info.get("resetsAt")), "event")
+    return None
+
+
+def claude_going_on(raw: bytes) -> bool:
+    """A line saying the model answered (an assistant message that is not an API error):
+    a wait inside the session is over."""
+    item = _line(raw)
+    if item is None or item.get("type") != "assistant":
+        return False
+    return not item.get("isApiErrorMessage") and not item.get("error")
+
+
+def _after(now: datetime, milliseconds: Any) -> datetime | None:
+    if isinstance(milliseconds, bool) or not isinstance(milliseconds, int | float):
+        return None
+    if not 0 <= milliseconds < 366 * 86400 * 1000:
+        return None
+    return now + timedelta(milliseconds=milliseconds)

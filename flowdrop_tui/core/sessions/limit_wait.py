@@ -58,6 +58,7 @@ class LimitWaits:
         self.base = probe_base()
         self.began: float | None = None  # monotonic start of the wait in progress
         self.waited = 0.0
+        self._warned: set[str] = set()
 
     @property
     def handing_over(self) -> bool:
@@ -80,16 +81,17 @@ class LimitWaits:
         except OSError as exc:  # the file cannot be written: this run still waits
             self._warn(f"the usage-limit window was not recorded ({exc.strerror or exc})")
             now = datetime.now(UTC)
+            until, clamped = limit_windows.plausible(limited.until, now)
+            ahead = until is not None and until > now
             return Window(
                 self.backend,
                 now,
-                limited.until if limited.until and limited.until > now else None,
-                None
-                if limited.until and limited.until > now
-                else now + timedelta(seconds=self.base),
+                until if ahead else None,
+                None if ahead else now + timedelta(seconds=self.base),
                 1,
                 limited.source,
                 self._host.run_id,
+                implausible=clamped,
             )
 
     def cleared(self, began: datetime) -> None:
@@ -128,7 +130,9 @@ class LimitWaits:
                 now = datetime.now(UTC)
                 waited = time.monotonic() - began
                 left = (window.opens - now).total_seconds()
-                if (window.until is not None and waited + left > cap) or waited >= cap:
+                # A wait known to outlast the cap pauses at once — a reset given, a probe
+                # time, a start with neither (SPEC §19); so does an implausible window.
+                if waited + left > cap or waited >= cap or window.implausible:
                     self._reached(window, began)
                 step = max(0.0, min(left, LOOK_EVERY, cap - waited))
                 asked = self._host.hold(step)
@@ -191,6 +195,9 @@ class LimitWaits:
         )
 
     def _warn(self, message: str) -> None:
+        if message in self._warned:  # a wait looks every second: say it once
+            return
+        self._warned.add(message)
         self._host.log.append("warning", kind="limits", message=message)
         self._host.notify(f"warning: {message}")
 

@@ -15,12 +15,14 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, SESSIONS
 from flowdrop_tui.core.records.event_lines import count_named
+from flowdrop_tui.core.records.limit_windows import iso
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 
@@ -76,6 +78,12 @@ class Session:
         self.exit_code: int | None = None  # of the last process waited for
         self.usage: Usage | None = None  # what it spent, once closed
         self._began = 0.0
+        # SPEC §19: a wait inside the CLI's own session, while it lasts: (monotonic
+        # start, until it said); see ``waiting``
+        self._inside: tuple[float, datetime | None] | None = None
+        # a stop or pause asked for during that wait: the run leaves once it closes
+        self.leaving: str | None = None
+        self._leave_sent = 0.0  # monotonic time the process was interrupted for it
 
     @property
     def number(self) -> int:
@@ -238,6 +246,67 @@ class Session:
             kill_tree(None, family)  # whatever it left behind (a child ignoring SIGINT)
         self.exit_code = child.returncode
 
+    def waiting(self, until: datetime | None, source: str) -> None:
+        """The CLI was refused at a usage limit and waits inside this session to try
+        again itself (SPEC §19): the run is ``waiting`` while the process runs on.
+        Records ``limit_wait`` with ``inside: true`` — again only when ``until`` moves
+        (a retry refused with a later reset) — and its end (``waiting_over``)."""
+        if self._inside is not None and self._inside[1] == until:
+            return
+        began = self._inside[0] if self._inside is not None else time.monotonic()
+        self._inside = (began, until)
+        self._host.log.append(
+            "limit_wait",
+            key=self._frame.key,
+            backend=self.backend,
+            until=iso(until),
+            next_probe=None,
+            source=source,
+            session=self.id,
+            shared=False,
+            inside=True,
+        )
+
+    def leave_if_asked(self, child: subprocess.Popen[Any]) -> None:
+        """While the CLI waits inside this session, a stop or pause asked for ends the
+        wait at once, as it ends one of flowdrop's own (SPEC §19): the process gets
+        SIGINT, as Ctrl-C would give it (killed with what it started if it outlives
+        the grace period), the session closes interrupted, and the run then stops or
+        pauses (``open_session``). A backend calls this from its ``wait`` tick."""
+        if self.leaving is not None:
+            if time.monotonic() - self._leave_sent > INTERRUPT_GRACE and child.poll() is None:
+                kill_tree(child.pid, process_tree(child.pid))
+            return
+        if self._inside is None:
+            return
+        asked = self._host.hold(0)
+        if asked is None:
+            return
+        self.leaving = asked
+        self.interrupted = True
+        self._leave_sent = time.monotonic()
+        try:
+            os.kill(child.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+    def waiting_over(self, outcome: str) -> None:
+        """A wait inside the session is over: ``open`` (the model answered), ``limited``
+        (the CLI gave up: the run waits on its own), ``ended`` (it ended otherwise)."""
+        if self._inside is None:
+            return
+        began, _ = self._inside
+        self._inside = None
+        self._host.log.append(
+            "limit_wait_ended",
+            key=self._frame.key,
+            backend=self.backend,
+            outcome=outcome,
+            seconds=round(time.monotonic() - began, 3),
+            session=self.id,
+            inside=True,
+        )
+
     def warn(self, message: str) -> None:
         """Record a ``warning`` (kind ``session``): something about this session did not
         go as it should, but the run carries on (a transcript that cannot be found)."""
@@ -254,6 +323,12 @@ class Session:
         backend reported it, else read from the transcript now (so it outlives the
         transcript's deletion)."""
         seconds = round(time.monotonic() - self._began, 3)
+        if self.leaving is not None:
+            self.waiting_over("stopped" if self.leaving == "stop" else "paused")
+        elif limited is not None:
+            self.waiting_over("limited")
+        else:
+            self.waiting_over("open" if exit_code == 0 and not self.interrupted else "ended")
         if usage is None:
             usage = read_usage(self.backend, self.target)
         self.usage = usage

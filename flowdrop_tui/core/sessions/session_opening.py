@@ -97,6 +97,8 @@ def _open_once(
                 limited.to_json() if limited is not None else None,
             )
     assert reply is not None
+    if session.leaving is not None:  # stopped or paused during a wait inside the session
+        host.leave_wait(session.leaving)
     return SessionResult(
         backend=session.backend,
         session=session.id,
