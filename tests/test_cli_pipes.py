@@ -98,6 +98,7 @@ def test_a_failing_flows_traceback_starts_at_the_flows_own_frame(
     for text in (done.stderr, logged):
         tail = text.split("Traceback (most recent call last):\n", 1)[1]
         frames = [line for line in tail.splitlines() if line.startswith("  File ")]
-        assert frames[0].startswith(f'  File "{flow / "flow.py"}"') and frames[0].endswith("in main"), text
+        first = frames[0]
+        assert first.startswith(f'  File "{flow / "flow.py"}"') and first.endswith("main"), text
         assert frames[1].endswith("in deeper"), text
         assert "flowdrop_tui" not in tail.split("ValueError: bad round 1")[0], text
