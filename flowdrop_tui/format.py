@@ -342,6 +342,12 @@ def budget_reached_words(reached: dict[str, Any]) -> str:
     )
 
 
+def lift_words(kinds: list[str]) -> str:
+    """What lifting a budget with ``none`` means, said once before it is done (the UI's
+    budget dialogs, ``run``/``resume --max-KIND none``): ``no limit on rounds: …``."""
+    return f"no limit on {' or '.join(kinds)}: the loop runs until it stops itself or you stop it"
+
+
 def _clock(stamp: Any) -> str | None:
     """``14:05`` (local time) from an ISO time; the date too when it is not today."""
     if not isinstance(stamp, str):
