@@ -266,8 +266,10 @@ class MainScreen(LazyParts, Screen[None]):
         self._show_summary()
 
     def _show_summary(self) -> None:
-        """The header says what is still running (and paused), also on reopening."""
-        rows = self.flows.rows_by_name
+        """The header says what is still running (and paused), also on reopening; a flow
+        called by another (``run.call``) is part of its caller's run, counted there."""
+        shown = self.flows.rows_by_name.items()
+        rows = {name: row for name, row in shown if not row.get("called_by")}
         live = {str(s) for s in live_statuses()}
         running = [
             f"{name} ({self.waiting[name]})" if name in self.waiting else name

@@ -144,7 +144,10 @@ class FlowTable(DataTable[Text]):
 
     def apply_run(self, info: RunInfo) -> None:
         """A run moved on: update the rows of the flows it is the last run of (its own
-        key, and the keys it called), without re-reading the index."""
+        key, and the keys it called), without re-reading the index — USAGE too, as each
+        of its sessions closes (what ``flows --json`` says: ``spending.thread_usage``)."""
+        from flowdrop_tui.core.records.usage import total  # a run polled: after the first frame
+
         for key, round_ in info.key_rounds.items():
             row = self.rows_by_name.get(key)
             if row is None:
@@ -152,7 +155,15 @@ class FlowTable(DataTable[Text]):
             last = row.get("last_run")
             newer = key == info.key and (not isinstance(last, str) or info.run > last)
             if newer or last == info.run:
-                self.update_row(key, last_run=info.run, status=str(info.status), round=round_)
+                spent = total([info.chain_before.get(key), info.usage_of(key)])
+                self.update_row(
+                    key,
+                    last_run=info.run,
+                    status=str(info.status),
+                    round=round_,
+                    usage=spent.to_json() if spent is not None else None,
+                    called_by=info.key if key != info.key else None,
+                )
 
     def set_filter(self, text: str) -> None:
         """Show only the rows whose visible text contains ``text`` (any case)."""
