@@ -207,6 +207,16 @@ def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
         help="the round (default: the run's last); its commits, plus what it left "
         "uncommitted when it is the workspace's latest run's last round",
     )
+    diff.add_argument(
+        "--state",
+        action="store_true",
+        help="what the run's state changed instead: added, removed and changed names",
+    )
+    diff.add_argument(
+        "--against",
+        metavar="OTHER",
+        help="with --state: the run to compare with (default: the run it was picked up from)",
+    )
     logs = sub.add_parser(
         "logs", parents=[common, json_flag], help="what a run's flow printed (its output.log)"
     )
