@@ -59,10 +59,17 @@ class FlowTable(DataTable[Text]):
     }
 
     def __init__(
-        self, rows: list[dict[str, Any]], fit: tuple[bool, int] = (False, 0), **kwargs: Any
+        self,
+        rows: list[dict[str, Any]],
+        fit: tuple[bool, int] = (False, 0),
+        selected: str | None = None,
+        **kwargs: Any,
     ) -> None:
-        """``fit``: ``set_fit``'s arguments, for the first frame to be drawn fitted."""
+        """``fit``: ``set_fit``'s arguments, for the first frame to be drawn fitted;
+        ``selected``: the flow the cursor starts on, when it is listed (the last one
+        selected, ``core/ui_memory.py``)."""
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.first_selected = selected
         self.rows_by_name: dict[str, dict[str, Any]] = {str(row["name"]): row for row in rows}
         self.filter_text = ""
         self._theme: str | None = None
@@ -194,7 +201,9 @@ class FlowTable(DataTable[Text]):
                 for (column, _), cell in zip(columns, row_cells, strict=True):
                     self.update_cell(name, column, cell)
             return
-        selected = self.selected_name
+        selected = self.selected_name if self.row_count else self.first_selected
+        if cells:
+            self.first_selected = None  # once rows are shown, the cursor is the user's
         self.clear(columns=True)
         self._widths = widths
         for (key, label), width in zip(columns, widths, strict=True):
