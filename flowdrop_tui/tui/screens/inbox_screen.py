@@ -21,7 +21,7 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.records import run_fold
-from flowdrop_tui.core.records.budget import Reached
+from flowdrop_tui.core.records.budget import Limits, Reached
 from flowdrop_tui.core.run.forecast import StartOptions
 from flowdrop_tui.tui.screens.answer_modal import AnswerModal
 from flowdrop_tui.tui.screens.confirm_modal import ask
@@ -172,8 +172,10 @@ class InboxScreen(Screen[None]):
             f"flowdrop-tui resume {item['run']} --max-{budget} N",
             resuming=True,
         )
-        go = lift_confirmed(self.app, lambda limits: self.resume(item, limit_args(limits)))
-        ask(self.app, question, go)
+        def go(limits: Limits) -> None:
+            self.resume(item, limit_args(limits))
+
+        ask(self.app, question, lift_confirmed(self.app, go))
 
     def action_dismiss_item(self) -> None:
         item = self.selected
