@@ -172,6 +172,7 @@ class InboxScreen(Screen[None]):
             f"flowdrop-tui resume {item['run']} --max-{budget} N",
             resuming=True,
         )
+
         def go(limits: Limits) -> None:
             self.resume(item, limit_args(limits))
 
