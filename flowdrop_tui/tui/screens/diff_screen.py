@@ -130,7 +130,8 @@ class DiffScreen(Screen[None]):
             self.mode.sync()
             found = state_diff(self.mode.layout, self.run_id)
         except FlowdropError as exc:
-            self.app.call_from_thread(self.show_error, f"{exc.message}\ns: back to its rounds")
+            said = exc.message.removeprefix(f"run {self.run_id} ")  # named once, by the head
+            self.app.call_from_thread(self.show_error, f"{said}\ns: back to its rounds")
             return
         self.app.call_from_thread(self.show_state, found)
 
