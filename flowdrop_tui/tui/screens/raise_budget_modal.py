@@ -22,6 +22,7 @@ from flowdrop_tui.core.records.budget import Limits, Reached, check_limit
 from flowdrop_tui.format import lift_words
 from flowdrop_tui.tui.keys import shown_after_paint
 from flowdrop_tui.tui.screens.confirm_modal import Asking, ConfirmModal, answer_bindings, ask
+from flowdrop_tui.tui.widgets.typed_input import TypedInput
 
 
 def shown_number(value: float | int) -> str:
@@ -89,7 +90,7 @@ class RaiseBudgetModal(Asking[Limits]):
         with Vertical(classes="dialog"):
             yield Static(question, markup=False, id="raise-question")
             # Selected as it opens: the new number typed replaces it.
-            yield Input(shown_number(self.reached.limit), id="new-limit")
+            yield TypedInput(shown_number(self.reached.limit), id="new-limit")
             yield Static("", id="raise-problem", markup=False)
             with Horizontal(classes="buttons"):
                 yield Button(f"{self.go} (enter)", variant="primary", id="confirm")
