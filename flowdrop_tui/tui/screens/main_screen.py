@@ -12,7 +12,6 @@ as it is on disk — and the rest (describing, listing runs, git) fills in after
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
@@ -29,7 +28,7 @@ from flowdrop_tui.core import gc_pause
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flow_list import quick_flow_rows
 from flowdrop_tui.core.paths import FLOWS_DIR
-from flowdrop_tui.core.ui_memory import remember_flow, remembered_flow
+from flowdrop_tui.core.ui_memory import remembered_flow
 from flowdrop_tui.format import no_runs_words, waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
 from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, RUN_KEYS, RUNS_SHOWN
@@ -114,7 +113,6 @@ class MainScreen(LazyParts, Screen[None]):
         self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
         self.runs_shown_of: str | None = None  # the flow whose runs have been read
         self.after_runs: Callable[[], None] | None = None  # a key waiting for them
-        self.remembered: str | None = None  # the flow .flowdrop/ui.json names
         # watcher, tracker, reads, run_actions, open_files: made on first use (LazyParts)
 
     # -- layout -----------------------------------------------------------------------------------
@@ -127,13 +125,12 @@ class MainScreen(LazyParts, Screen[None]):
             rows = quick_flow_rows(self.workspace)
         except (OSError, FlowdropError):
             rows = []
-        self.remembered = remembered_flow(self.workspace)  # one small file, read once
+        last = remembered_flow(self.workspace)  # the flow selected when the UI was last open
         yield WorkspaceBar(self.workspace.workspace.name, self.store)
         with Vertical(id="flows-pane") as flows_pane:
             flows_pane.border_title = "Flows"
-            width = self.app.size.width
-            fit = (width < NARROW, width - 4)  # as _fit
-            table = FlowTable(rows, id="flows", fit=fit, selected=self.remembered)
+            width = self.app.size.width  # fitted as _fit does
+            table = FlowTable(rows, id="flows", fit=(width < NARROW, width - 4), selected=last)
             table.display = bool(rows)
             yield table
             how_to = NoFlows(FLOWS_DIR)
@@ -271,10 +268,8 @@ class MainScreen(LazyParts, Screen[None]):
         self._show_summary()
 
     def _show_summary(self) -> None:
-        """The header says what is still running (and paused), also on reopening; a flow
-        called by another (``run.call``) is part of its caller's run, counted there."""
-        shown = self.flows.rows_by_name.items()
-        rows = {name: row for name, row in shown if not row.get("called_by")}
+        """The header: what runs, what is paused, also on reopening (run.call's: the caller)."""
+        rows = {n: r for n, r in self.flows.rows_by_name.items() if not r.get("called_by")}
         live = {str(s) for s in live_statuses()}
         running = [
             f"{name} ({self.waiting[name]})" if name in self.waiting else name
@@ -319,15 +314,7 @@ class MainScreen(LazyParts, Screen[None]):
         if name == self.selected_flow:
             return
         self.selected_flow = name
-        if name is not None and name != self.remembered:
-            self.remembered = name  # selected again when the UI next opens here
-            self.run_worker(
-                partial(remember_flow, self.workspace, name),
-                thread=True,
-                exclusive=True,
-                group="remember-flow",
-                exit_on_error=False,
-            )
+        self.reads.remember_flow(name)  # selected again when the UI next opens here
         row = self.flows.rows_by_name.get(name or "")
         self.query_one("#runs-pane").border_subtitle = ""
         self._show_titles()
