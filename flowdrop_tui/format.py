@@ -342,6 +342,12 @@ def budget_reached_words(reached: dict[str, Any]) -> str:
     )
 
 
+def lift_words(kinds: list[str]) -> str:
+    """What lifting a budget with ``none`` means, said once before it is done (the UI's
+    budget dialogs, ``run``/``resume --max-KIND none``): ``no limit on rounds: …``."""
+    return f"no limit on {' or '.join(kinds)}: the loop runs until it stops itself or you stop it"
+
+
 def _clock(stamp: Any) -> str | None:
     """``14:05`` (local time) from an ISO time; the date too when it is not today."""
     if not isinstance(stamp, str):
@@ -424,6 +430,40 @@ def diff_text(found: dict[str, Any]) -> str:
     text = "\n".join(lines) + "\n"
     patch = str(found.get("patch") or "")
     return text + ("\n" + patch if patch else "")
+
+
+def _state_value(value: Any, width: int = 120) -> str:
+    text = orjson.dumps(value, default=str).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def state_diff_lines(found: dict[str, Any]) -> list[str]:
+    """``diff RUN --state``: a line saying against what, then a line per name that
+    differs — ``+ name = value``, ``~ name: old → new``, ``- name (was value)``."""
+    against = f"run {found.get('against')}"
+    if found.get("source"):
+        against += " (picked up from it)"
+    added, changed, removed = (found.get(k) or {} for k in ("added", "changed", "removed"))
+    counts = [
+        f"{len(what)} {word}"
+        for what, word in ((added, "added"), (changed, "changed"), (removed, "removed"))
+        if what
+    ]
+    same = int(found.get("same") or 0)
+    said = ", ".join(counts) if counts else "no change"
+    lines = [f"state of {found.get('key')} against {against}: {said}, {same} the same"]
+    for name, value in added.items():
+        lines.append(f"  + {name} = {_state_value(value)}")
+    for name, pair in changed.items():
+        old, new = _state_value(pair.get("old"), 60), _state_value(pair.get("new"), 60)
+        lines.append(f"  ~ {name}: {old} → {new}")
+    for name, value in removed.items():
+        lines.append(f"  - {name} (was {_state_value(value)})")
+    return lines
+
+
+def state_diff_text(found: dict[str, Any]) -> str:
+    return f"run {found.get('run')} " + "\n".join(state_diff_lines(found)) + "\n"
 
 
 def plan_what(answer: dict[str, Any]) -> str:

@@ -11,7 +11,9 @@ pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve). The workspace's m
 Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the
 flow failed or could not be loaded; 2 usage error or something named does not
 exist; 3 refused; 4 a server of remote mode could not be reached; 130 stopped
-(cancelled). ``errors.exit_code`` is the one place an error becomes one.
+(cancelled). ``errors.exit_code`` is the one place an error becomes one. A reader
+that closed the pipe early (``runs --json | head``) changes none of these: the
+command exits quietly with the status it had (``output.stdout_closed``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from flowdrop_tui.cli.output import Warnings, dump, err, stdout_failed
+from flowdrop_tui.cli.output import Warnings, dump, err, out, stdout_closed, stdout_failed
 from flowdrop_tui.cli.parser import parse
 from flowdrop_tui.cli.workspace import chosen_mode
 from flowdrop_tui.core import gc_pause
@@ -106,7 +108,7 @@ def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
     except FlowdropError as exc:
         if as_json:
             extra = {"warnings": warnings.items} if warnings.items else {}
-            print(dump({**exc.as_json(), **extra}))
+            out(dump({**exc.as_json(), **extra}))  # a closed pipe: quiet, the status kept
         err(f"flowdrop-tui: {exc.message}")
         return exc.exit_code
     except KeyboardInterrupt as exc:
@@ -114,4 +116,8 @@ def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
         err(f"flowdrop-tui: interrupted; {said}" if said else "flowdrop-tui: interrupted")
         return 130
     except BrokenPipeError:
+        # The reader stopped reading (``| head``) while the verb printed: what it was
+        # asked is done, so 0 (never the 141 a shell shows for SIGPIPE: a script's
+        # ``set -o pipefail`` would call a listing read in part a failure).
+        stdout_closed()
         return 0

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from flowdrop_tui.cli.output import Warnings, dump, err, out
-from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.errors import FlowdropError, UsageError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.budget import KINDS
@@ -24,6 +24,7 @@ from flowdrop_tui.format import (
     answer_words,
     budget_reached_words,
     error_words,
+    lift_words,
     limit_reached_words,
     paused_by_words,
     rounds_range,
@@ -65,6 +66,28 @@ def option_args(options: StartOptions) -> list[str]:
     if options.limit_wait is not None:
         passed += ["--limit-wait", f"{options.limit_wait!r}s"]
     return passed + (["--strict"] if options.strict else [])
+
+
+def lifting_confirmed(args: argparse.Namespace, asked: StartOptions) -> None:
+    """``--max-KIND none`` lifts a budget: said once, and done only on a second word —
+    ``y`` to the question on a terminal, else ``--yes`` (a script, ``--json``: never
+    asked, refused without it, nothing started). The process a launch starts is never
+    asked: the command that launched it was."""
+    lifted = [kind for kind, value in asked.limits.items() if value is None]
+    if not lifted or args.yes or args.handshake_fd is not None:
+        return
+    words = lift_words(lifted)
+    if not args.json and sys.stdin.isatty() and sys.stderr.isatty():
+        try:
+            sys.stderr.write(f"{words}.\nLift it? [y/N] ")
+            sys.stderr.flush()
+            reply = sys.stdin.readline().strip().lower()
+        except (OSError, ValueError):
+            reply = ""
+        if reply in ("y", "yes"):
+            return
+        raise UsageError("the budget stays: nothing was started (--yes lifts it without asking)")
+    raise UsageError(f"{words} — add --yes to lift it (nothing was started)")
 
 
 def asker(given: str | None) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """What a command says: JSON on stdout, words on stderr, warnings kept for ``--json``.
 
 A stdout or stderr that cannot take it (a full disk, a closed descriptor) is said
-where it can be, never turned into a traceback and another exit status."""
+where it can be, never turned into a traceback and another exit status. A reader
+that stopped reading (``runs --json | head -c 10``: a closed pipe) is not a failure:
+nothing is said, and the command exits as it would have (``stdout_closed``)."""
 
 from __future__ import annotations
 
@@ -38,10 +40,16 @@ def out(text: str) -> None:
 
 
 def stdout_failed(exc: Exception) -> None:
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    err(f"flowdrop-tui: could not write to standard output ({reason})")
-    # What is still buffered goes nowhere from now: the interpreter's own flush at
-    # exit would fail again and turn the exit status into 120.
+    if not isinstance(exc, BrokenPipeError):  # a reader that left asked for nothing more
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        err(f"flowdrop-tui: could not write to standard output ({reason})")
+    stdout_closed()
+
+
+def stdout_closed() -> None:
+    """Standard output goes nowhere from now: what is still buffered, and what is said
+    later, would fail again — at the interpreter's own flush at exit that is a
+    traceback ("Exception ignored … BrokenPipeError") and exit status 120."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())

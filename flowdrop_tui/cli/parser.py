@@ -40,6 +40,16 @@ def _limit(kind: str) -> Callable[[str], float | int | None]:
     return parse
 
 
+def _yes(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="lift a budget given as none without asking (asked on a terminal; refused "
+        "without it elsewhere)",
+    )
+
+
 def _limit_wait(text: str) -> float:
     """``--limit-wait 12h``: the longest one usage-limit wait (0: never wait)."""
     from flowdrop_tui.core.records.budget import check_limit_wait  # when it is given
@@ -127,6 +137,7 @@ def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
         )
     run.add_argument("--detach", action="store_true", help="run in the background")
     run.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
+    _yes(run)
 
     stop = sub.add_parser("stop", parents=[common, json_flag], help="stop a run after its round")
     stop.add_argument("run", metavar="RUN")
@@ -145,6 +156,7 @@ def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
     resume.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
     resume.add_argument("--by", help=argparse.SUPPRESS)  # who asked, for a detached resume
     resume.add_argument("--answer", help=argparse.SUPPRESS)  # {"gate", "answer"}: SPEC §21
+    _yes(resume)
 
     answer = sub.add_parser(
         "answer",
@@ -194,6 +206,16 @@ def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
         metavar="N",
         help="the round (default: the run's last); its commits, plus what it left "
         "uncommitted when it is the workspace's latest run's last round",
+    )
+    diff.add_argument(
+        "--state",
+        action="store_true",
+        help="what the run's state changed instead: added, removed and changed names",
+    )
+    diff.add_argument(
+        "--against",
+        metavar="OTHER",
+        help="with --state: the run to compare with (default: the run it was picked up from)",
     )
     logs = sub.add_parser(
         "logs", parents=[common, json_flag], help="what a run's flow printed (its output.log)"

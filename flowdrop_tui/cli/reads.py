@@ -22,7 +22,15 @@ from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE
 from flowdrop_tui.core.round_diff import round_diff
-from flowdrop_tui.format import diff_text, flows_table, runs_table, show_text, usage_words
+from flowdrop_tui.core.state_diff import state_diff
+from flowdrop_tui.format import (
+    diff_text,
+    flows_table,
+    runs_table,
+    show_text,
+    state_diff_text,
+    usage_words,
+)
 
 FOLLOW_EVERY = 0.2  # seconds between looks at a followed run's output and status
 
@@ -90,11 +98,27 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     """SPEC §20: what one round changed — its commits, and what it left uncommitted when
     that is still in the working tree (``core.round_diff``)."""
+    if args.state or args.against is not None:
+        return _state_diff(args)
     layout = workspace.read_layout(args, run_refs=True)
     if args.round is not None and args.round < 1:
         raise UsageError(f"--round takes a round number, 1 or more (not {args.round})")
     found = round_diff(layout, args.run, args.round, worktree=workspace.mode(args).runs_here)
     print(dump(found) if args.json else diff_text(found), end="" if not args.json else "\n")
+    return 0
+
+
+def _state_diff(args: argparse.Namespace) -> int:
+    """``diff RUN --state [--against OTHER]``: the run's state against another run's
+    (``core.state_diff``); ``--json``: ``{"run", "key", "against", "against_key",
+    "source", "added", "removed", "changed": {name: {"old", "new"}}, "same"}``."""
+    if not args.state:
+        raise UsageError("--against compares states: use it with --state")
+    if args.round is not None:
+        raise UsageError("--round and --state are two diffs: ask for one")
+    layout = workspace.read_layout(args)
+    found = state_diff(layout, args.run, args.against)
+    print(dump(found) if args.json else state_diff_text(found), end="\n" if args.json else "")
     return 0
 
 

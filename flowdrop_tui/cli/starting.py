@@ -11,6 +11,7 @@ from flowdrop_tui.cli.launching import (
     checked_flow,
     detached_child,
     finish_foreground,
+    lifting_confirmed,
     option_args,
     options,
     print_launched,
@@ -44,6 +45,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     layout = workspace.layout(args)
     ref = checked_flow(layout, args.flow)
     asked = options(args)
+    lifting_confirmed(args, asked)
     if args.handshake_fd is None:
         by_path = path_thread_words(layout, ref)
         if by_path is not None:

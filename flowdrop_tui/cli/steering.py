@@ -29,6 +29,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         checked_flow,
         detached_child,
         finish_foreground,
+        lifting_confirmed,
         option_args,
         options,
         print_launched,
@@ -38,6 +39,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     layout = workspace.layout(args)
     asked = options(args)
+    lifting_confirmed(args, asked)
     if args.handshake_fd is None:
         mode = workspace.mode(args)
         if args.detach or not mode.runs_here:

@@ -89,6 +89,8 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
         if isinstance(last, str):
             with contextlib.suppress(FlowdropError):
                 run = _last_run(layout, info.name, last)
+        # a flow another one called (run.call): its last run is its caller's, counted there
+        row["called_by"] = run.key if run is not None and run.key != info.name else None
         row["budget"] = thread_budget(info, run).to_json()
         usage = thread_usage(layout, info.name, last if isinstance(last, str) else None)
         row["usage"] = usage.to_json() if usage is not None else None

@@ -98,7 +98,21 @@ def event_detail(ev: dict[str, Any]) -> str:
         extra = _fields(ev.get("fields"))
         return f"{ev.get('message')}" + (f" · {extra}" if extra else "")
     if name == "session_opened":
-        return f"{ev.get('backend')} session {ev.get('session')} → {ev.get('target')}"
+        target = ev.get("target")  # Codex names its transcript later: null here
+        where = f" → {target}" if target else ""
+        return f"{ev.get('backend')} session {ev.get('session')}{where}"
+    if name == "gate_opened":
+        choices = ev.get("choices")
+        listed = f" [{' / '.join(map(str, choices))}]" if isinstance(choices, list) else ""
+        asked = f"asks {ev.get('question')!r}{listed}"
+        return asked + (f" · round {ev['round']}" if ev.get("round") is not None else "")
+    if name == "gate_answered":
+        by = _by(ev.get("by"))
+        return f"answered {ev.get('answer')!r}" + (f" · {by}" if by else "")
+    if name == "notice_sent":
+        return f"notice sent: {str(ev.get('kind') or '?').replace('_', ' ')}"
+    if name == "budget_reached":
+        return budget_reached_words(ev)
     if name == "session_closed":
         return f"session {ev.get('session')} · exit {ev.get('exit_code')}"
     if name == "call_started":

@@ -276,7 +276,7 @@ def test_none_lifts_a_declared_limit(workspace: Path, cli: CLI) -> None:
             'run.state["n"] = n', 'run.state["n"] = n\n        if n == 3:\n            return n'
         ),
     )
-    out = cli.json("run", "loop", "--max-rounds", "none")
+    out = cli.json("run", "loop", "--max-rounds", "none", "--yes")
     assert (out["status"], out["last_round"]) == ("completed", 3)
 
 

@@ -615,7 +615,7 @@ def test_an_unsaveable_value_warns_at_most_twice_over_ten_rounds_and_across_a_re
     paused = [e for e in events(workspace, run_id) if e["event"] == "paused"][-1]
     first_count = paused["state_refused"]["hostile['bad']"]
     assert first_count >= 10, paused
-    resumed = cli("resume", run_id, "--max-rounds", "none", check=0)
+    resumed = cli("resume", run_id, "--max-rounds", "none", "--yes", check=0)
     assert "no text for you" not in resumed.stderr, resumed.stderr
     info = cli.json("show", run_id)
     assert info["status"] == "completed", info

@@ -28,6 +28,15 @@ def main(run):
         subprocess.run([*git, "commit", "-qm", name], cwd=run.workspace, check=True)
 """
 
+COUNTS = """
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for n in run.rounds(range(1)):
+        run.state["n"] = run.state.get("n", 0) + 1
+"""
+
 
 def shown(app: RecordingApp) -> str:
     screen = app.screen
@@ -102,3 +111,27 @@ async def test_d_outside_git_says_why_and_without_a_run_says_so(
         await pilot.press("d")
         await until(pilot, lambda: app.heard("no run selected"), what="the refusal")
         assert app.screen is main
+
+
+async def test_s_in_the_diff_screen_shows_the_state_changes_beside_the_rounds_files(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    """Issue 35: the state diff was only in the run pane; ``s`` in ``d``'s screen shows
+    what the run's state changed against the run it was picked up from, and back."""
+    flow_writer("counts", COUNTS)
+    cli("run", "counts", check=0)
+    first = list_run_ids(layout)[-1]
+    cli("run", "counts", check=0)  # picks up: n goes 1 → 2
+    run_id = list_run_ids(layout)[-1]
+    app = RecordingApp(layout)
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the run listed")
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, DiffScreen), what="the diff screen")
+        await until(pilot, lambda: "s state changes" in shown(app), what="the round's diff")
+        await pilot.press("s")
+        await until(pilot, lambda: "~ n: 1 → 2" in shown(app), what="the state's changes")
+        assert f"against run {first} (picked up from it): 1 changed" in shown(app)
+        await pilot.press("s")
+        await until(pilot, lambda: "round 2 of 2" in shown(app), what="the round again")

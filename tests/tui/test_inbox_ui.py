@@ -1,5 +1,6 @@
 """SPEC §21: ``i`` opens the inbox; enter on a question answers it from a modal with its
-choices, enter on a budget asks the new limit, ``x`` dismisses — real detached runs."""
+choices, enter on a budget asks the new limit (the dialog ``b`` shows, prefilled), ``x``
+dismisses — real detached runs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import Status
 from flowdrop_tui.tui.screens.answer_modal import AnswerModal
 from flowdrop_tui.tui.screens.inbox_screen import InboxScreen
+from flowdrop_tui.tui.screens.raise_budget_modal import RaiseBudgetModal
 from tests.conftest import CLI, events, wait_for
 from tests.gates.test_ask_answer import ASKS
 from tests.gates.test_inbox import CAPPED, FAILS
@@ -82,8 +84,9 @@ async def test_raise_a_budget_and_dismiss_from_the_inbox(
         await pilot.press("x")
         await until(pilot, lambda: len(inbox.items) == 1, what="the failure dismissed")
         await pilot.press("enter")
-        await until(pilot, lambda: asked(app, AnswerModal), what="the new limit")
-        assert app.screen.query_one(Input)
+        modal = await until(pilot, lambda: asked(app, RaiseBudgetModal), what="the new limit")
+        assert modal.query_one(Input).value == "2"  # prefilled as b's is: the limit reached
+        assert modal.title_text == f"Raise the rounds budget of run {capped}"
         await pilot.press("5", "enter")
         await until(pilot, lambda: app.heard(f"run {capped} resumes"), what="the resume")
         await pilot.press("escape")

@@ -73,6 +73,8 @@ async def test_usage_shows_in_the_flow_list_and_the_run_pane(
         text = detail.plain_text
         assert "usage 6.3k in (5.0k cache read, 300 cache write), 41 out" in text
         assert "6.3k/41 tokens in/out" in text
+        assert "→ None" not in text  # its transcript was never named (Codex names it late)
+        assert "claude sessions/000001-claude.jsonl (transcript not named yet)" in text
 
 
 async def test_no_usage_column_while_no_flow_has_usage(

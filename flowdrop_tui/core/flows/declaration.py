@@ -25,6 +25,7 @@ from flowdrop_tui.core.times import now_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
 MARK = "__flowdrop_flow__"
+PACKAGE = str(Path(__file__).resolve().parents[2]) + os.sep  # flowdrop_tui/ itself
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,17 @@ def frame_in_flow(exc: BaseException, file: Path) -> traceback.FrameSummary | No
     folder = str(file.parent) + os.sep
     frames = traceback.extract_tb(exc.__traceback__)
     return next((f for f in reversed(frames) if f.filename.startswith(folder)), None)
+
+
+def print_flow_traceback(exc: BaseException, out: Any) -> None:
+    """``exc``'s traceback from the flow's own frame: the frames of flowdrop_tui that
+    called the flow (the run's machinery, the same in every run) are left out, as
+    Python leaves out its own runpy frames; frames below the flow's — a ``run.…`` that
+    raised — stay. All of it when no frame is outside flowdrop_tui."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(PACKAGE):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb or exc.__traceback__, file=out)
 
 
 def _where(exc: BaseException, file: Path) -> tuple[str, int | None]:

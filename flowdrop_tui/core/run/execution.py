@@ -11,7 +11,6 @@ import contextlib
 import os
 import sys
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from flowdrop_tui.core import git
 from flowdrop_tui.core.control.lineage import RUN_ENV, own_facts
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import open_fd
-from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info
+from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info, print_flow_traceback
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
 from flowdrop_tui.core.records import index
 from flowdrop_tui.core.records.budget import LIMIT_WAIT
@@ -431,7 +430,7 @@ class Execution:
                 "type": "SystemExit",
                 "message": f"the flow exited with {exc.code}",
             }
-        traceback.print_exception(exc, file=sys.stderr)
+        print_flow_traceback(exc, sys.stderr)
         return Status.FAILED, error_info(exc, self.loaded.file)
 
     def _folded(self) -> Any:
@@ -504,7 +503,7 @@ def _leave_forked_child(exc: BaseException | None) -> NoReturn:
             print(exc.code, file=sys.stderr)
             code = 1
     elif exc is not None and not isinstance(exc, PauseRun | StopRun):
-        traceback.print_exception(exc, file=sys.stderr)
+        print_flow_traceback(exc, sys.stderr)
         code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

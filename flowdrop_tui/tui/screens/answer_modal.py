@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from flowdrop_tui.tui.keys import AsksFirst, shown_after_paint
+from flowdrop_tui.tui.widgets.typed_input import TypedInput
 
 
 class AnswerModal(AsksFirst, ModalScreen[str | None]):
@@ -37,7 +38,7 @@ class AnswerModal(AsksFirst, ModalScreen[str | None]):
                     for number, choice in enumerate(self.choices):
                         yield Button(choice, id=f"choice-{number}", variant="primary")
             else:
-                yield Input(placeholder="type the answer, then enter", id="reply-text")
+                yield TypedInput(placeholder="type the answer, then enter", id="reply-text")
 
     def on_mount(self) -> None:
         if self.choices:

@@ -1,6 +1,8 @@
 """``d``: what one round of the selected run changed (SPEC §20) — its files and patch,
 as ``flowdrop-tui diff RUN --round N`` says it; ``[``/``]`` (or left/right) step
-through the run's rounds, escape closes. Read in a thread: git may take a moment."""
+through the run's rounds, ``s`` shows instead what the run's state changed against
+the run it was picked up from (``diff RUN --state``) and back, escape closes. Read in
+a thread: git may take a moment."""
 
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from textual.widgets import Footer, Static
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.round_diff import round_diff
-from flowdrop_tui.format import diff_head
+from flowdrop_tui.core.state_diff import state_diff
+from flowdrop_tui.format import diff_head, state_diff_lines
 
 PATCH_SHOWN = 400_000  # characters of a patch put on the screen (``diff RUN`` has all)
 
 _STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+_STATE_STYLES = {"+": "green", "-": "red", "~": "yellow"}
 
 
 def patch_text(patch: str) -> Text:
@@ -58,6 +62,14 @@ class DiffScreen(Screen[None]):
             id="diff-later",
             key_display="]",
         ),
+        Binding(
+            "s",
+            "toggle_state",
+            "State changes",
+            id="diff-state",
+            tooltip="What the run's state changed against the run it was picked up from, "
+            "or back to the round's files",
+        ),
     ]
 
     def __init__(self, mode: Mode, run_id: str, number: int | None = None) -> None:
@@ -67,6 +79,7 @@ class DiffScreen(Screen[None]):
         self.number = number  # None: the run's last round
         self.rounds: tuple[int, int] | None = None
         self.found: dict[str, Any] | None = None
+        self.showing_state = False
 
     def compose(self) -> ComposeResult:
         yield Static(f"run {self.run_id}: reading…", id="diff-head", markup=False)
@@ -95,10 +108,43 @@ class DiffScreen(Screen[None]):
         head = Text(f"run {self.run_id} {diff_head(found)}\n", style="bold")
         for row in found.get("files") or []:
             head.append(f"  {row.get('status'):<12} {row.get('path')}\n")
-        head.append("[ ] earlier / later round · escape closes", style="dim")
+        head.append("[ ] earlier / later round · s state changes · escape closes", style="dim")
         self.query_one("#diff-head", Static).update(head)
         patch = str(found.get("patch") or "")
         body = patch_text(patch) if patch else Text("this round changed nothing", style="dim")
+        self.query_one("#diff-patch", Static).update(body)
+        self.query_one("#diff-body", VerticalScroll).scroll_home(animate=False)
+
+    def action_toggle_state(self) -> None:
+        self.showing_state = not self.showing_state
+        if self.showing_state:
+            self.query_one("#diff-head", Static).update(f"run {self.run_id}: reading its state…")
+            self.load_state()
+        else:
+            self.query_one("#diff-head", Static).update(f"run {self.run_id}: reading…")
+            self.load(self.number)
+
+    @work(thread=True, exclusive=True, group="diff")
+    def load_state(self) -> None:
+        try:
+            self.mode.sync()
+            found = state_diff(self.mode.layout, self.run_id)
+        except FlowdropError as exc:
+            said = exc.message.removeprefix(f"run {self.run_id} ")  # named once, by the head
+            self.app.call_from_thread(self.show_error, f"{said}\ns: back to its rounds")
+            return
+        self.app.call_from_thread(self.show_state, found)
+
+    def show_state(self, found: dict[str, Any]) -> None:
+        about, *lines = state_diff_lines(found)
+        head = Text(f"run {self.run_id} {about}\n", style="bold")
+        head.append("s the round's files · escape closes", style="dim")
+        self.query_one("#diff-head", Static).update(head)
+        body = Text()
+        for line in lines:
+            body.append(line + "\n", style=_STATE_STYLES.get(line[2:3], ""))
+        if not lines:
+            body.append("the state is as it was in the run it was picked up from", style="dim")
         self.query_one("#diff-patch", Static).update(body)
         self.query_one("#diff-body", VerticalScroll).scroll_home(animate=False)
 
@@ -107,6 +153,9 @@ class DiffScreen(Screen[None]):
         self.query_one("#diff-patch", Static).update("")
 
     def action_step(self, by: int) -> None:
+        if self.showing_state:
+            self.action_toggle_state()  # back to the rounds, where [ and ] step
+            return
         if self.rounds is None or self.number is None:
             return
         first, last = self.rounds

@@ -1,5 +1,6 @@
 """``i``: the inbox (SPEC §21) — what waits on a person, each item acted on with enter
-(answer a question, raise a budget and resume, resume, pick up) or dismissed with ``x``.
+(answer a question, raise a budget and resume — the dialog ``b`` shows, the reached
+limit prefilled —, resume, pick up) or dismissed with ``x``.
 
 Reads and actions are thread workers calling the core through the mode the app chose
 (``core/mode.py``); the list is read again every few seconds while it is open.
@@ -19,8 +20,11 @@ from flowdrop_tui.core import inbox
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.mode import Mode
+from flowdrop_tui.core.records import run_fold
+from flowdrop_tui.core.records.budget import Limits, Reached
 from flowdrop_tui.core.run.forecast import StartOptions
 from flowdrop_tui.tui.screens.answer_modal import AnswerModal
+from flowdrop_tui.tui.screens.confirm_modal import ask
 from flowdrop_tui.tui.user_writes import user_write
 
 UI = {"via": "ui"}
@@ -129,23 +133,50 @@ class InboxScreen(Screen[None]):
 
             self.app.push_screen(modal, answered)
         elif kind == "budget_reached":
-            budget = item["command"].split("--max-", 1)[1].split()[0]
-            modal = AnswerModal(
-                f"Raise the {budget} budget of run {item['run']}",
-                f"{item['message']}\nthe new limit ({budget}):",
-            )
-
-            def limited(reply: str | None) -> None:
-                if reply is not None:
-                    self.resume(item, [f"--max-{budget}", reply])
-
-            self.app.push_screen(modal, limited)
+            self.offer_raise(item)
         elif kind in ("failed", "interrupted"):
             self.pick_up(item)
         elif kind in ("limit_wait", "undelivered"):
             self.dismiss_ids([item["id"]])
         else:
             self.resume(item, [])
+
+    @work(thread=True, group="inbox-raise", exit_on_error=False)
+    def offer_raise(self, item: dict[str, Any]) -> None:
+        """The budget the run paused on, read from its record: the dialog ``b`` shows,
+        the reached limit prefilled (``raise_budget_modal.py``)."""
+        try:
+            reached = run_fold.load_run(self.mode.layout, item["run"]).budget_reached
+        except FlowdropError as exc:
+            self.app.call_from_thread(
+                self.app.notify, exc.message, title="Refused", severity="error", markup=False
+            )
+            return
+        if reached is not None:
+            self.app.call_from_thread(self._ask_raise, item, reached)
+
+    def _ask_raise(self, item: dict[str, Any], reached: dict[str, Any]) -> None:
+        from flowdrop_tui.tui.screens.raise_budget_modal import (  # loaded when first asked
+            RaiseBudgetModal,
+            lift_confirmed,
+            limit_args,
+        )
+
+        budget = str(reached.get("budget"))
+        limit, used = reached.get("limit"), reached.get("used")
+        if not isinstance(limit, int | float) or not isinstance(used, int | float):
+            return  # a record that does not say: its command is on the screen
+        question = RaiseBudgetModal(
+            f"run {item['run']}",
+            Reached(budget, limit, used),
+            f"flowdrop-tui resume {item['run']} --max-{budget} N",
+            resuming=True,
+        )
+
+        def go(limits: Limits) -> None:
+            self.resume(item, limit_args(limits))
+
+        ask(self.app, question, lift_confirmed(self.app, go))
 
     def action_dismiss_item(self) -> None:
         item = self.selected

@@ -28,6 +28,7 @@ from flowdrop_tui.core import gc_pause
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flow_list import quick_flow_rows
 from flowdrop_tui.core.paths import FLOWS_DIR
+from flowdrop_tui.core.ui_memory import remembered_flow
 from flowdrop_tui.format import no_runs_words, waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
 from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, RUN_KEYS, RUNS_SHOWN
@@ -124,11 +125,12 @@ class MainScreen(LazyParts, Screen[None]):
             rows = quick_flow_rows(self.workspace)
         except (OSError, FlowdropError):
             rows = []
+        last = remembered_flow(self.workspace)  # the flow selected when the UI was last open
         yield WorkspaceBar(self.workspace.workspace.name, self.store)
         with Vertical(id="flows-pane") as flows_pane:
             flows_pane.border_title = "Flows"
-            width = self.app.size.width
-            table = FlowTable(rows, id="flows", fit=(width < NARROW, width - 4))  # as _fit
+            width = self.app.size.width  # fitted as _fit does
+            table = FlowTable(rows, id="flows", fit=(width < NARROW, width - 4), selected=last)
             table.display = bool(rows)
             yield table
             how_to = NoFlows(FLOWS_DIR)
@@ -266,8 +268,8 @@ class MainScreen(LazyParts, Screen[None]):
         self._show_summary()
 
     def _show_summary(self) -> None:
-        """The header says what is still running (and paused), also on reopening."""
-        rows = self.flows.rows_by_name
+        """The header: what runs, what is paused, also on reopening (run.call's: the caller)."""
+        rows = {n: r for n, r in self.flows.rows_by_name.items() if not r.get("called_by")}
         live = {str(s) for s in live_statuses()}
         running = [
             f"{name} ({self.waiting[name]})" if name in self.waiting else name
@@ -312,6 +314,7 @@ class MainScreen(LazyParts, Screen[None]):
         if name == self.selected_flow:
             return
         self.selected_flow = name
+        self.reads.remember_flow(name)  # selected again when the UI next opens here
         row = self.flows.rows_by_name.get(name or "")
         self.query_one("#runs-pane").border_subtitle = ""
         self._show_titles()

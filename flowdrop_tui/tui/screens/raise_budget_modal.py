@@ -1,22 +1,28 @@
 """Raise a budget where its refusal is (SPEC §14): enter or ``r`` on a run refused for
 its budget (``BUDGET_EXHAUSTED``), or ``b``, asks for the new limit — the one reached,
 prefilled — and the resume or pick-up then goes ahead under it, as ``--max-KIND N``
-does on the command line (``RunActions`` passes exactly those flags on)."""
+does on the command line (``RunActions`` passes exactly those flags on).
+
+``none`` lifts the budget: said once, as a question of its own (``LiftBudgetModal``),
+and done only on its ``y`` — as ``--max-KIND none`` asks on the command line."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Static
 
 from flowdrop_tui.core.records.budget import Limits, Reached, check_limit
+from flowdrop_tui.format import lift_words
 from flowdrop_tui.tui.keys import shown_after_paint
-from flowdrop_tui.tui.screens.confirm_modal import Asking
+from flowdrop_tui.tui.screens.confirm_modal import Asking, ConfirmModal, answer_bindings, ask
+from flowdrop_tui.tui.widgets.typed_input import TypedInput
 
 
 def shown_number(value: float | int) -> str:
@@ -84,7 +90,7 @@ class RaiseBudgetModal(Asking[Limits]):
         with Vertical(classes="dialog"):
             yield Static(question, markup=False, id="raise-question")
             # Selected as it opens: the new number typed replaces it.
-            yield Input(shown_number(self.reached.limit), id="new-limit")
+            yield TypedInput(shown_number(self.reached.limit), id="new-limit")
             yield Static("", id="raise-problem", markup=False)
             with Horizontal(classes="buttons"):
                 yield Button(f"{self.go} (enter)", variant="primary", id="confirm")
@@ -108,3 +114,42 @@ class RaiseBudgetModal(Asking[Limits]):
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class LiftBudgetModal(ConfirmModal):
+    """``none`` was typed: what no limit means, and ``y`` to lift it anyway (the cancel
+    button has focus: an enter typed on after the dialog's own keeps the limit)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = answer_bindings("lift", "Lift it", "Keep a limit")
+
+    def __init__(self, kinds: list[str]) -> None:
+        super().__init__(
+            f"Lift the {' and '.join(kinds)} budget?",
+            Text(f"{lift_words(kinds)}.\n"),
+            confirm="Lift it (y)",
+            variant="warning",
+            cancel="Keep a limit (n)",
+            id="lift-budget",
+            body_id="lift-words",
+        )
+
+
+def lift_confirmed(app: App[Any], go: Callable[[Limits], None]) -> Callable[[Limits | None], None]:
+    """What a ``RaiseBudgetModal`` answers, handed to ``go`` — a lifted limit only after
+    ``LiftBudgetModal``'s ``y`` (asked in the next frame, once the raise has closed)."""
+
+    def answered(limits: Limits | None) -> None:
+        if limits is None:
+            return
+        lifted = [kind for kind, limit in limits.items() if limit is None]
+        if not lifted:
+            go(limits)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                go(limits)
+
+        app.call_later(ask, app, LiftBudgetModal(lifted), confirmed)
+
+    return answered

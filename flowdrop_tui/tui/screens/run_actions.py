@@ -187,6 +187,7 @@ class RunActions:
         again (from ``from_run``) with it, so a pick-up still shows its preview."""
         from flowdrop_tui.tui.screens.raise_budget_modal import (  # loaded when first asked
             RaiseBudgetModal,
+            lift_confirmed,
         )
 
         whose = f"run {paused}" if paused else f"{key}'s chain"
@@ -197,9 +198,7 @@ class RunActions:
             else f"run {key}" + (f" --from {from_run}" * bool(from_run))
         )
 
-        def answered(limits: Limits | None) -> None:
-            if limits is None:
-                return
+        def answered(limits: Limits) -> None:
             if paused is not None:
                 self.resume(paused, key, False, limits)
             elif self._start_planning(key):
@@ -208,7 +207,7 @@ class RunActions:
         question = RaiseBudgetModal(
             whose, reached, f"flowdrop-tui {cli} {flag}", resuming=paused is not None
         )
-        ask(self.screen.app, question, answered)
+        ask(self.screen.app, question, lift_confirmed(self.screen.app, answered))
 
     # -- b: raise a budget before (or without) a refusal ----------------------------------------
 

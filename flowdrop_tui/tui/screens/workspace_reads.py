@@ -11,7 +11,7 @@ import contextlib
 
 from textual.worker import get_current_worker
 
-from flowdrop_tui.core import views, watch
+from flowdrop_tui.core import ui_memory, views, watch
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached
 from flowdrop_tui.core.git import isolated
@@ -84,6 +84,12 @@ class WorkspaceReads:
     def read_workspace(self) -> None:
         found = isolated(self.workspace.workspace, "facts", cancelled=_cancelled)
         self.screen.post_message(WorkspaceRead(found))
+
+    @work_on_screen(thread=True, exclusive=True, group="remember-flow")
+    def remember_flow(self, name: str | None) -> None:
+        """The flow selected again when the UI next opens here (``core/ui_memory.py``)."""
+        if name is not None:
+            ui_memory.remember_flow(self.workspace, name)
 
     @work_on_screen(thread=True, exclusive=True, group="usage")
     def read_usage(self) -> None:

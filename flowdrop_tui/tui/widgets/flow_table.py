@@ -59,10 +59,17 @@ class FlowTable(DataTable[Text]):
     }
 
     def __init__(
-        self, rows: list[dict[str, Any]], fit: tuple[bool, int] = (False, 0), **kwargs: Any
+        self,
+        rows: list[dict[str, Any]],
+        fit: tuple[bool, int] = (False, 0),
+        selected: str | None = None,
+        **kwargs: Any,
     ) -> None:
-        """``fit``: ``set_fit``'s arguments, for the first frame to be drawn fitted."""
+        """``fit``: ``set_fit``'s arguments, for the first frame to be drawn fitted;
+        ``selected``: the flow the cursor starts on, when it is listed (the last one
+        selected, ``core/ui_memory.py``)."""
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.first_selected = selected
         self.rows_by_name: dict[str, dict[str, Any]] = {str(row["name"]): row for row in rows}
         self.filter_text = ""
         self._theme: str | None = None
@@ -144,7 +151,10 @@ class FlowTable(DataTable[Text]):
 
     def apply_run(self, info: RunInfo) -> None:
         """A run moved on: update the rows of the flows it is the last run of (its own
-        key, and the keys it called), without re-reading the index."""
+        key, and the keys it called), without re-reading the index — USAGE too, as each
+        of its sessions closes (what ``flows --json`` says: ``spending.thread_usage``)."""
+        from flowdrop_tui.core.records.usage import total  # a run polled: after the first frame
+
         for key, round_ in info.key_rounds.items():
             row = self.rows_by_name.get(key)
             if row is None:
@@ -152,7 +162,15 @@ class FlowTable(DataTable[Text]):
             last = row.get("last_run")
             newer = key == info.key and (not isinstance(last, str) or info.run > last)
             if newer or last == info.run:
-                self.update_row(key, last_run=info.run, status=str(info.status), round=round_)
+                spent = total([info.chain_before.get(key), info.usage_of(key)])
+                self.update_row(
+                    key,
+                    last_run=info.run,
+                    status=str(info.status),
+                    round=round_,
+                    usage=spent.to_json() if spent is not None else None,
+                    called_by=info.key if key != info.key else None,
+                )
 
     def set_filter(self, text: str) -> None:
         """Show only the rows whose visible text contains ``text`` (any case)."""
@@ -183,7 +201,9 @@ class FlowTable(DataTable[Text]):
                 for (column, _), cell in zip(columns, row_cells, strict=True):
                     self.update_cell(name, column, cell)
             return
-        selected = self.selected_name
+        selected = self.selected_name if self.row_count else self.first_selected
+        if cells:
+            self.first_selected = None  # once rows are shown, the cursor is the user's
         self.clear(columns=True)
         self._widths = widths
         for (key, label), width in zip(columns, widths, strict=True):

@@ -297,9 +297,9 @@ class RunDetail(VerticalScroll):
         for session in sessions:
             healthy = bool(session.get("exists"))
             exit_code = session.get("exit_code")
-            text.append(
-                f"{session.get('backend')} {session.get('link')} → {session.get('target')} "
-            )
+            target = session.get("target")  # Codex names its transcript later: null till then
+            where = f"→ {target} " if target else "(transcript not named yet) "
+            text.append(f"{session.get('backend')} {session.get('link')} {where}")
             text.append(
                 "ok" if healthy else "link broken", style=self._style("good" if healthy else "bad")
             )
