@@ -58,6 +58,7 @@ from flowdrop_tui.core.remote.write_through import (
     flow_env,
     ship_output,
 )
+from flowdrop_tui.core.run.start_plan import pick_up_source
 
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
 SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
@@ -207,7 +208,10 @@ class WorkerActivities:
                     _drop_ticket(env)
                 await handle.signal("started", answer)
                 return {"run": request.run, "outcome": "closed", "exit": answer.get("exit")}
-            shipped = _size(layout.run_dir(request.run)) if request.run else 0
+            # What the record's output.log holds already, for each run the child may go
+            # on in (a `run FLOW` continues a paused run in its own record, as `resume`):
+            # the shipping of the child's output starts there, never at byte 0.
+            held_output = {run: _size(layout.run_dir(run)) for run in _continuable(layout, request)}
             base = {k: v for k, v in env.items() if k not in (ENV_VAR, BRANCH_ENV)}
             try:
                 message, child = await asyncio.to_thread(
@@ -233,6 +237,7 @@ class WorkerActivities:
                 await asyncio.to_thread(source.release, tree)
         loop = asyncio.get_running_loop()
         run_id = str(message["run"])
+        shipped = held_output.get(run_id, 0)
         holding = Holding(run_id, tree, child, shipped, loop.create_future(), loop.create_future())
         self.runs[run_id] = holding
         # The run is kept by this worker, not by the activity: an activity the Temporal
@@ -464,7 +469,7 @@ def _checkout(source: MirrorWorktrees, request: FlowInput, name: str) -> tuple[P
     a new run, a pick-up too, starts on the client's HEAD (docs/remote.md). A worktree
     parked by an earlier run of the space is taken when there is one (warm)."""
     pool = _pool(request.space)
-    if request.mode == RUN or request.run is None:
+    if request.run is None:
         return source.checkout(request.commit, name, pool=pool), []
     tree, kept = source.checkout_run(request.run, request.commit, name, pool=pool)
     if kept:
@@ -474,6 +479,19 @@ def _checkout(source: MirrorWorktrees, request: FlowInput, name: str) -> tuple[P
         f"worker was lost before it pushed any); it goes on from commit {request.commit[:12]}, "
         "the client's HEAD"
     ]
+
+
+def _continuable(layout: Layout, request: FlowInput) -> set[str]:
+    """The runs whose record the child may go on in: the one the request names (a
+    resume, a close, or the paused run a ``run`` continues, as the client saw it), and
+    for a ``run`` the one its start plan would continue (the replica is current)."""
+    runs = {request.run} if request.run else set()
+    if request.mode == RUN:
+        with contextlib.suppress(FlowdropError, OSError):
+            source = pick_up_source(layout, request.key)
+            if source is not None:
+                runs.add(source)
+    return runs
 
 
 def _size(run_dir: Path) -> int:
