@@ -198,6 +198,7 @@ class StartClient:
             if self.say is not None:
                 say = self.say
                 here.untaken = lambda: say(self._waiting_words(key))
+                here.notice_after = 0.0  # WAIT_NOTICE s have passed already (on the table)
             try:
                 return await asyncio.wait_for(here.forward_own(request_id, request), left)
             except (asyncio.CancelledError, TimeoutError):
