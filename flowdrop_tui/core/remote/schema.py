@@ -13,8 +13,9 @@ from __future__ import annotations
 # 2: fd_files.change_id (the feed keeps one row per whole file); 3: fd_reap_epoch;
 # 4: fd_workers (each worker's lease: a run is reaped only once its worker is gone);
 # 5: fd_starts (a client's start asked of the workers through PostgreSQL), fd_write_file
-# writing the file's row once
-SCHEMA_VERSION = 5
+# writing the file's row once; 6: fd_bump ends the liveness of the runs it fences out
+# (a key bumped by hand no longer shows its run running for good)
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
@@ -295,12 +296,24 @@ END $$;
 
 CREATE OR REPLACE FUNCTION fd_bump(p_space text, p_key text) RETURNS bigint
 LANGUAGE plpgsql AS $$
-DECLARE new_epoch bigint;
+DECLARE new_epoch bigint; ended text;
 BEGIN
     INSERT INTO fd_keys (space, key) VALUES (p_space, p_key) ON CONFLICT DO NOTHING;
     -- FOR UPDATE waits for every write in flight (they hold FOR SHARE)
     SELECT epoch + 1 INTO new_epoch FROM fd_keys WHERE space = p_space AND key = p_key FOR UPDATE;
-    UPDATE fd_keys SET epoch = new_epoch WHERE space = p_space AND key = p_key;
+    -- nothing runs under the new epoch yet: whatever run the key named is fenced out
+    UPDATE fd_keys SET epoch = new_epoch, live_run = NULL
+     WHERE space = p_space AND key = p_key;
+    -- every run held under an older epoch can never write again: it is over and reads
+    -- `interrupted` (a process of it still going kills itself at its next write).
+    -- Before, a bump alone left it `running` for good (only fd_reap ended it).
+    FOR ended IN
+        UPDATE fd_runs SET live = false, updated = now()
+         WHERE space = p_space AND key = p_key AND live AND epoch < new_epoch
+        RETURNING run_id
+    LOOP
+        PERFORM fd_change(p_space, ended, 'live', NULL, NULL);
+    END LOOP;
     RETURN new_epoch;
 END $$;
 
