@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,26 @@ def test_a_commit_not_on_the_origin_is_refused_by_the_worker(
     run = client.json("run", "counter")["run"]
     client.json("stop", run, "--now")
     wait_status(client, run, "cancelled")
+
+
+def test_a_flow_never_committed_is_refused_saying_to_commit_and_push(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Issue 38 item 8: a new flow, its file untracked, failed on the worker with
+    "flows/fresh/flow.py does not exist" though the file was there; the client now says
+    it is not committed and what to do, before asking any worker."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    folder = client.ws / "flows" / "fresh"
+    folder.mkdir(parents=True)
+    (folder / "flow.py").write_text(textwrap.dedent(COUNTER).lstrip())
+    worker.wait_polling()
+    answer = client.json("run", "fresh", code=3)
+    message = answer["error"]["message"]
+    assert answer["error"]["code"] == "NOT_ON_ORIGIN", answer
+    assert "flow fresh is not committed" in message and "flows/fresh/flow.py" in message
+    assert "commit and push" in message and "does not exist" not in message
+    assert client.json("runs", "fresh") == []  # nothing was started
 
 
 COMMITTER = """

@@ -31,7 +31,7 @@ from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import LIVE, Status
 from flowdrop_tui.core.remote import reading, start_requests
 from flowdrop_tui.core.remote.config import RemoteConfig
-from flowdrop_tui.core.remote.remote_errors import TemporalUnreachableError
+from flowdrop_tui.core.remote.remote_errors import NotOnOriginError, TemporalUnreachableError
 from flowdrop_tui.core.remote.start_requests import CLOSE, RESUME, RUN, START_LIMIT
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.run.forecast import StartOptions
@@ -61,9 +61,31 @@ class StartClient:
         if options.fresh:
             args.append("--fresh")
         snapshot = None if options.snapshot is None else _read_snapshot(options.snapshot)
+        self._check_committed(ref)
         continues = None if snapshot is not None else self._paused_run(ref.key, options)
         request = self.request(RUN, ref.key, [*args, *extra], run=continues, snapshot=snapshot)
         return self.ask(request)
+
+    def _check_committed(self, ref: FlowRef) -> None:
+        """A worker runs the flow as the pushed commit has it: a flow file that is here
+        but not in HEAD (new, never committed) is refused now, saying so, rather than
+        by the worker as a file that "does not exist" (issue 38 item 8)."""
+        head = _git(self.layout.workspace, "rev-parse", "HEAD")
+        if head is None:
+            return  # said by ``_head``: no commit at all
+        try:
+            rel = ref.file.resolve().relative_to(self.layout.workspace.resolve()).as_posix()
+        except ValueError:
+            return  # a flow outside the workspace: the worker says what it finds
+        if _git(self.layout.workspace, "cat-file", "-e", f"{head}:{rel}") is not None:
+            return
+        folder = Path(rel).parent.as_posix()
+        raise NotOnOriginError(
+            f"flow {ref.name} is not committed: {rel} is in {self.layout.workspace} but not "
+            f"in its HEAD ({head[:12]}), and a worker runs only what is pushed to the "
+            f"origin; commit and push it (git add {folder} && git commit && git push), "
+            "then run again"
+        )
 
     def _paused_run(self, key: str, options: StartOptions) -> str | None:
         """The paused run of ``key`` this ``run`` continues in its own record (SG-12
