@@ -33,7 +33,12 @@ from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError, error_for
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
-from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
+from flowdrop_tui.core.remote.config import space_of_origin
+from flowdrop_tui.core.remote.remote_errors import (
+    NotPermittedError,
+    NotServedError,
+    StoreUnreachableError,
+)
 from flowdrop_tui.core.remote.start_requests import StartTable
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.warm import WarmChild
@@ -111,6 +116,10 @@ class WorkerActivities:
     _keepers: set[asyncio.Task[None]] = field(default_factory=set)
     _warm: WarmChild | None = None
     _warming: set[asyncio.Task[None]] = field(default_factory=set)
+    # ``worker --space``/``--origin``: what it serves (empty: any); origins normalised
+    # as spaces are (``config.space_of_origin``), so ssh and https URLs of one match
+    spaces: tuple[str, ...] = ()
+    origins: tuple[str, ...] = ()
 
     @property
     def warm(self) -> WarmChild:
@@ -165,6 +174,8 @@ class WorkerActivities:
         source = MirrorWorktrees(request.origin, self.home)
         try:
             check_request(request)
+            self.check_served(request)
+            await asyncio.to_thread(self.check_asker, store, request)
             taken = request.start is None or await asyncio.to_thread(
                 StartTable(store).take, request.start, info.workflow_run_id or ""
             )
@@ -272,6 +283,37 @@ class WorkerActivities:
             process.kill_group(child.pid)
             raise
         return holding
+
+    def check_served(self, request: FlowInput) -> None:
+        """``NotServedError`` for a space or origin this worker was not told to serve
+        (its answer, written into the start's row, is what the client prints)."""
+        if self.spaces and request.space not in self.spaces:
+            raise NotServedError(
+                f"worker {self.worker_id} refused the start of {request.key}: it serves the "
+                f"spaces {', '.join(self.spaces)}, not {request.space} (worker --space); "
+                "start one that serves it, or on a task queue of the space's own"
+            )
+        if self.origins and space_of_origin(request.origin) not in self.origins:
+            raise NotServedError(
+                f"worker {self.worker_id} refused the start of {request.key}: it runs code "
+                f"only from the origins it was told to serve (worker --origin), not "
+                f"{request.origin}"
+            )
+
+    def check_asker(self, store: RunStore, request: FlowInput) -> None:
+        """``NotPermittedError`` unless the database role that asked for the start may
+        start runs in its space (``fd_may_operate``). Who asked is the ``fd_starts``
+        row's ``asked_by``, set by PostgreSQL: a workflow started through Temporal with
+        no such row names no one, and is refused."""
+        asker = None if request.start is None else StartTable(store).asker(request.start)
+        if asker is not None and store.may_operate(asker):
+            return
+        who = f"role {asker}" if asker else "a start no fd_starts row names (Temporal alone)"
+        raise NotPermittedError(
+            f"worker {self.worker_id} refused the start of {request.key} in space "
+            f"{request.space}: {who} is not granted operator in that space (an admin grants "
+            'it: docs/remote.md, "Who can do what")'
+        )
 
     async def _warm_again(self, base: dict[str, str]) -> None:
         """A warm process for the next start, once this one's run is under way."""

@@ -15,7 +15,7 @@ import os
 import re
 import socket
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,9 +90,9 @@ def load(
         if value:
             values[field] = value
             where[field] = f"environment variable {var}"
-    for field, value in (flags or {}).items():
-        if value:
-            values[field] = value
+    for field, flag in (flags or {}).items():
+        if flag:
+            values[field] = flag
             where[field] = f"--{field.replace('_', '-')}"
     if not values:
         return None
@@ -286,6 +286,8 @@ class WorkerConfig:
     worker_id: str
     home: Path
     max_runs: int
+    spaces: tuple[str, ...] = ()  # --space, repeatable: the spaces it serves (empty: any)
+    origins: tuple[str, ...] = ()  # --origin, repeatable, normalised (``space_of_origin``)
 
 
 _WORKER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -301,6 +303,8 @@ def worker_config(
     worker_id: str | None = None,
     home: str | None = None,
     max_runs: int = 4,
+    spaces: Sequence[str] = (),
+    origins: Sequence[str] = (),
 ) -> WorkerConfig:
     """A worker's settings from its flags (``None``: not given), then the environment
     and the workspace's config (``layout``: ``None`` outside one)."""
@@ -333,7 +337,21 @@ def worker_config(
         worker_id=worker_id,
         home=Path(home or Path.home() / ".flowdrop-worker").resolve(),
         max_runs=max_runs,
+        spaces=tuple(_served_space(space) for space in spaces),
+        origins=tuple(_served_origin(origin) for origin in origins),
     )
+
+
+def _served_space(space: str) -> str:
+    _check_space(space, "--space")
+    return space
+
+
+def _served_origin(origin: str) -> str:
+    served = space_of_origin(origin)
+    if not served:
+        raise UsageError("--origin needs a git URL (the origin whose code the worker may run)")
+    return served
 
 
 def default_worker_id() -> str:

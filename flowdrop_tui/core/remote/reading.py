@@ -78,6 +78,13 @@ def bounded(config: RemoteConfig, what: str, call: Callable[[], T], timeout: flo
         exc = failed[0]
         if isinstance(exc, StoreUnreachableError) and not isinstance(exc, RemoteUnreachableError):
             raise RemoteUnreachableError(exc.message) from exc
+        if getattr(exc, "sqlstate", None) == "42501":  # insufficient_privilege: a role's
+            from flowdrop_tui.core.remote.remote_errors import NotPermittedError
+
+            raise NotPermittedError(
+                f"PostgreSQL refused {what}: {str(exc).strip().splitlines()[0]} (this role "
+                'may not; see docs/remote.md, "Who can do what")'
+            ) from exc
         if isinstance(exc, _psycopg_errors()):
             raise unreachable(config, str(exc).strip().splitlines()[0] or type(exc).__name__)
         raise exc

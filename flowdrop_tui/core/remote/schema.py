@@ -14,7 +14,9 @@ from __future__ import annotations
 # 4: fd_workers (each worker's lease: a run is reaped only once its worker is gone);
 # 5: fd_starts (a client's start asked of the workers through PostgreSQL), fd_write_file
 # writing the file's row once; 6: fd_bump ends the liveness of the runs it fences out
-# (a key bumped by hand no longer shows its run running for good)
+# (a key bumped by hand no longer shows its run running for good); fd_starts.asked_by
+# (the database role that asked, set by a trigger), fd_grants, fd_may_operate (roles:
+# docs/remote.md, "Who can do what")
 SCHEMA_VERSION = 6
 
 SCHEMA = """
@@ -99,6 +101,60 @@ CREATE TABLE IF NOT EXISTS fd_starts (
 );
 CREATE INDEX IF NOT EXISTS fd_starts_open ON fd_starts (namespace, task_queue, asked)
     WHERE state IN ('asked', 'forwarding', 'taken');
+ALTER TABLE fd_starts ADD COLUMN IF NOT EXISTS asked_by text;
+CREATE TABLE IF NOT EXISTS fd_grants (
+    space text NOT NULL,
+    role text NOT NULL,
+    kind text NOT NULL CHECK (kind IN ('operator')),
+    PRIMARY KEY (space, role, kind)
+);
+
+-- who asked for a start is the database's to say, never the client's: the role that
+-- inserted the row (whatever the row said), kept through every update
+CREATE OR REPLACE FUNCTION fd_starts_asker() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        NEW.asked_by := current_user;
+    ELSE
+        NEW.asked_by := OLD.asked_by;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER fd_starts_asker BEFORE INSERT OR UPDATE ON fd_starts
+    FOR EACH ROW EXECUTE FUNCTION fd_starts_asker();
+
+-- whether role p_role may have runs started in p_space: a superuser, the tables'
+-- owner (a team that made no roles: everyone is the one role), or a member of a role
+-- granted operator in the space (or in every space, '*') by a row of fd_grants
+CREATE OR REPLACE FUNCTION fd_may_operate(p_space text, p_role text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE owner name; granted text;
+BEGIN
+    IF p_role IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role) THEN
+        RETURN false;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role AND rolsuper) THEN
+        RETURN true;
+    END IF;
+    SELECT r.rolname INTO owner FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
+     WHERE c.oid = 'fd_starts'::regclass;
+    IF owner IS NOT NULL AND pg_has_role(p_role, owner, 'MEMBER') THEN
+        RETURN true;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'flowdrop_admin')
+       AND pg_has_role(p_role, 'flowdrop_admin', 'MEMBER') THEN
+        RETURN true;
+    END IF;
+    FOR granted IN
+        SELECT g.role FROM fd_grants g JOIN pg_roles r ON r.rolname = g.role
+         WHERE g.space IN (p_space, '*') AND g.kind = 'operator'
+    LOOP
+        IF pg_has_role(p_role, granted, 'MEMBER') THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END $$;
 
 CREATE OR REPLACE FUNCTION fd_worker_beat(
     p_worker text, p_token text, p_host text, p_pid integer, p_fresh double precision,

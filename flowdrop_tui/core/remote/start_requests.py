@@ -99,6 +99,12 @@ class StartTable:
             None if taker is None else str(taker),
         )
 
+    def asker(self, request_id: str) -> str | None:
+        """The database role that asked for the start (``asked_by``: set by the
+        database as the row was inserted, never by the client)."""
+        rows = self.store.rows("SELECT asked_by FROM fd_starts WHERE id = %s", (request_id,))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
     def withdraw(self, request_id: str) -> bool:
         """Withdraw a start no ``run_flow`` has taken; whether it was (else it is taken
         or answered: its run goes on, or it was refused)."""

@@ -64,6 +64,8 @@ class WorkerSettings:
     home: Path
     max_runs: int
     access: StoreAccess
+    spaces: tuple[str, ...] = ()  # worker --space: the spaces it serves (empty: any)
+    origins: tuple[str, ...] = ()  # worker --origin, normalised: the origins it runs code of
 
 
 class PostgresAccess:
@@ -117,7 +119,13 @@ async def serve(
             "worker's command line, where `ps` shows it to every user of the machine; give "
             "the URL in FLOWDROP_POSTGRES instead (or the password in ~/.pgpass)"
         )
-    acts = WorkerActivities(settings.worker_id, settings.home, settings.access)
+    acts = WorkerActivities(
+        settings.worker_id,
+        settings.home,
+        settings.access,
+        spaces=settings.spaces,
+        origins=settings.origins,
+    )
     await asyncio.to_thread(acts.warm_up)  # the first start's run process, loading now
     identity = f"{settings.worker_id}@{socket.gethostname()}"
     # The workflow module imports only temporalio and the standard library; passing
