@@ -69,7 +69,7 @@ class StartClient:
     def _check_committed(self, ref: FlowRef) -> None:
         """A worker runs the flow as the pushed commit has it: a flow file that is here
         but not in HEAD (new, never committed) is refused now, saying so, rather than
-        by the worker as a file that "does not exist" (issue 38 item 8)."""
+        by the worker as a file that "does not exist"."""
         head = _git(self.layout.workspace, "rev-parse", "HEAD")
         if head is None:
             return  # said by ``_head``: no commit at all
