@@ -260,6 +260,25 @@ def test_a_flow_never_committed_is_refused_saying_to_commit_and_push(
     assert client.json("runs", "fresh") == []  # nothing was started
 
 
+def test_a_pick_up_from_a_checkout_only_behind_says_behind_not_rewritten(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Issue 38 item 6: a run that committed on its worker, then a `run` from a client
+    that never fetched its commits: the pick-up's drift warning said "not a descendant:
+    history was rewritten", though the client's HEAD is only behind (an ancestor)."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("committer", COMMITTER.replace("@flow()", "@flow(resumable=True)"))
+    worker.wait_polling()
+    first = client.json("run", "committer")["run"]
+    wait_status(client, first, "completed")
+    again = client.json("run", "committer")
+    said = " ".join(again["warnings"])
+    assert f"behind: 1 commit of run {first}'s are not in this checkout" in said, said
+    assert "history was rewritten" not in said, said
+    wait_status(client, again["run"], "completed")
+
+
 COMMITTER = """
     import subprocess
     from flowdrop_tui import flow
