@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,15 @@ def test_a_worker_with_only_postgres_in_the_environment_names_temporal(tmp_path:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--temporal" in done.stderr, done.stderr
+
+
+def test_a_worker_s_own_lines_say_when(cluster: Cluster) -> None:
+    """Issue 38 item 11: a worker's own lines had no time, though its log is read long
+    after (next to the SDK's timestamped lines): each now starts with UTC time."""
+    worker = cluster.start_worker("t")
+    worker.wait_polling()
+    worker.stop()
+    own = [line for line in worker.text().splitlines() if "worker t" in line]
+    assert own, worker.text()
+    for line in own:
+        assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ worker t", line), line

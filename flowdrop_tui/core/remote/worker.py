@@ -96,6 +96,16 @@ class PostgresAccess:
         return {**flow_env(os.environ, self.url), **ticket.hand_over(tickets)}
 
 
+def stamped(say: Callable[[str], None]) -> Callable[[str], None]:
+    """A worker's own lines, each led by when it was said (UTC, to the second): a
+    worker's log is read long after, next to the SDK's timestamped lines."""
+
+    def told(line: str) -> None:
+        say(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {line}")
+
+    return told
+
+
 async def serve(
     settings: WorkerSettings,
     say: Callable[[str], None],
@@ -103,6 +113,7 @@ async def serve(
 ) -> int:
     """Poll until SIGTERM/SIGINT; then drain the runs held here and exit 0. ``ready``:
     told once it polls (``worker --json``'s line: its id, queues, runs at once, home)."""
+    say = stamped(say)
     settings.home.mkdir(parents=True, exist_ok=True)
     hold_home(settings.home, settings.worker_id)
     # Both servers answer before anything is polled (a worker that cannot write the
