@@ -279,6 +279,37 @@ def test_a_pick_up_from_a_checkout_only_behind_says_behind_not_rewritten(
     wait_status(client, again["run"], "completed")
 
 
+def test_prune_deletes_the_pruned_runs_refs_on_the_origin(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Issue 38 item 11: refs/flowdrop/runs/* on the origin were never pruned, so every
+    `show` fetched the refs of runs long deleted. A pruned run's ref goes with it; the
+    kept run's stays."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("committer", COMMITTER)
+    worker.wait_polling()
+    runs = []
+    for _ in range(2):
+        run = client.json("run", "committer")["run"]
+        wait_status(client, run, "completed")
+        runs.append(run)
+
+    def on_origin() -> set[str]:
+        listed = subprocess.run(
+            ["git", "ls-remote", "--refs", str(client.origin), "refs/flowdrop/runs/*"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {line.split()[-1].rsplit("/", 1)[-1] for line in listed.splitlines()}
+
+    wait_for("both runs' refs on the origin", lambda: set(runs) <= on_origin())
+    pruned = client.json("prune", "--keep", "0")
+    assert [d["run"] for d in pruned["delete"]] == [runs[0]], pruned
+    assert runs[0] not in on_origin() and runs[1] in on_origin()
+
+
 COMMITTER = """
     import subprocess
     from flowdrop_tui import flow
