@@ -40,3 +40,6 @@ def test_a_bumped_key_s_run_reads_interrupted_and_the_key_is_free(
     wait_for("the pick-up live", lambda: client.json("show", again)["status"] == "running")
     assert client.json("show", again)["picked_up_from"] == run
     client.json("stop", again, "--now")
+    # The fenced run's end is an outcome, not a failure: the key's next start waited for
+    # its workflow to close, and the worker logged no traceback for it.
+    assert "Traceback" not in worker.text(), worker.text()

@@ -35,6 +35,7 @@ from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
 from flowdrop_tui.core.remote.config import space_of_origin
 from flowdrop_tui.core.remote.remote_errors import (
+    Fenced,
     NotPermittedError,
     NotServedError,
     StoreUnreachableError,
@@ -337,7 +338,14 @@ class WorkerActivities:
         while not holding.done.done():
             activity.heartbeat()
             await asyncio.wait({holding.done}, timeout=HEARTBEAT_EVERY)
-        code = holding.done.result()  # the keeper's failure, raised here
+        try:
+            code = holding.done.result()  # the keeper's failure, raised here
+        except Fenced as exc:
+            # Expected (the run was reaped, or its key bumped): an outcome, not a
+            # failure the SDK would log with a traceback. Its key's epoch moved on, so
+            # there is nothing left to reap.
+            self.finished.pop(holding.run, None)
+            return {"run": holding.run, "outcome": "fenced", "reason": exc.message}
         self.finished.pop(holding.run, None)
         return {"run": holding.run, "outcome": "ended", "exit": code}
 
