@@ -114,7 +114,8 @@ def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
     except KeyboardInterrupt as exc:
         said = str(exc)  # what became of what it interrupted, when that needs saying
         err(f"flowdrop-tui: interrupted; {said}" if said else "flowdrop-tui: interrupted")
-        return 130
+        code = getattr(exc, "exit_code", 130)  # a start ended by SIGTERM: 143, SIGHUP: 129
+        return code if isinstance(code, int) else 130
     except BrokenPipeError:
         # The reader stopped reading (``| head``) while the verb printed: what it was
         # asked is done, so 0 (never the 141 a shell shows for SIGPIPE: a script's

@@ -38,4 +38,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
         worker_id=args.id,
         home=args.home,
         max_runs=args.max_runs,
+        spaces=args.space,
+        origins=args.origin,
     )

@@ -305,6 +305,20 @@ def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
     worker.add_argument("--namespace", help="the Temporal namespace (default: default)")
     worker.add_argument("--task-queue", metavar="NAME", help="the shared queue (default: flowdrop)")
     worker.add_argument("--postgres", metavar="URL", help="the PostgreSQL URL of the records")
+    worker.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="SPACE",
+        help="serve only this space (repeatable; default: any); others are refused",
+    )
+    worker.add_argument(
+        "--origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="run code only from this git origin (repeatable; default: any)",
+    )
     return parser
 
 

@@ -305,5 +305,7 @@ def serve_worker(
         home=found.home,
         max_runs=found.max_runs,
         access=worker.PostgresAccess(found.postgres),
+        spaces=found.spaces,
+        origins=found.origins,
     )
     return asyncio.run(worker.serve(settings, say, ready))

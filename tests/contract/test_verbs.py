@@ -154,3 +154,46 @@ def test_a_question_pauses_the_run_and_its_answer_resumes_it(mode: Mode) -> None
     done = mode.wait_status(run, "completed")
     assert done["result"] == "land" and done["gate"] is None
     assert mode.refused("answer", run, "land", "--gate", gate) == "GATE_CLOSED"
+
+
+def test_run_of_a_paused_flow_resumes_it(mode: Mode) -> None:
+    """Guards SG-12 clause 3 in both modes: `run FLOW` while the flow's newest run is
+    paused continues that run in its own record (as `resume` does), its output going on
+    after what it printed before the pause — in remote mode on a worker, whose shipping
+    of output.log starts at the record's end, not at byte 0 (the record's output is in
+    two pieces here, so a resend from byte 0 cannot match the first)."""
+    mode.add_gated()
+
+    def printed(line: str) -> str:
+        def seen() -> str | None:
+            done = mode.cli("logs", run)
+            return done.stdout if line in done.stdout else None
+
+        found: str = mode.wait(f"{line!r} in the run's output", seen)
+        return found
+
+    run = mode.start("gated")
+    mode.wait_round(run, "gated", 1)
+    printed("round 1")
+    mode.go(1)
+    mode.wait_round(run, "gated", 2)
+    printed("round 2")
+    mode.json("pause", run)
+    mode.go(2)
+    mode.wait_status(run, "paused")
+    again = mode.json("run", "gated", "--detach")
+    assert again["run"] == run and again["flow"] == "gated", again
+    shown = mode.wait_round(run, "gated", 3)
+    assert shown["first_round"] == 1  # the same record, going on
+    mode.go(3)
+    mode.wait_round(run, "gated", 4)
+    out = printed("round 4")
+    assert [line for line in out.splitlines() if line.startswith("round ")] == [
+        "round 1",
+        "round 2",
+        "round 3",
+        "round 4",
+    ], out
+    assert mode.json("stop", run, "--now")["run"] == run
+    assert mode.wait_status(run, "cancelled")["last_round"] == 4
+    assert [r["run"] for r in mode.json("runs", "gated")] == [run]

@@ -123,9 +123,8 @@ class Cluster:
         for var in ("FLOWDROP_TEMPORAL", "FLOWDROP_POSTGRES", "FLOWDROP_SPACE"):
             variables.pop(var, None)
         variables.update(env or {})
-        if not postgres_flag:  # both, or the worker refuses a half remote config
+        if not postgres_flag:  # as docs/remote.md advises: --temporal stays a flag
             variables["FLOWDROP_POSTGRES"] = self.postgres
-            variables["FLOWDROP_TEMPORAL"] = self.temporal
         command = [
             sys.executable,
             "-m",

@@ -11,21 +11,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.remote.cluster import COUNTER, Cluster, make_client, wait_for
 from tests.remote.servers import PostgresServer
 from tests.remote.temporal_server import TemporalServer
 
-INTERRUPTED_EXIT = 130  # SPEC §11, as a local run's Ctrl-C
 
-
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"]
+)
 def test_ctrl_c_while_waiting_for_a_worker_withdraws_the_start(
     temporal_server: TemporalServer,
     postgres_server: PostgresServer,
     space: str,
     tmp_path: Path,
+    sig: signal.Signals,
 ) -> None:
     """Guards against a `run` that waited silently, printed ~40 lines of traceback on
-    Ctrl-C and left its start queued, to run later when a worker came."""
+    Ctrl-C and left its start queued, to run later when a worker came. SIGTERM (a CI's
+    timeout) and SIGHUP (a closed ssh session) withdraw it too (issue 38 item 4: they
+    killed the client and left the start queued; a worker 26 s later ran it); the exit
+    status is 128 + the signal, as a process ended by it."""
     cluster = Cluster(temporal_server.address, postgres_server.url(), tmp_path / "cluster")
     try:
         client = make_client(cluster, space, tmp_path)
@@ -48,12 +55,12 @@ def test_ctrl_c_while_waiting_for_a_worker_withdraws_the_start(
             assert len(said) == 1, said
             assert f"on task queue {cluster.task_queue}" in said[0]
             assert f"flowdrop-tui worker --temporal {cluster.temporal}" in said[0]
-            waiting.send_signal(signal.SIGINT)
+            waiting.send_signal(sig)
             out, _ = waiting.communicate(timeout=60)
         finally:
             if waiting.poll() is None:
                 waiting.kill()
-        assert waiting.returncode == INTERRUPTED_EXIT, stderr.read_text()
+        assert waiting.returncode == 128 + sig, stderr.read_text()
         lines = stderr.read_text().splitlines()
         assert len(lines) == 2, lines  # the waiting line, then one line: no traceback
         assert lines[1].startswith("flowdrop-tui: interrupted; the start of counter was withdrawn")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,42 @@ def test_worker_json_whose_temporal_server_is_not_there_is_a_json_error(tmp_path
     )
     assert done.returncode == 4 and "Traceback" not in done.stderr
     assert orjson.loads(done.stdout)["error"]["code"] == "TEMPORAL_UNREACHABLE"
+
+
+def test_a_worker_with_temporal_as_a_flag_and_postgres_in_the_environment_runs(
+    cluster: Cluster,
+) -> None:
+    """Issue 38 item 3: `--temporal` as a flag with the URL in FLOWDROP_POSTGRES (as the
+    docs advise, keeping the password off the command line) was refused "half
+    configured": the environment was checked before the flags were merged."""
+    worker = cluster.start_worker("f", postgres_flag=False)
+    worker.wait_polling()
+    assert "half configured" not in worker.text()
+    worker.stop()
+    assert worker.process.returncode == 0, worker.text()
+
+
+def test_a_worker_with_only_postgres_in_the_environment_names_temporal(tmp_path: Path) -> None:
+    """The other half missing is still refused, naming the flag (exit 2)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "flowdrop_tui", "--workspace", str(tmp_path), "worker"],
+        capture_output=True,
+        text=True,
+        env={**env, "HOME": str(tmp_path), "FLOWDROP_POSTGRES": "postgresql://x@h/db"},
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--temporal" in done.stderr, done.stderr
+
+
+def test_a_worker_s_own_lines_say_when(cluster: Cluster) -> None:
+    """Issue 38 item 11: a worker's own lines had no time, though its log is read long
+    after (next to the SDK's timestamped lines): each now starts with UTC time."""
+    worker = cluster.start_worker("t")
+    worker.wait_polling()
+    worker.stop()
+    own = [line for line in worker.text().splitlines() if "worker t" in line]
+    assert own, worker.text()
+    for line in own:
+        assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ worker t", line), line

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,76 @@ def test_a_commit_not_on_the_origin_is_refused_by_the_worker(
     run = client.json("run", "counter")["run"]
     client.json("stop", run, "--now")
     wait_status(client, run, "cancelled")
+
+
+def test_a_flow_never_committed_is_refused_saying_to_commit_and_push(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Issue 38 item 8: a new flow, its file untracked, failed on the worker with
+    "flows/fresh/flow.py does not exist" though the file was there; the client now says
+    it is not committed and what to do, before asking any worker."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    folder = client.ws / "flows" / "fresh"
+    folder.mkdir(parents=True)
+    (folder / "flow.py").write_text(textwrap.dedent(COUNTER).lstrip())
+    worker.wait_polling()
+    answer = client.json("run", "fresh", code=3)
+    message = answer["error"]["message"]
+    assert answer["error"]["code"] == "NOT_ON_ORIGIN", answer
+    assert "flow fresh is not committed" in message and "flows/fresh/flow.py" in message
+    assert "commit and push" in message and "does not exist" not in message
+    assert client.json("runs", "fresh") == []  # nothing was started
+
+
+def test_a_pick_up_from_a_checkout_only_behind_says_behind_not_rewritten(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Issue 38 item 6: a run that committed on its worker, then a `run` from a client
+    that never fetched its commits: the pick-up's drift warning said "not a descendant:
+    history was rewritten", though the client's HEAD is only behind (an ancestor)."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("committer", COMMITTER.replace("@flow()", "@flow(resumable=True)"))
+    worker.wait_polling()
+    first = client.json("run", "committer")["run"]
+    wait_status(client, first, "completed")
+    again = client.json("run", "committer")
+    said = " ".join(again["warnings"])
+    assert f"behind: 1 commit of run {first}'s are not in this checkout" in said, said
+    assert "history was rewritten" not in said, said
+    wait_status(client, again["run"], "completed")
+
+
+def test_prune_deletes_the_pruned_runs_refs_on_the_origin(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """Issue 38 item 11: refs/flowdrop/runs/* on the origin were never pruned, so every
+    `show` fetched the refs of runs long deleted. A pruned run's ref goes with it; the
+    kept run's stays."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("committer", COMMITTER)
+    worker.wait_polling()
+    runs = []
+    for _ in range(2):
+        run = client.json("run", "committer")["run"]
+        wait_status(client, run, "completed")
+        runs.append(run)
+
+    def on_origin() -> set[str]:
+        listed = subprocess.run(
+            ["git", "ls-remote", "--refs", str(client.origin), "refs/flowdrop/runs/*"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {line.split()[-1].rsplit("/", 1)[-1] for line in listed.splitlines()}
+
+    wait_for("both runs' refs on the origin", lambda: set(runs) <= on_origin())
+    pruned = client.json("prune", "--keep", "0")
+    assert [d["run"] for d in pruned["delete"]] == [runs[0]], pruned
+    assert runs[0] not in on_origin() and runs[1] in on_origin()
 
 
 COMMITTER = """

@@ -33,7 +33,13 @@ from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError, error_for
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
-from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
+from flowdrop_tui.core.remote.config import space_of_origin
+from flowdrop_tui.core.remote.remote_errors import (
+    Fenced,
+    NotPermittedError,
+    NotServedError,
+    StoreUnreachableError,
+)
 from flowdrop_tui.core.remote.start_requests import StartTable
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.remote.warm import WarmChild
@@ -58,6 +64,7 @@ from flowdrop_tui.core.remote.write_through import (
     flow_env,
     ship_output,
 )
+from flowdrop_tui.core.run.start_plan import pick_up_source
 
 PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
 SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
@@ -110,6 +117,10 @@ class WorkerActivities:
     _keepers: set[asyncio.Task[None]] = field(default_factory=set)
     _warm: WarmChild | None = None
     _warming: set[asyncio.Task[None]] = field(default_factory=set)
+    # ``worker --space``/``--origin``: what it serves (empty: any); origins normalised
+    # as spaces are (``config.space_of_origin``), so ssh and https URLs of one match
+    spaces: tuple[str, ...] = ()
+    origins: tuple[str, ...] = ()
 
     @property
     def warm(self) -> WarmChild:
@@ -164,6 +175,8 @@ class WorkerActivities:
         source = MirrorWorktrees(request.origin, self.home)
         try:
             check_request(request)
+            self.check_served(request)
+            await asyncio.to_thread(self.check_asker, store, request)
             taken = request.start is None or await asyncio.to_thread(
                 StartTable(store).take, request.start, info.workflow_run_id or ""
             )
@@ -207,7 +220,10 @@ class WorkerActivities:
                     _drop_ticket(env)
                 await handle.signal("started", answer)
                 return {"run": request.run, "outcome": "closed", "exit": answer.get("exit")}
-            shipped = _size(layout.run_dir(request.run)) if request.run else 0
+            # What the record's output.log holds already, for each run the child may go
+            # on in (a `run FLOW` continues a paused run in its own record, as `resume`):
+            # the shipping of the child's output starts there, never at byte 0.
+            held_output = {run: _size(layout.run_dir(run)) for run in _continuable(layout, request)}
             base = {k: v for k, v in env.items() if k not in (ENV_VAR, BRANCH_ENV)}
             try:
                 message, child = await asyncio.to_thread(
@@ -233,6 +249,7 @@ class WorkerActivities:
                 await asyncio.to_thread(source.release, tree)
         loop = asyncio.get_running_loop()
         run_id = str(message["run"])
+        shipped = held_output.get(run_id, 0)
         holding = Holding(run_id, tree, child, shipped, loop.create_future(), loop.create_future())
         self.runs[run_id] = holding
         # The run is kept by this worker, not by the activity: an activity the Temporal
@@ -268,6 +285,37 @@ class WorkerActivities:
             raise
         return holding
 
+    def check_served(self, request: FlowInput) -> None:
+        """``NotServedError`` for a space or origin this worker was not told to serve
+        (its answer, written into the start's row, is what the client prints)."""
+        if self.spaces and request.space not in self.spaces:
+            raise NotServedError(
+                f"worker {self.worker_id} refused the start of {request.key}: it serves the "
+                f"spaces {', '.join(self.spaces)}, not {request.space} (worker --space); "
+                "start one that serves it, or on a task queue of the space's own"
+            )
+        if self.origins and space_of_origin(request.origin) not in self.origins:
+            raise NotServedError(
+                f"worker {self.worker_id} refused the start of {request.key}: it runs code "
+                f"only from the origins it was told to serve (worker --origin), not "
+                f"{request.origin}"
+            )
+
+    def check_asker(self, store: RunStore, request: FlowInput) -> None:
+        """``NotPermittedError`` unless the database role that asked for the start may
+        start runs in its space (``fd_may_operate``). Who asked is the ``fd_starts``
+        row's ``asked_by``, set by PostgreSQL: a workflow started through Temporal with
+        no such row names no one, and is refused."""
+        asker = None if request.start is None else StartTable(store).asker(request.start)
+        if asker is not None and store.may_operate(asker):
+            return
+        who = f"role {asker}" if asker else "a start no fd_starts row names (Temporal alone)"
+        raise NotPermittedError(
+            f"worker {self.worker_id} refused the start of {request.key} in space "
+            f"{request.space}: {who} is not granted operator in that space (an admin grants "
+            'it: docs/remote.md, "Who can do what")'
+        )
+
     async def _warm_again(self, base: dict[str, str]) -> None:
         """A warm process for the next start, once this one's run is under way."""
         await asyncio.sleep(WARM_AFTER)
@@ -290,7 +338,14 @@ class WorkerActivities:
         while not holding.done.done():
             activity.heartbeat()
             await asyncio.wait({holding.done}, timeout=HEARTBEAT_EVERY)
-        code = holding.done.result()  # the keeper's failure, raised here
+        try:
+            code = holding.done.result()  # the keeper's failure, raised here
+        except Fenced as exc:
+            # Expected (the run was reaped, or its key bumped): an outcome, not a
+            # failure the SDK would log with a traceback. Its key's epoch moved on, so
+            # there is nothing left to reap.
+            self.finished.pop(holding.run, None)
+            return {"run": holding.run, "outcome": "fenced", "reason": exc.message}
         self.finished.pop(holding.run, None)
         return {"run": holding.run, "outcome": "ended", "exit": code}
 
@@ -464,7 +519,7 @@ def _checkout(source: MirrorWorktrees, request: FlowInput, name: str) -> tuple[P
     a new run, a pick-up too, starts on the client's HEAD (docs/remote.md). A worktree
     parked by an earlier run of the space is taken when there is one (warm)."""
     pool = _pool(request.space)
-    if request.mode == RUN or request.run is None:
+    if request.run is None:
         return source.checkout(request.commit, name, pool=pool), []
     tree, kept = source.checkout_run(request.run, request.commit, name, pool=pool)
     if kept:
@@ -474,6 +529,19 @@ def _checkout(source: MirrorWorktrees, request: FlowInput, name: str) -> tuple[P
         f"worker was lost before it pushed any); it goes on from commit {request.commit[:12]}, "
         "the client's HEAD"
     ]
+
+
+def _continuable(layout: Layout, request: FlowInput) -> set[str]:
+    """The runs whose record the child may go on in: the one the request names (a
+    resume, a close, or the paused run a ``run`` continues, as the client saw it), and
+    for a ``run`` the one its start plan would continue (the replica is current)."""
+    runs = {request.run} if request.run else set()
+    if request.mode == RUN:
+        with contextlib.suppress(FlowdropError, OSError):
+            source = pick_up_source(layout, request.key)
+            if source is not None:
+                runs.add(source)
+    return runs
 
 
 def _size(run_dir: Path) -> int:

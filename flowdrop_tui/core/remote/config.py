@@ -15,7 +15,7 @@ import os
 import re
 import socket
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +56,11 @@ class RemoteConfig:
 
 
 def load(
-    layout: Layout, env: Mapping[str, str] | None = None, *, derive_space: bool = True
+    layout: Layout | None,
+    env: Mapping[str, str] | None = None,
+    *,
+    derive_space: bool = True,
+    flags: Mapping[str, str | None] | None = None,
 ) -> RemoteConfig | None:
     """The workspace's remote settings, or ``None`` for local mode.
 
@@ -67,10 +71,15 @@ def load(
     A ``space`` left unset is derived from the origin's URL (``origin``, else the
     workspace's ``origin`` remote; ``space_of_origin``), so two repositories never
     share one by default; with no origin at all it is refused (``derive_space=False``:
-    a worker, which serves every space, does not need one)."""
+    a worker, which serves every space, does not need one).
+
+    ``flags``: a command's own options by field (``None`` or empty: not given), each
+    overriding the environment and the file — merged before anything is checked, so
+    ``--temporal`` given as a flag with the URL in ``FLOWDROP_POSTGRES`` is whole."""
     env = os.environ if env is None else env
-    path = layout.root / CONFIG_FILE
-    table = _read_table(path)
+    # No workspace (a worker started outside one): the environment and flags only.
+    path = (layout.root if layout is not None else Path(".flowdrop")) / CONFIG_FILE
+    table = _read_table(path) if layout is not None else {}
     values: dict[str, str] = {}
     where: dict[str, str] = {}
     for field, value in table.items():
@@ -81,6 +90,10 @@ def load(
         if value:
             values[field] = value
             where[field] = f"environment variable {var}"
+    for field, flag in (flags or {}).items():
+        if flag:
+            values[field] = flag
+            where[field] = f"--{field.replace('_', '-')}"
     if not values:
         return None
     missing = [f for f in ("temporal", "postgres") if not values.get(f)]
@@ -96,6 +109,7 @@ def load(
     if space is None and not derive_space:
         space = ""
     elif space is None:
+        assert layout is not None, "a space is derived only within a workspace"
         space = space_of_origin(values.get("origin") or _git_origin(layout), layout.workspace)
         if not space:
             raise UsageError(
@@ -272,6 +286,8 @@ class WorkerConfig:
     worker_id: str
     home: Path
     max_runs: int
+    spaces: tuple[str, ...] = ()  # --space, repeatable: the spaces it serves (empty: any)
+    origins: tuple[str, ...] = ()  # --origin, repeatable, normalised (``space_of_origin``)
 
 
 _WORKER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -287,23 +303,26 @@ def worker_config(
     worker_id: str | None = None,
     home: str | None = None,
     max_runs: int = 4,
+    spaces: Sequence[str] = (),
+    origins: Sequence[str] = (),
 ) -> WorkerConfig:
     """A worker's settings from its flags (``None``: not given), then the environment
     and the workspace's config (``layout``: ``None`` outside one)."""
-    found = load(layout, derive_space=False) if layout is not None else None
-    if temporal:
-        temporal = temporal_address(temporal, "--temporal")
-    elif found is not None:
-        temporal = found.temporal
-    if postgres:
-        postgres = postgres_url(postgres, "--postgres")
-    elif found is not None:
-        postgres = found.postgres
-    if not temporal or not postgres:
+    flags = {"temporal": temporal, "postgres": postgres}
+    try:
+        # The flags merged first, then the whole checked (a flag with its partner in
+        # the environment or the file is a whole configuration, not a half one).
+        found = load(layout, derive_space=False, flags=flags)
+    except UsageError as exc:
+        if "half configured" not in exc.message:
+            raise
+        found = None
+    if found is None:
         raise UsageError(
             "a worker needs the Temporal server and the PostgreSQL URL: --temporal HOST:PORT "
             "and --postgres URL (or FLOWDROP_TEMPORAL and FLOWDROP_POSTGRES)"
         )
+    temporal, postgres = found.temporal, found.postgres
     worker_id = worker_id if worker_id is not None else default_worker_id()
     if not _WORKER_ID.fullmatch(worker_id):
         raise UsageError(
@@ -318,7 +337,21 @@ def worker_config(
         worker_id=worker_id,
         home=Path(home or Path.home() / ".flowdrop-worker").resolve(),
         max_runs=max_runs,
+        spaces=tuple(_served_space(space) for space in spaces),
+        origins=tuple(_served_origin(origin) for origin in origins),
     )
+
+
+def _served_space(space: str) -> str:
+    _check_space(space, "--space")
+    return space
+
+
+def _served_origin(origin: str) -> str:
+    served = space_of_origin(origin)
+    if not served:
+        raise UsageError("--origin needs a git URL (the origin whose code the worker may run)")
+    return served
 
 
 def default_worker_id() -> str:

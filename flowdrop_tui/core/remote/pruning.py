@@ -6,7 +6,9 @@ The runs it says go are deleted through ``PostgresStore.delete_runs``, which nev
 deletes a live run, under the space's pin lock (``shared_pins.pin_lock``) with the pins read
 again under it — so a run pinned or started on another machine meanwhile stays. The
 replica then applies the deletion as any other change (a sync here now; every other
-machine at its next sync). Transcripts are not touched: a remote run's are on its worker.
+machine at its next sync). The deleted runs' ``refs/flowdrop/runs/<run>`` are
+deleted on the origin (and in this clone), best effort. Transcripts are not touched: a
+remote run's are on its worker.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def prune(
     result.deleted = deleted
     result.skipped = skipped
     reading.synced(layout, config)  # the replica here applies it now, the others on sync
+    # Their commits' refs on the origin go too (best effort: the records are gone).
+    reading.drop_run_refs(layout.workspace, config.origin, [v.run for v in deleted])
     return result
 
 

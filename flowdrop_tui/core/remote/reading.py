@@ -78,6 +78,13 @@ def bounded(config: RemoteConfig, what: str, call: Callable[[], T], timeout: flo
         exc = failed[0]
         if isinstance(exc, StoreUnreachableError) and not isinstance(exc, RemoteUnreachableError):
             raise RemoteUnreachableError(exc.message) from exc
+        if getattr(exc, "sqlstate", None) == "42501":  # insufficient_privilege: a role's
+            from flowdrop_tui.core.remote.remote_errors import NotPermittedError
+
+            raise NotPermittedError(
+                f"PostgreSQL refused {what}: {str(exc).strip().splitlines()[0]} (this role "
+                'may not; see docs/remote.md, "Who can do what")'
+            ) from exc
         if isinstance(exc, _psycopg_errors()):
             raise unreachable(config, str(exc).strip().splitlines()[0] or type(exc).__name__)
         raise exc
@@ -147,6 +154,49 @@ def fetch_run_refs(workspace: Path, origin: str | None) -> str | None:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         why = lines[-1] if lines else f"git exited {done.returncode}"
         return f"could not fetch the runs' commits from {source}: {why}"
+    return None
+
+
+def drop_run_refs(workspace: Path, origin: str | None, run_ids: list[str]) -> str | None:
+    """Delete pruned runs' ``refs/flowdrop/runs/<run>`` on the origin and here, so every
+    ``show``'s fetch does not bring back refs of runs that are gone. Only refs the
+    origin holds are deleted there (a run that never committed pushed none). Returns
+    why it failed (the records are deleted all the same), or None."""
+    if not run_ids:
+        return None
+    source = origin or "origin"
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    wanted = {f"{RUN_REFS}/{run_id}" for run_id in run_ids}
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["git", *args],
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=FETCH_TIMEOUT,
+            env=env,
+            check=False,
+        )
+
+    try:
+        for ref in sorted(wanted):  # this clone's copies, fetched by `show`
+            git("update-ref", "-d", ref)
+        listed = git("ls-remote", "--refs", "--", source, f"{RUN_REFS}/*")
+        if listed.returncode != 0:
+            return f"could not list the runs' refs on {source}: {listed.stderr.strip()}"
+        held = [line.split()[-1] for line in listed.stdout.splitlines() if line.strip()]
+        gone = sorted(ref for ref in held if ref in wanted)
+        if not gone:
+            return None
+        pushed = git("push", "--quiet", "--", source, *[f":{ref}" for ref in gone])
+    except subprocess.TimeoutExpired:
+        return f"could not delete the pruned runs' refs on {source} within {FETCH_TIMEOUT:g} s"
+    except OSError as exc:
+        return f"could not run git to delete the pruned runs' refs: {exc.strerror or exc}"
+    if pushed.returncode != 0:
+        return f"could not delete the pruned runs' refs on {source}: {pushed.stderr.strip()}"
     return None
 
 

@@ -59,6 +59,21 @@ class NotOnOriginError(RefusedError):
     code = "NOT_ON_ORIGIN"
 
 
+class NotPermittedError(RefusedError):
+    """PostgreSQL's roles do not let this role do it: a viewer's start, pin or prune, an
+    operator's start in a space it is not granted, a bump or reap by a client
+    (docs/remote.md, "Who can do what")."""
+
+    code = "NOT_PERMITTED"
+
+
+class NotServedError(RefusedError):
+    """The worker that took the start serves other spaces or origins only
+    (``worker --space``/``--origin``)."""
+
+    code = "NOT_SERVED"
+
+
 class GitError(FlowdropError):
     code = "GIT_FAILED"
 

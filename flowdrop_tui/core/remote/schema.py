@@ -13,8 +13,11 @@ from __future__ import annotations
 # 2: fd_files.change_id (the feed keeps one row per whole file); 3: fd_reap_epoch;
 # 4: fd_workers (each worker's lease: a run is reaped only once its worker is gone);
 # 5: fd_starts (a client's start asked of the workers through PostgreSQL), fd_write_file
-# writing the file's row once
-SCHEMA_VERSION = 5
+# writing the file's row once; 6: fd_bump ends the liveness of the runs it fences out
+# (a key bumped by hand no longer shows its run running for good); fd_starts.asked_by
+# (the database role that asked, set by a trigger), fd_grants, fd_may_operate (roles:
+# docs/remote.md, "Who can do what")
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
@@ -98,6 +101,60 @@ CREATE TABLE IF NOT EXISTS fd_starts (
 );
 CREATE INDEX IF NOT EXISTS fd_starts_open ON fd_starts (namespace, task_queue, asked)
     WHERE state IN ('asked', 'forwarding', 'taken');
+ALTER TABLE fd_starts ADD COLUMN IF NOT EXISTS asked_by text;
+CREATE TABLE IF NOT EXISTS fd_grants (
+    space text NOT NULL,
+    role text NOT NULL,
+    kind text NOT NULL CHECK (kind IN ('operator')),
+    PRIMARY KEY (space, role, kind)
+);
+
+-- who asked for a start is the database's to say, never the client's: the role that
+-- inserted the row (whatever the row said), kept through every update
+CREATE OR REPLACE FUNCTION fd_starts_asker() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        NEW.asked_by := current_user;
+    ELSE
+        NEW.asked_by := OLD.asked_by;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER fd_starts_asker BEFORE INSERT OR UPDATE ON fd_starts
+    FOR EACH ROW EXECUTE FUNCTION fd_starts_asker();
+
+-- whether role p_role may have runs started in p_space: a superuser, the tables'
+-- owner (a team that made no roles: everyone is the one role), or a member of a role
+-- granted operator in the space (or in every space, '*') by a row of fd_grants
+CREATE OR REPLACE FUNCTION fd_may_operate(p_space text, p_role text) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE owner name; granted text;
+BEGIN
+    IF p_role IS NULL OR NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role) THEN
+        RETURN false;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role AND rolsuper) THEN
+        RETURN true;
+    END IF;
+    SELECT r.rolname INTO owner FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
+     WHERE c.oid = 'fd_starts'::regclass;
+    IF owner IS NOT NULL AND pg_has_role(p_role, owner, 'MEMBER') THEN
+        RETURN true;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'flowdrop_admin')
+       AND pg_has_role(p_role, 'flowdrop_admin', 'MEMBER') THEN
+        RETURN true;
+    END IF;
+    FOR granted IN
+        SELECT g.role FROM fd_grants g JOIN pg_roles r ON r.rolname = g.role
+         WHERE g.space IN (p_space, '*') AND g.kind = 'operator'
+    LOOP
+        IF pg_has_role(p_role, granted, 'MEMBER') THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END $$;
 
 CREATE OR REPLACE FUNCTION fd_worker_beat(
     p_worker text, p_token text, p_host text, p_pid integer, p_fresh double precision,
@@ -295,12 +352,24 @@ END $$;
 
 CREATE OR REPLACE FUNCTION fd_bump(p_space text, p_key text) RETURNS bigint
 LANGUAGE plpgsql AS $$
-DECLARE new_epoch bigint;
+DECLARE new_epoch bigint; ended text;
 BEGIN
     INSERT INTO fd_keys (space, key) VALUES (p_space, p_key) ON CONFLICT DO NOTHING;
     -- FOR UPDATE waits for every write in flight (they hold FOR SHARE)
     SELECT epoch + 1 INTO new_epoch FROM fd_keys WHERE space = p_space AND key = p_key FOR UPDATE;
-    UPDATE fd_keys SET epoch = new_epoch WHERE space = p_space AND key = p_key;
+    -- nothing runs under the new epoch yet: whatever run the key named is fenced out
+    UPDATE fd_keys SET epoch = new_epoch, live_run = NULL
+     WHERE space = p_space AND key = p_key;
+    -- every run held under an older epoch can never write again: it is over and reads
+    -- `interrupted` (a process of it still going kills itself at its next write).
+    -- Before, a bump alone left it `running` for good (only fd_reap ended it).
+    FOR ended IN
+        UPDATE fd_runs SET live = false, updated = now()
+         WHERE space = p_space AND key = p_key AND live AND epoch < new_epoch
+        RETURNING run_id
+    LOOP
+        PERFORM fd_change(p_space, ended, 'live', NULL, NULL);
+    END LOOP;
     RETURN new_epoch;
 END $$;
 

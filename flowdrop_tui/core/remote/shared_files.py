@@ -49,8 +49,12 @@ def held(store: PostgresStore, name: str) -> Iterator[Held]:
         raise ValueError(f"{name!r} is not a shared file")
     with store.connect() as conn:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS,))
-            conn.execute(SCHEMA)
+            # Made once, by whoever comes first with the right to: a role of a
+            # viewer or an operator has none, and must not try (docs/remote.md).
+            made = conn.execute("SELECT to_regclass('fd_shared_files') IS NOT NULL").fetchone()
+            if not (made and made[0]):
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS,))
+                conn.execute(SCHEMA)
         with conn.transaction():
             conn.execute(
                 "INSERT INTO fd_shared_files (space, name, data) VALUES (%s, %s, '')"

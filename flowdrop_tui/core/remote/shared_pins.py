@@ -45,8 +45,12 @@ def connection(config: RemoteConfig) -> Iterator[psycopg.Connection[Any]]:
     with PostgresStore(config.postgres, config.space).connect() as conn:
         with conn.transaction():
             # Two sessions creating the table at once race on the catalog: one waits.
-            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS,))
-            conn.execute(SCHEMA)
+            # Made once, by whoever comes first with the right to: a role of a
+            # viewer or an operator has none, and must not try (docs/remote.md).
+            made = conn.execute("SELECT to_regclass('fd_pins') IS NOT NULL").fetchone()
+            if not (made and made[0]):
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS,))
+                conn.execute(SCHEMA)
         with conn.transaction():
             yield conn
 

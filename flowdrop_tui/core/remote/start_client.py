@@ -24,14 +24,14 @@ import orjson
 
 from flowdrop_tui.core.errors import FlowdropError, UsageError, error_for
 from flowdrop_tui.core.flows.discovery import FlowRef
-from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.records import key_runs
 from flowdrop_tui.core.records.event_log import who
 from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import LIVE
+from flowdrop_tui.core.records.run_info import LIVE, Status
 from flowdrop_tui.core.remote import reading, start_requests
 from flowdrop_tui.core.remote.config import RemoteConfig
-from flowdrop_tui.core.remote.remote_errors import TemporalUnreachableError
+from flowdrop_tui.core.remote.remote_errors import NotOnOriginError, TemporalUnreachableError
 from flowdrop_tui.core.remote.start_requests import CLOSE, RESUME, RUN, START_LIMIT
 from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.core.run.forecast import StartOptions
@@ -61,8 +61,59 @@ class StartClient:
         if options.fresh:
             args.append("--fresh")
         snapshot = None if options.snapshot is None else _read_snapshot(options.snapshot)
-        request = self.request(RUN, ref.key, [*args, *extra], run=None, snapshot=snapshot)
+        self._check_committed(ref)
+        continues = None if snapshot is not None else self._paused_run(ref.key, options)
+        request = self.request(RUN, ref.key, [*args, *extra], run=continues, snapshot=snapshot)
         return self.ask(request)
+
+    def _check_committed(self, ref: FlowRef) -> None:
+        """A worker runs the flow as the pushed commit has it: a flow file that is here
+        but not in HEAD (new, never committed) is refused now, saying so, rather than
+        by the worker as a file that "does not exist"."""
+        head = _git(self.layout.workspace, "rev-parse", "HEAD")
+        if head is None:
+            return  # said by ``_head``: no commit at all
+        try:
+            rel = ref.file.resolve().relative_to(self.layout.workspace.resolve()).as_posix()
+        except ValueError:
+            return  # a flow outside the workspace: the worker says what it finds
+        if _git(self.layout.workspace, "cat-file", "-e", f"{head}:{rel}") is not None:
+            return
+        folder = Path(rel).parent.as_posix()
+        raise NotOnOriginError(
+            f"flow {ref.name} is not committed: {rel} is in {self.layout.workspace} but not "
+            f"in its HEAD ({head[:12]}), and a worker runs only what is pushed to the "
+            f"origin; commit and push it (git add {folder} && git commit && git push), "
+            "then run again"
+        )
+
+    def _paused_run(self, key: str, options: StartOptions) -> str | None:
+        """The paused run of ``key`` this ``run`` continues in its own record (SG-12
+        clause 3: ``--resume``, ``--from`` it, or a plain run while it is the thread's
+        latest), as the replica shows it: the worker then checks out that run's own
+        commits, as for ``resume``. The run child still decides (a flow that is not
+        resumable starts fresh); the worker ships its output from the record's end."""
+        from flowdrop_tui.core.run.start_plan import pick_up_source
+
+        if options.fresh:
+            return None
+        candidate = options.resume or options.from_run
+        if candidate is None:
+            try:
+                candidate = pick_up_source(self.layout, key)
+            except (FlowdropError, OSError):
+                return None
+        if (
+            not candidate
+            or not check_run_ref(candidate)
+            or not (self.layout.runs / candidate).is_dir()
+        ):
+            return None
+        try:
+            info = load_run(self.layout, candidate)
+        except (FlowdropError, OSError):
+            return None
+        return candidate if info.status == Status.PAUSED and info.key == key else None
 
     def resume(
         self, run_id: str, extra: list[str], *, by: dict[str, Any] | None = None
@@ -169,6 +220,7 @@ class StartClient:
             if self.say is not None:
                 say = self.say
                 here.untaken = lambda: say(self._waiting_words(key))
+                here.notice_after = 0.0  # WAIT_NOTICE s have passed already (on the table)
             try:
                 return await asyncio.wait_for(here.forward_own(request_id, request), left)
             except (asyncio.CancelledError, TimeoutError):

@@ -81,6 +81,9 @@ class StartForwarder:
         # Told once when a start this forwarder waits on has not been taken after
         # WAIT_NOTICE s (a client forwarding its own start: the waiting line).
         self.untaken: Callable[[], None] | None = None
+        # Seconds after the workflow's start that ``untaken`` is told: a client that has
+        # already waited WAIT_NOTICE s on the table says it at once (docs/remote.md).
+        self.notice_after = WAIT_NOTICE
 
     async def serve(self) -> None:
         """Until cancelled: take requests as they are announced (LISTEN), and every
@@ -334,7 +337,7 @@ class StartForwarder:
     async def _watch_started(
         self, request_id: str, handle: WorkflowHandle[Any, Any], waiting: asyncio.Future[Any]
     ) -> dict[str, Any] | None:
-        notice_at = time.monotonic() + WAIT_NOTICE
+        notice_at = time.monotonic() + self.notice_after
         while True:
             done, _ = await asyncio.wait({waiting}, timeout=WATCH_EVERY)
             if done:

@@ -24,9 +24,12 @@ So a start is either run once or answered with a refusal, whoever dies when.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -95,6 +98,12 @@ class StartTable:
             answer if isinstance(answer, dict) else None,
             None if taker is None else str(taker),
         )
+
+    def asker(self, request_id: str) -> str | None:
+        """The database role that asked for the start (``asked_by``: set by the
+        database as the row was inserted, never by the client)."""
+        rows = self.store.rows("SELECT asked_by FROM fd_starts WHERE id = %s", (request_id,))
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
 
     def withdraw(self, request_id: str) -> bool:
         """Withdraw a start no ``run_flow`` has taken; whether it was (else it is taken
@@ -173,7 +182,43 @@ class StartTable:
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C while a start waited; its text says what became of the start."""
+    """Ctrl-C (or SIGTERM, SIGHUP) while a start waited; its text says what became of
+    the start, ``exit_code`` the status the CLI leaves with (128 + the signal)."""
+
+    def __init__(self, words: str, exit_code: int = 128 + signal.SIGINT) -> None:
+        super().__init__(words)
+        self.exit_code = exit_code
+
+
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a CI's timeout, a closed ssh session
+
+
+@contextlib.contextmanager
+def withdrawn_on_signals() -> Iterator[list[int]]:
+    """While a start waits: SIGTERM and SIGHUP end it as Ctrl-C does (the start is
+    withdrawn unless a worker took it), where they would otherwise kill the process
+    and leave it queued for a worker that comes later. Each is turned into a SIGINT to
+    this process, so the wait (``asyncio.run``'s too) is interrupted the one way it
+    knows; the list names the signals received. Only in the main thread, and only for
+    a signal whose handler is the default one (a caller's own handler stays)."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def ended(signum: int, _frame: object) -> None:
+        received.append(signum)
+        signal.raise_signal(signal.SIGINT)
+
+    replaced = {}
+    for sig in ENDING_SIGNALS:
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            replaced[sig] = signal.signal(sig, ended)
+    try:
+        yield received
+    finally:
+        for sig, before in replaced.items():
+            signal.signal(sig, before)
 
 
 def ask(
@@ -203,21 +248,26 @@ def ask(
     listener = store.connect()
     deadline = time.monotonic() + limit
     try:
-        try:
-            listener.execute(f"LISTEN {ANSWER_CHANNEL}")
-            asked = {**request, "start": request_id}
-            table.ask(request_id, asked, namespace, queue)
-            if forward_here is None:
-                answer = _wait(table, listener, request_id, say, waiting_words, limit)
-            else:
-                answer = _wait(table, listener, request_id, None, waiting_words, limit, WAIT_NOTICE)
-                if not answer:  # no worker took it from the table: forwarded from here
-                    left = deadline - time.monotonic()
-                    answer = forward_here(request_id, asked, left)
-        except psycopg.Error as exc:
-            raise _unreachable(store.url, exc) from exc
-        except KeyboardInterrupt:
-            raise Interrupted(_withdrawn_words(table, request_id, str(request["key"]))) from None
+        with withdrawn_on_signals() as received:
+            try:
+                listener.execute(f"LISTEN {ANSWER_CHANNEL}")
+                asked = {**request, "start": request_id}
+                table.ask(request_id, asked, namespace, queue)
+                if forward_here is None:
+                    answer = _wait(table, listener, request_id, say, waiting_words, limit)
+                else:
+                    answer = _wait(
+                        table, listener, request_id, None, waiting_words, limit, WAIT_NOTICE
+                    )
+                    if not answer:  # no worker took it from the table: forwarded from here
+                        left = deadline - time.monotonic()
+                        answer = forward_here(request_id, asked, left)
+            except psycopg.Error as exc:
+                raise _unreachable(store.url, exc) from exc
+            except KeyboardInterrupt:
+                words = _withdrawn_words(table, request_id, str(request["key"]))
+                signum = received[0] if received else signal.SIGINT
+                raise Interrupted(words, 128 + signum) from None
     finally:
         listener.close()
     try:

@@ -20,6 +20,8 @@ skip a change that committed later with a smaller id.
 
 from __future__ import annotations
 
+import getpass
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -38,6 +40,7 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.remote.remote_errors import (
     Fenced,
+    NotPermittedError,
     StoreConflictError,
     StoreError,
     StoreUnreachableError,
@@ -61,6 +64,7 @@ _FENCED = "FD001"
 _OUT_OF_ORDER = "FD002"
 _ALREADY_RUNNING = "FD003"
 _WORKER_HELD = "FD004"
+_NO_PRIVILEGE = "42501"  # insufficient_privilege: a role's grants do not allow it
 
 
 @dataclass(frozen=True)
@@ -152,10 +156,32 @@ class PostgresStore:
                     # broken): the caller may send it again on a new connection.
                     self._drop()
                     raise _unreachable(self.url, exc) from exc
+                if exc.sqlstate == _NO_PRIVILEGE:
+                    raise NotPermittedError(
+                        f"PostgreSQL refused it to role {self._role()}: "
+                        f"{exc.diag.message_primary or exc} (remote mode's roles: viewer "
+                        "reads, operator starts and pins, worker and admin write the "
+                        'records, admin prunes and reaps; see docs/remote.md, "Who can '
+                        'do what")'
+                    ) from exc
                 raise StoreError(
                     f"PostgreSQL refused a request ({exc.sqlstate}): "
                     f"{exc.diag.message_primary or exc}"
                 ) from exc
+
+    def _role(self) -> str:
+        """The database role this store logs in as (from its URL, as libpq reads it)."""
+        try:
+            user = conninfo_to_dict(self.url).get("user")
+        except psycopg.Error:
+            user = None
+        return repr(user or os.environ.get("PGUSER") or getpass.getuser())
+
+    def may_operate(self, role: str | None) -> bool:
+        """Whether runs of this space may be started at the ask of database role ``role``
+        (``fd_may_operate``: a superuser, the tables' owner, or granted operator here)."""
+        rows = self._rows("SELECT fd_may_operate(%s, %s)", (self.space, role))
+        return bool(rows and rows[0][0])
 
     def rows(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """One statement of a table kept elsewhere (``start_requests``), as ``_rows``."""

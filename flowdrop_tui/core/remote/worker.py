@@ -64,6 +64,8 @@ class WorkerSettings:
     home: Path
     max_runs: int
     access: StoreAccess
+    spaces: tuple[str, ...] = ()  # worker --space: the spaces it serves (empty: any)
+    origins: tuple[str, ...] = ()  # worker --origin, normalised: the origins it runs code of
 
 
 class PostgresAccess:
@@ -94,6 +96,16 @@ class PostgresAccess:
         return {**flow_env(os.environ, self.url), **ticket.hand_over(tickets)}
 
 
+def stamped(say: Callable[[str], None]) -> Callable[[str], None]:
+    """A worker's own lines, each led by when it was said (UTC, to the second): a
+    worker's log is read long after, next to the SDK's timestamped lines."""
+
+    def told(line: str) -> None:
+        say(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {line}")
+
+    return told
+
+
 async def serve(
     settings: WorkerSettings,
     say: Callable[[str], None],
@@ -101,6 +113,7 @@ async def serve(
 ) -> int:
     """Poll until SIGTERM/SIGINT; then drain the runs held here and exit 0. ``ready``:
     told once it polls (``worker --json``'s line: its id, queues, runs at once, home)."""
+    say = stamped(say)
     settings.home.mkdir(parents=True, exist_ok=True)
     hold_home(settings.home, settings.worker_id)
     # Both servers answer before anything is polled (a worker that cannot write the
@@ -117,7 +130,13 @@ async def serve(
             "worker's command line, where `ps` shows it to every user of the machine; give "
             "the URL in FLOWDROP_POSTGRES instead (or the password in ~/.pgpass)"
         )
-    acts = WorkerActivities(settings.worker_id, settings.home, settings.access)
+    acts = WorkerActivities(
+        settings.worker_id,
+        settings.home,
+        settings.access,
+        spaces=settings.spaces,
+        origins=settings.origins,
+    )
     await asyncio.to_thread(acts.warm_up)  # the first start's run process, loading now
     identity = f"{settings.worker_id}@{socket.gethostname()}"
     # The workflow module imports only temporalio and the standard library; passing

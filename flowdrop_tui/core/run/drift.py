@@ -27,6 +27,10 @@ class Drift:
     git_from: dict[str, Any] | None = None
     git_to: dict[str, Any] | None = None
     commits: int | None = None  # commits on HEAD now that the source's HEAD lacks
+    # with none: the source's commits HEAD lacks (> 0: HEAD is behind the source's, an
+    # ancestor of it — a checkout not yet fetched or merged; 0: the source's commit is
+    # not here, or history was rewritten)
+    behind: int | None = None
     paused_at_item: int | None = None  # a paused batch's next item index
 
     @property
@@ -73,6 +77,12 @@ class Drift:
             moved = f"HEAD moved {_short(self.git_from)} → {_short(self.git_to)}"
             if self.commits:
                 moved += f" ({self.commits} commit{'s' if self.commits != 1 else ''} between)"
+            elif self.commits == 0 and self.behind:
+                moved += (
+                    f" (behind: {self.behind} commit{'s' if self.behind != 1 else ''} of run "
+                    f"{self.source}'s are not in this checkout; fetch and merge them to go on "
+                    "from its work)"
+                )
             elif self.commits == 0:
                 moved += " (not a descendant: history was rewritten or another branch checked out)"
             said.append(f"{moved} {since}")
@@ -150,6 +160,8 @@ def drift_from(
     start, end = _head(drift.git_from), _head(drift.git_to)
     if isinstance(start, str) and isinstance(end, str) and start != end:
         drift.commits = reader.commits(start, end)
+        if drift.commits == 0:  # an ancestor of the source's HEAD, or not related here
+            drift.behind = reader.commits(end, start)
     if source.status == Status.PAUSED and source.position.get("iterator") is not None:
         drift.paused_at_item = source.position["iterator"]
     return drift
