@@ -140,3 +140,29 @@ def test_a_plain_loop_picked_up_counts_on(cli: CLI, workspace: Path) -> None:
     assert (second["first_round"], second["last_round"]) == (4, 6), second
     for run in (first, second):
         assert all(not again for _, again in main_rounds(workspace, str(run["run"])))
+
+
+def test_a_gate_recorded_before_its_tie_still_gets_its_answer_to_its_question() -> None:
+    """A run paused on a question by the code before (``gate_opened`` with no ``ask`` nor
+    ``in_round``) and answered after an upgrade: its answer goes to the first ``ask`` of
+    that question, not to another question, and is not closed as the round begins."""
+    from flowdrop_tui.core.records.run_fold import fold
+    from flowdrop_tui.core.run.notices import Answers
+
+    info = fold(
+        "r",
+        Path("/nonexistent"),
+        [
+            {"event": "created", "key": "k", "first_round": 1},
+            {"event": "started"},
+            {"event": "round_started", "key": "k", "round": 1},
+            {"event": "gate_opened", "gate": "g1", "question": "ship?", "key": "k", "round": 1},
+            {"event": "gate_answered", "gate": "g1", "answer": "yes"},
+        ],
+    )
+    assert info.rerun_round is None  # no tie recorded: the old way, the next number
+    answers = Answers(info.gate_answers)
+    assert answers.round_begins(2) == []
+    assert answers.take("k", "other?", 2) == (False, None)
+    assert answers.take("k", "ship?", 2) == (True, "yes")
+    assert answers.unused() == []

@@ -261,7 +261,8 @@ class RunFold:
 def answer_of(gate: dict[str, Any], answered: dict[str, Any]) -> dict[str, Any]:
     """SPEC §21: an answer with what ties it to the ``ask`` that gets it back — the gate's
     question, its key, its place among the asks of its round and that round."""
-    tie = {k: gate.get(k) for k in ("question", "key", "ask", "in_round")}
+    tie = {k: gate.get(k) for k in ("question", "key")}
+    tie.update({k: gate[k] for k in ("ask", "in_round") if k in gate})  # a gate of before
     return {**tie, "gate": gate.get("gate"), "answer": answered.get("answer")}
 
 

@@ -62,11 +62,11 @@ class Answers:
         """The next ``ask``'s answer, if its gate was answered: ``(True, answer)``."""
         self.asked += 1
         for answer in self.held:
-            if (
+            if (  # a gate recorded before its tie was (no `ask`, `in_round`): the question
                 answer.get("key") == key
                 and answer.get("question") == question
-                and answer.get("in_round") == in_round
-                and answer.get("ask", self.asked) == self.asked  # a gate from before `ask`s
+                and answer.get("in_round", in_round) == in_round
+                and answer.get("ask", self.asked) == self.asked
             ):
                 self.held.remove(answer)
                 return True, answer.get("answer")
@@ -75,8 +75,8 @@ class Answers:
     def round_begins(self, number: int) -> list[dict[str, Any]]:
         """A round of the run's flow begins: the answers no ask of this round can take."""
         self.asked = 0
-        gone = [a for a in self.held if a.get("in_round") != number]
-        self.held = [a for a in self.held if a.get("in_round") == number]
+        gone = [a for a in self.held if a.get("in_round", number) != number]
+        self.held = [a for a in self.held if a.get("in_round", number) == number]
         return gone
 
     def unused(self) -> list[dict[str, Any]]:
