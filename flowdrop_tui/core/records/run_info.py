@@ -134,6 +134,12 @@ class RunInfo:
         return self.last_round if self.last_round is not None else self.first_round - 1
 
     @property
+    def next_round(self) -> int:
+        """The round a resume of this run starts: the round a question paused, again
+        (SPEC §21), else the next one."""
+        return self.round if self.rerun_round == self.round else self.round + 1
+
+    @property
     def stopped_at(self) -> str | None:
         """When the run stopped running: its recorded end; for a paused or interrupted run,
         which recorded none, its last event; ``None`` while it is live."""

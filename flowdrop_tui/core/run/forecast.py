@@ -250,8 +250,8 @@ def _resuming(
     found.start = "resume"
     found.source = paused
     # SPEC §21: a question's round runs again, as itself: no new round for the budget
-    again = paused.rerun_round is not None and paused.rerun_round == paused.round
-    found.next_round = paused.round if again else paused.round + 1
+    found.next_round = paused.next_round
+    again = found.next_round == paused.round
     found.item_index = paused.position.get("iterator")
     found.source_id, found.source_status = paused.run, str(paused.status)
     try:
