@@ -108,6 +108,10 @@ def test_an_answer_no_ask_of_its_gate_took_is_closed_never_returned_later(
     assert said.count("round 2: item b") == 2 and "answer yes" not in said
     closed = [e for e in events(workspace, run_id) if e["event"] == "gate_closed"]
     assert [(e["gate"], e["round"]) for e in closed] == [(first["id"], 2)], closed
+    # SPEC §6: paused at round 4's question, three rounds finished and item "d" next —
+    # the one its resume yields again
+    snapshot = cli.json("snapshot", run_id)
+    assert (snapshot["iterationCount"], snapshot["iterator"]) == (3, 3), snapshot
 
     cli("answer", run_id, "no", check=0)
     wait_for(lambda: cli.json("show", run_id)["status"] == "completed")
@@ -117,6 +121,7 @@ def test_an_answer_no_ask_of_its_gate_took_is_closed_never_returned_later(
         (1, False), (2, False), (2, True), (3, False), (4, False), (4, True)
     ]  # fmt: skip
     assert cli.json("show", run_id)["rounds"] == 4
+    assert cli.json("snapshot", run_id)["iterationCount"] == 4  # each round counted once
 
 
 def test_a_plain_loop_picked_up_counts_on(cli: CLI, workspace: Path) -> None:
