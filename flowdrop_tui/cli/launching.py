@@ -105,7 +105,7 @@ def asker(given: str | None) -> dict[str, Any]:
 def _announce(execution: Execution) -> None:
     frame = execution.main
     if execution.resumed_by is not None:
-        err(f"resuming run {execution.run_id} of {frame.key} at round {frame.round + 1}")
+        err(f"resuming run {execution.run_id} of {frame.key} at round {execution.next_round}")
         return
     events = load_run(execution.layout, execution.run_id)
     how = start_words(events.start, events.source, events.snapshot)

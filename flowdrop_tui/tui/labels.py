@@ -80,8 +80,10 @@ def event_detail(ev: dict[str, Any]) -> str:
         return f"pid {ev.get('pid')}" + (f" · {by}" if by else "")
     if name == "round_started":
         index = ev.get("index")
-        return f"{ev.get('key')} round {ev.get('round')}" + (
-            f" · item {index}" if index is not None else ""
+        return (
+            f"{ev.get('key')} round {ev.get('round')}"
+            + (f" · item {index}" if index is not None else "")
+            + (" · again" if ev.get("again") else "")  # SPEC §21: a question's round re-run
         )
     if name == "round_ended":
         seconds = ev.get("seconds")

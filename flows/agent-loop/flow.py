@@ -4,6 +4,12 @@ time, within a budget, waiting out its usage limit, and asks a person before it 
 Run it: ``flowdrop-tui run agent-loop --detach``. When it asks, ``flowdrop-tui inbox``
 lists the question with the exact command; ``flowdrop-tui answer RUN land`` resumes it
 (or press ``i`` in the UI, then enter on the question).
+
+An answer re-runs the round that asked as that same round (the same number, marked
+``"again": true``, not counted again by the rounds budget), and ``run.ask`` returns the
+answer there: code before it in that round runs again, so the round that asks does
+nothing else. The answer belongs to that round's question only; a later round asks
+anew, and an answer the re-run does not ask for is closed, never returned later.
 """
 
 from flowdrop_tui import flow
@@ -27,7 +33,8 @@ def main(run):
         proposal = run.state.get("proposal")
         if proposal is None:
             # The agent's work is saved in the state before the question is asked, so the
-            # round that asks (and runs again once answered) asks and nothing else.
+            # round that asks (and runs again, as the same round, once answered) asks and
+            # nothing else.
             result = run.session("claude", run.state.get("task", TASK))
             run.state["proposal"] = {"text": result.text, "ok": result.ok}
             continue

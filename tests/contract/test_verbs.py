@@ -5,6 +5,7 @@ the same answers, codes and exit statuses in local and remote mode (SPEC §10, �
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.contract.conftest import Mode
 
@@ -197,3 +198,39 @@ def test_run_of_a_paused_flow_resumes_it(mode: Mode) -> None:
     assert mode.json("stop", run, "--now")["run"] == run
     assert mode.wait_status(run, "cancelled")["last_round"] == 4
     assert [r["run"] for r in mode.json("runs", "gated")] == [run]
+
+
+EVERY_THIRD = """
+    from flowdrop_tui import flow
+
+    @flow()
+    def main(run):
+        for r in run.rounds():
+            if run.round % 3 == 0:
+                answer = run.ask("carry on?", choices=["yes", "stop"])
+                run.state[f"round {r}"] = answer
+                if answer == "stop":
+                    return dict(run.state)
+"""
+
+
+def test_an_answer_reruns_its_own_round_and_a_later_round_asks_anew(mode: Mode) -> None:
+    """Guards SPEC §21 in both modes: answered at round 3, the run resumes as round 3
+    (not counted twice), its `ask` gets the answer, and round 6 opens a new gate."""
+    mode.add_flow("third", EVERY_THIRD)
+    run = mode.start("third")
+    first = mode.wait("round 3's question", lambda: mode.show(run)["gate"])
+    assert first["round"] == 3 and first["question"] == "carry on?"
+    mode.json("answer", run, "yes")
+
+    def asked_anew() -> dict[str, Any] | None:
+        gate = mode.show(run)["gate"]
+        return gate if gate and gate["id"] != first["id"] else None
+
+    second = mode.wait("round 6's question", asked_anew)
+    assert second["round"] == 6
+    shown = mode.show(run)
+    assert shown["state"]["third"] == {"round 3": "yes"} and shown["rounds"] == 6
+    mode.json("answer", run, "stop")
+    done = mode.wait_status(run, "completed")
+    assert done["result"] == {"round 3": "yes", "round 6": "stop"} and done["rounds"] == 6

@@ -38,4 +38,10 @@ def test_the_agent_loop_example_asks_before_it_lands(
     names = [e["event"] for e in events(workspace, run_id)]
     assert names.count("gate_opened") == 1 and names.count("gate_answered") == 1
     assert len(agents.mock.reported) == 1  # the agent ran once: the asking round only asks
+    started = [
+        (e["round"], bool(e.get("again")))
+        for e in events(workspace, run_id)
+        if e["event"] == "round_started"
+    ]
+    assert started == [(1, False), (2, False), (2, True)]  # the asking round, as itself
     assert cli.json("inbox") == []

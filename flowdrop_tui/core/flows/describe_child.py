@@ -121,6 +121,10 @@ def serve(workspace: Path | None) -> int:
     out_fd = _quiet_stdout()
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
+    # What every child loads a flow with, imported once here before the forks: imported
+    # in each child instead (``answer_for``), 50 flows paid it 50 times (bench (f)).
+    import flowdrop_tui.core.flows.declaration  # noqa: F401
+
     pending: list[tuple[Any, str]] = []
     for line in sys.stdin.buffer:
         try:

@@ -410,11 +410,12 @@ def describe(
     ``retry_timeouts``: a flow whose last answer was a timeout is loaded again now."""
     cache = DescribeCache(layout) if use_cache else None
     digests = {ref.folder: content_hash(ref.folder) for ref in refs}
+    rels = {ref.folder: ref.rel(layout) for ref in refs}  # each a `resolve`: once a flow
     answers: dict[Path, dict[str, Any]] = {}
     missing: list[FlowRef] = []
     for ref in refs:
         cached = (
-            cache.get(ref.rel(layout), digests[ref.folder], retry_timeouts=retry_timeouts)
+            cache.get(rels[ref.folder], digests[ref.folder], retry_timeouts=retry_timeouts)
             if cache
             else None
         )
@@ -428,9 +429,9 @@ def describe(
         answers.update(_run_server(layout, missing))
     if missing and cache is not None:
         for ref in missing:
-            cache.put(ref.rel(layout), digests[ref.folder], answers[ref.folder])
+            cache.put(rels[ref.folder], digests[ref.folder], answers[ref.folder])
         cache.save()
-    return [_info(layout, ref, answers[ref.folder]) for ref in refs]
+    return [_info(layout, ref, answers[ref.folder], rels[ref.folder]) for ref in refs]
 
 
 def describe_cached(layout: Layout, refs: list[FlowRef]) -> list[FlowInfo | None]:

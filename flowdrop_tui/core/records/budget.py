@@ -174,9 +174,10 @@ class ChainBudget:
     limits: Limits = field(default_factory=dict)
     used: Used = field(default_factory=Used)
 
-    def reached(self) -> Reached | None:
+    def reached(self, skip: tuple[str, ...] = ()) -> Reached | None:
+        """The first budget reached, leaving out the kinds in ``skip``."""
         for kind in KINDS:
-            limit = self.limits.get(kind)
+            limit = None if kind in skip else self.limits.get(kind)
             if limit is not None and self.used.reached(kind, limit):
                 return Reached(kind, limit, self.used.of(kind))
         return None

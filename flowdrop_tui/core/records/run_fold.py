@@ -108,7 +108,8 @@ class RunFold:
             if isinstance(number, int) and isinstance(key, str):
                 info.key_rounds[key] = max(number, info.key_rounds.get(key, 0))
                 if key == info.key:
-                    info.rounds += 1
+                    if not ev.get("again"):  # SPEC §21: a re-run of its round is no new one
+                        info.rounds += 1
                     info.last_round = max(number, info.last_round or 0)
                     self.in_round_main = True
                     info.position["currentNodeId"] = key
@@ -124,6 +125,7 @@ class RunFold:
                     info.streaks.round_ended(ev["round"], ev.get("moved"))
                 if ev.get("outcome") == "ok":
                     info.gate_answers = []  # SPEC §21: the round that asked is done
+                    info.rerun_round = None
                     info.position["iterationCount"] += 1
                     if isinstance(ev.get("index"), int):
                         info.position["iterator"] = ev["index"] + 1
@@ -180,9 +182,12 @@ class RunFold:
             info.gates[ev["gate"]] = {
                 "gate": ev["gate"],
                 **{k: ev.get(k) for k in ("question", "choices", "key", "round")},
+                **{k: ev[k] for k in ("ask", "in_round") if k in ev},
                 "opened": ev.get("t"),
                 "status": "open",
             }
+            if isinstance(ev.get("in_round"), int):  # asked inside a round: it runs again
+                info.rerun_round = ev["in_round"]
             info.recorded = Status.PAUSED
             info.pause_pending = False
             if "position" in ev:
@@ -193,7 +198,9 @@ class RunFold:
             answered = info.gates.get(str(ev.get("gate")))
             if answered is not None:
                 answered.update(status="answered", answer=ev.get("answer"), by=ev.get("by"))
-            info.gate_answers.append(ev.get("answer"))
+            info.gate_answers.append(answer_of(answered or {"gate": ev.get("gate")}, ev))
+        elif name == "gate_closed":  # SPEC §21: its round ended and no ask took its answer
+            info.gate_answers = [a for a in info.gate_answers if a.get("gate") != ev.get("gate")]
         elif name == "ended":
             for gate in info.gates.values():
                 if gate.get("status") == "open":
@@ -250,6 +257,14 @@ class RunFold:
             info.state_refused = {
                 str(k): v for k, v in refused.items() if isinstance(v, int) and v > 0
             }
+
+
+def answer_of(gate: dict[str, Any], answered: dict[str, Any]) -> dict[str, Any]:
+    """SPEC §21: an answer with what ties it to the ``ask`` that gets it back — the gate's
+    question, its key, its place among the asks of its round and that round."""
+    tie = {k: gate.get(k) for k in ("question", "key")}
+    tie.update({k: gate[k] for k in ("ask", "in_round") if k in gate})  # a gate of before
+    return {**tie, "gate": gate.get("gate"), "answer": answered.get("answer")}
 
 
 def fold(run_id: str, path: Path, events: list[dict[str, Any]]) -> RunInfo:

@@ -109,14 +109,18 @@ class RunInfo:
     streaks: Streaks = field(default_factory=Streaks)
     pause_reason: dict[str, Any] | None = None
     # SPEC §21: every gate the run opened, by id ({"gate", "question", "choices", "key",
-    # "round", "opened", "status": "open"|"answered"|"closed", "answer", "by"}); the
-    # answers ``ask`` returns again while the round that asked re-runs (cleared when a
-    # round of the run's key ends ok); the processes that held it ({pid, pgid, sid,
-    # start}), for refusing a self-answer; how many took it (started + resumed); what
-    # paused it last ({"event", "t", …}: budget_reached, limit_reached, gate_opened,
-    # stalled, same_failure), until it is resumed.
+    # "round", "ask", "in_round", "opened", "status": "open"|"answered"|"closed",
+    # "answer", "by"}); the answers of the round that asked, each with what ties it to
+    # its ``ask`` ({"gate", "answer", "question", "key", "ask", "in_round"}), returned
+    # while that round re-runs (cleared when a round of the run's key ends ok); the
+    # round of the run's key a resume runs again (the one a question paused, until it
+    # ends ok); the processes that held it ({pid, pgid, sid, start}), for refusing a
+    # self-answer; how many took it (started + resumed); what paused it last ({"event",
+    # "t", …}: budget_reached, limit_reached, gate_opened, stalled, same_failure), until
+    # it is resumed.
     gates: dict[str, dict[str, Any]] = field(default_factory=dict)
-    gate_answers: list[Any] = field(default_factory=list)
+    gate_answers: list[dict[str, Any]] = field(default_factory=list)
+    rerun_round: int | None = None
     holders: list[dict[str, Any]] = field(default_factory=list)
     stretch: int = 0
     pause_cause: dict[str, Any] | None = None
@@ -128,6 +132,12 @@ class RunInfo:
     def round(self) -> int:
         """The last round started in this run's chain for its key (0 before any)."""
         return self.last_round if self.last_round is not None else self.first_round - 1
+
+    @property
+    def next_round(self) -> int:
+        """The round a resume of this run starts: the round a question paused, again
+        (SPEC §21), else the next one."""
+        return self.round if self.rerun_round == self.round else self.round + 1
 
     @property
     def stopped_at(self) -> str | None:

@@ -11,6 +11,7 @@ import contextlib
 import os
 import sys
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,7 +88,8 @@ class Execution:
         limit_wait: float | None = None,
         stretch: int = 1,
         answered: dict[str, Any] | None = None,
-        answers: list[Any] | None = None,
+        answers: list[dict[str, Any]] | None = None,
+        rerun: int | None = None,
     ) -> None:
         self.layout = layout
         self.run_id = run_id
@@ -131,11 +133,13 @@ class Execution:
         self._end_position: dict[str, Any] | None = None
         self._owner = os.getpid()  # the process holding the run; a fork of it never writes
         # SPEC §21: which process of the run this is (started: 1, each resume: +1), the
-        # answer a resume brings (``gate_answered``, recorded as it starts), and the
-        # answers ``ask`` returns again, in order, while the round that asked re-runs
+        # answer a resume brings (``gate_answered``, recorded as it starts), the answers
+        # ``ask`` returns to the asks of their gates while the round that asked re-runs,
+        # and that round's number: the first round of the run's flow runs it again
         self.stretch = stretch
         self.answered = answered
-        self.answers: deque[Any] = deque(answers or [])
+        self.answers = notices.Answers(answers or [])
+        self.rerun = rerun
 
     # -- what the flow sees ---------------------------------------------------------
     @property
@@ -197,16 +201,17 @@ class Execution:
             raise PauseRun
 
     # -- rounds --------------------------------------------------------------------------
-    def check_budget(self, frame: Frame) -> None:
+    def check_budget(self, frame: Frame, again: bool = False) -> None:
         """SPEC §14: before a round, pause when a budget of the chain is reached, so a
-        higher limit continues this same run (``resume RUN --max-rounds N``)."""
-        reached = self.budget_meter.reached(rounds=frame is self.main)
+        higher limit continues this same run (``resume RUN --max-rounds N``). ``again``:
+        the round re-runs (SPEC §21), no new round for the rounds budget."""
+        reached = self.budget_meter.reached(rounds=frame is self.main and not again)
         if reached is None:
             return
         unit = " minutes" if reached.budget == "minutes" else ""
         said = (
             f"budget reached: {reached.budget} {reached.used}{unit} used of {reached.limit}; "
-            f"pausing before round {frame.round + 1}"
+            f"pausing before round {frame.round + (0 if again else 1)}"
         )
         notices.announce(self, f"budget-{self.stretch}", "budget_reached", said)
         self.log.append("budget_reached", key=frame.key, **reached.to_json())
@@ -241,18 +246,27 @@ class Execution:
     def ask(self, frame: Frame, question: str, choices: list[str] | None) -> Any:
         """SPEC §21: the answer recorded for this question while its round re-runs, else
         open a gate and pause (no process waits for the answer)."""
-        if self.answers:
-            return self.answers.popleft()
-        return notices.open_gate(self, frame, question, choices)
+        took, answer = self.answers.take(frame.key, question, self.main.open_round)
+        if took:
+            return answer
+        return notices.open_gate(self, frame, question, choices, ask=self.answers.asked)
+
+    @property
+    def next_round(self) -> int:
+        """The number the next round of the run's flow takes (a re-run keeps its own)."""
+        return self.rerun if self.rerun == self.main.round else self.main.round + 1
 
     def begin_round(self, loop: Loop, index_: int | None) -> int:
         self.reap()
         frame = loop.frame
-        self.check_budget(frame)
         main = frame is self.main
+        again = main and self.rerun is not None and self.rerun == frame.round
+        self.check_budget(frame, again)
         if main:
             self.check_stall()
-        frame.round += 1
+            self.rerun = None  # only the first round of this process re-runs one
+        if not again:
+            frame.round += 1
         loop.open_round = frame.round
         loop.open_index = index_
         loop.began = time.monotonic()
@@ -262,6 +276,9 @@ class Execution:
             self.closed_sessions.clear()
             self.progress_value = NOTHING
             fields.update(self.moves.round_started())
+            notices.close_unused(self, self.answers.round_begins(frame.round), frame.round)
+            if again:
+                fields["again"] = True  # SPEC §21: the round a question paused, once more
         try:
             self.log.record(
                 "round_started", key=frame.key, round=frame.round, index=index_, **fields
@@ -269,10 +286,12 @@ class Execution:
         except OSError as exc:
             # A round whose start is not in the record is not started: the next run
             # numbers its rounds from the record, and would number this one again.
-            frame.round -= 1
+            number = frame.round
+            if not again:
+                frame.round -= 1
             loop.open_round = None
             self.notify(
-                f"warning: round {frame.round + 1} could not be recorded in "
+                f"warning: round {number} could not be recorded in "
                 f"{self.run_dir / CYCLE} ({exc.strerror or exc}); pausing before it"
             )
             raise PauseRun from None
@@ -300,6 +319,8 @@ class Execution:
                 fields["progress"] = progress
             if self.streaks is not None:
                 self.streaks.round_ended(number, fields["moved"])
+            if outcome == "ok":
+                notices.close_unused(self, self.answers.unused(), number)
         self.log.append(
             "round_ended",
             key=frame.key,
@@ -439,6 +460,8 @@ class Execution:
     def _finish(self, status: Status, result: Any, error: dict[str, Any] | None) -> Outcome:
         position = self._end_position or self.position()
         self.close_loops(list(self.known_frames.values()), _round_outcome(status))
+        if status != Status.PAUSED:  # SPEC §21: an answer held to the end is let go
+            notices.close_unused(self, self.answers.unused(), None)
         self.states.save()  # SPEC §5.2: the end of the run saves changes inside values
         self.states.close(on_late=lambda message: self.notify(f"warning: {message}"))
         # Durable before the run says so (a power cut must not lose a pause the user

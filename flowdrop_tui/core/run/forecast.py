@@ -253,7 +253,9 @@ def _resuming(
     """SG-12 clause 3: the paused run continues; its chain's count and limits go on."""
     found.start = "resume"
     found.source = paused
-    found.next_round = paused.round + 1
+    # SPEC §21: a question's round runs again, as itself: no new round for the budget
+    found.next_round = paused.next_round
+    again = found.next_round == paused.round
     found.item_index = paused.position.get("iterator")
     found.source_id, found.source_status = paused.run, str(paused.status)
     try:
@@ -268,7 +270,7 @@ def _resuming(
     reader = GitReader(layout.workspace, isolated)
     found.git_now = reader.facts()
     found.drift = drift_from(paused, found.flow_digest, reader, found.git_now)
-    return _refusals(found, options, resuming=True)
+    return _refusals(found, options, resuming=True, again=again)
 
 
 def _source_of(layout: Layout, start: StartPlan) -> RunInfo | None:
@@ -281,9 +283,11 @@ def _source_of(layout: Layout, start: StartPlan) -> RunInfo | None:
         return None
 
 
-def _refusals(found: Forecast, options: StartOptions, *, resuming: bool) -> Forecast:
+def _refusals(
+    found: Forecast, options: StartOptions, *, resuming: bool, again: bool = False
+) -> Forecast:
     assert found.budget is not None
-    reached = found.budget.reached()
+    reached = found.budget.reached(skip=("rounds",) if again else ())
     if reached is not None:
         found.refusal = BudgetExhaustedError(_exhausted_words(found, reached, resuming))
         return found

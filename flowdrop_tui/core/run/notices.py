@@ -28,6 +28,7 @@ class Holder(Protocol):
     key: str
     log: EventLog
     stretch: int
+    main: Frame
     notify: Callable[[str], None]
 
     def position(self) -> dict[str, Any]: ...
@@ -46,9 +47,62 @@ def announce(host: Holder, name: str, kind: str, message: str) -> None:
         )
 
 
-def open_gate(host: Holder, frame: Frame, question: str, choices: list[str] | None) -> NoReturn:
+class Answers:
+    """SPEC §21, the answers a resumed run holds for the round that asked: each goes back
+    only to the ``ask`` of its own gate — the same key and question, the same place among
+    the asks of the same round of the run's flow (``in_round``: ``None`` outside one) —
+    and one that no such ``ask`` took by the end of its round is closed (``gate_closed``),
+    never returned to a later one."""
+
+    def __init__(self, held: list[dict[str, Any]]) -> None:
+        self.held = [dict(answer) for answer in held if isinstance(answer, dict)]
+        self.asked = 0  # asks so far in the round of the run's flow in flight
+
+    def take(self, key: str, question: str, in_round: int | None) -> tuple[bool, Any]:
+        """The next ``ask``'s answer, if its gate was answered: ``(True, answer)``."""
+        self.asked += 1
+        for answer in self.held:
+            if (  # a gate recorded before its tie was (no `ask`, `in_round`): the question
+                answer.get("key") == key
+                and answer.get("question") == question
+                and answer.get("in_round", in_round) == in_round
+                and answer.get("ask", self.asked) == self.asked
+            ):
+                self.held.remove(answer)
+                return True, answer.get("answer")
+        return False, None
+
+    def round_begins(self, number: int) -> list[dict[str, Any]]:
+        """A round of the run's flow begins: the answers no ask of this round can take."""
+        self.asked = 0
+        gone = [a for a in self.held if a.get("in_round", number) != number]
+        self.held = [a for a in self.held if a.get("in_round", number) == number]
+        return gone
+
+    def unused(self) -> list[dict[str, Any]]:
+        """The round is over (or the run): every answer still held, let go."""
+        gone, self.held = self.held, []
+        return gone
+
+
+def close_unused(host: Holder, gone: list[dict[str, Any]], number: int | None) -> None:
+    """``gate_closed`` for each answer its round ended without an ``ask`` taking."""
+    for answer in gone:
+        host.log.append(
+            "gate_closed",
+            gate=answer.get("gate"),
+            key=answer.get("key"),
+            round=answer.get("in_round", number),
+            reason="no ask of its round took the answer",
+        )
+
+
+def open_gate(
+    host: Holder, frame: Frame, question: str, choices: list[str] | None, *, ask: int
+) -> NoReturn:
     """Record the question and pause: ``gate_opened`` is committed (durable) and is itself
-    the pause — a kill before ``paused`` still leaves the run paused on its question."""
+    the pause — a kill before ``paused`` still leaves the run paused on its question.
+    ``ask``: its place among the asks of the round (``in_round``) the answer re-runs."""
     gate = "g" + secrets.token_hex(4)
     said = f"question: {question}" + (f" [{' / '.join(choices)}]" if choices else "")
     announce(host, f"gate-{gate}", "gate", said)
@@ -59,6 +113,8 @@ def open_gate(host: Holder, frame: Frame, question: str, choices: list[str] | No
         choices=choices,
         key=frame.key,
         round=frame.round,
+        ask=ask,
+        in_round=host.main.open_round,
         position=host.position(),
     )
     host.notify(f"{said} — answer with: flowdrop-tui answer {host.run_id} ANSWER")

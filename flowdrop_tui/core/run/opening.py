@@ -26,6 +26,7 @@ from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id
 from flowdrop_tui.core.records.event_log import EventLog, who
 from flowdrop_tui.core.records.folder import refuse_links, unwritable
+from flowdrop_tui.core.records.run_fold import answer_of
 from flowdrop_tui.core.records.state import StateFile, read_run_states
 from flowdrop_tui.core.run.creation import create_record, created_event, take_key
 from flowdrop_tui.core.run.execution import Execution, Notify, quiet
@@ -210,8 +211,9 @@ def _reopen(
     try:
         info = check_resumable(layout, run_id)  # again, now that we hold it
         assert info.key is not None
-        if answer is not None:
-            still_open(info, str(answer.get("gate")))  # another answer may have come first
+        asked: dict[str, Any] = {}
+        if answer is not None:  # another answer may have come first
+            asked = still_open(info, str(answer.get("gate")))
         ref = flow_of_key(layout, info.key)
         if loaded is None:
             loaded = load_flow(ref.file, layout.workspace)
@@ -265,7 +267,8 @@ def _reopen(
             limit_wait=options.limit_wait,
             stretch=info.stretch + 1,
             answered=answered,
-            answers=[*info.gate_answers, *([answer.get("answer")] if answer else [])],
+            answers=[*info.gate_answers, *([answer_of(asked, answer)] if answer else [])],
+            rerun=info.rerun_round,
         )
     except BaseException:
         locks.release(run_dir / LIVE_LOCK)

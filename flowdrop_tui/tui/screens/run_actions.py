@@ -500,5 +500,5 @@ class RunActions:
         except FlowdropError as exc:
             self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
-        what = f"resumed at round {info.round + 1}"
+        what = f"resumed at round {info.next_round}"  # a question's round: again
         self.screen.post_message(RunLaunched(str(answer.get("run") or run_id), key, what))
