@@ -21,6 +21,7 @@ from typing import IO, Any
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, SESSIONS
 from flowdrop_tui.core.records.event_lines import count_named
+from flowdrop_tui.core.records.progress import AGENT_BACKENDS
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 
@@ -254,6 +255,9 @@ class Session:
         backend reported it, else read from the transcript now (so it outlives the
         transcript's deletion)."""
         seconds = round(time.monotonic() - self._began, 3)
+        # SPEC §20: an agent session (one that spends tokens) makes its round count
+        # toward ``stalled``: the agent CLIs, or a plug-in backend that reported usage
+        agent = self.backend in AGENT_BACKENDS or usage is not None
         if usage is None:
             usage = read_usage(self.backend, self.target)
         self.usage = usage
@@ -269,7 +273,7 @@ class Session:
             **({"limited": limited} if limited is not None else {}),
         )
         self._host.closed_sessions.append(
-            {"session": self.id, "exit_code": exit_code, "error": error}
+            {"session": self.id, "exit_code": exit_code, "error": error, "agent": agent}
         )
         return seconds
 

@@ -17,7 +17,7 @@ from textual.widgets import Footer, Static
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.round_diff import round_diff
-from flowdrop_tui.format import diff_head
+from flowdrop_tui.format import diff_head, diff_notes, diff_nothing
 
 PATCH_SHOWN = 400_000  # characters of a patch put on the screen (``diff RUN`` has all)
 
@@ -95,10 +95,12 @@ class DiffScreen(Screen[None]):
         head = Text(f"run {self.run_id} {diff_head(found)}\n", style="bold")
         for row in found.get("files") or []:
             head.append(f"  {row.get('status'):<12} {row.get('path')}\n")
+        for note in diff_notes(found):
+            head.append(f"  ({note})\n", style="dim")
         head.append("[ ] earlier / later round · escape closes", style="dim")
         self.query_one("#diff-head", Static).update(head)
         patch = str(found.get("patch") or "")
-        body = patch_text(patch) if patch else Text("this round changed nothing", style="dim")
+        body = patch_text(patch) if patch else Text(diff_nothing(found), style="dim")
         self.query_one("#diff-patch", Static).update(body)
         self.query_one("#diff-body", VerticalScroll).scroll_home(animate=False)
 
