@@ -321,3 +321,33 @@ def main(run):
     assert plain.count("rev-parse") < 12  # HEAD is read from git's files, not a process
     assert agent.count(status) == 2  # before the agent's session, and at its round's end
     assert "update-index" in agent and "write-tree" in agent
+
+
+def test_diff_names_a_huge_untracked_file_and_never_reads_it(workspace: Path, cli: CLI) -> None:
+    """A 1 GB untracked file (sparse: no disk spent) left by a round that counts: it is
+    neither hashed into the round's snapshot nor diffed (it took 24 s), and the diff
+    says it was left out; the small file beside it is shown."""
+    write_flow(
+        workspace,
+        "huge",
+        """
+        import os
+        from flowdrop_tui import flow
+
+        @flow(stall_on="all")
+        def main(run):
+            for n in run.rounds(range(1)):
+                with open(run.workspace / "big.bin", "wb") as big:
+                    big.truncate(1 << 30)
+                (run.workspace / "small.txt").write_text("small\\n")
+        """,
+    )
+    cli("run", "huge", check=0)
+    [run_id] = runs_of(cli, "huge")
+    (ended,) = named(workspace, run_id, "round_ended")
+    assert ended["moved"]["skipped"] == ["big.bin"]
+    found = cli.json("diff", run_id)
+    assert found["files"] == [{"path": "small.txt", "status": "added"}]
+    assert found["skipped"] == ["big.bin"]
+    text = cli("diff", run_id, check=0).stdout
+    assert "not read (over 8 MiB): big.bin" in text and "+small" in text
