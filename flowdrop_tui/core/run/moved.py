@@ -48,6 +48,8 @@ class RoundMoves:
         self._before: dict[str, Any] | None = None  # what the round in flight compares with
         self._counts = False  # the round in flight ends measured
         self.progress: str | None = None  # the digest of the last progress value declared
+        self._snapshot: str | None = None  # the last snapshot made, and of what
+        self._snapshot_of: tuple[str | None, str] | None = None
 
     @property
     def compared(self) -> list[str]:
@@ -57,7 +59,15 @@ class RoundMoves:
         if status is None and self.in_git:
             status = git.worktree_begin(self.workspace)
         scan = git.worktree_scan(self.workspace, status) if self.in_git else None
-        tree = git.snapshot(self.workspace, scan) if scan is not None else None
+        tree = None
+        if scan is not None:
+            # the same HEAD and the same status records (with the listed files' content
+            # digests) are the same tree: a round that changed nothing makes no snapshot
+            seen = (scan.head, scan.tree)
+            if seen != self._snapshot_of:
+                self._snapshot = git.snapshot(self.workspace, scan)
+                self._snapshot_of = seen if self._snapshot is not None else None
+            tree = self._snapshot
         return {
             "head": scan.head if scan is not None else None,
             "tree": scan.tree if scan is not None else None,
