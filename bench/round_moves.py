@@ -71,12 +71,19 @@ def repository(root: Path, files: int, *, git: bool = True) -> Path:
 
 
 def per_round(
-    root: Path, records: Path, rounds: int, batches: int, in_git: bool, agent: bool = True
+    root: Path,
+    records: Path,
+    rounds: int,
+    batches: int,
+    in_git: bool,
+    agent: bool = True,
+    change: bool = True,
 ) -> list[float]:
     """Milliseconds added per round in each batch: a round's end as the run does it —
     the state saved (``StateFile.save``: written, synced), with and without what moved
     recorded (git looks while the state is saved), batches alternating. ``agent``: the
-    round opened an agent session (it counts: measured whole), else a plain round."""
+    round opened an agent session (it counts: measured whole), else a plain round;
+    ``change``: the round rewrites a file (else the tree stays: no new snapshot)."""
     records.mkdir(parents=True, exist_ok=True)
     states = StateFile(records / "state.json")
     state = states.state("loop", {"notes": "x" * 65536})
@@ -90,14 +97,16 @@ def per_round(
     moves.round_ended(sessions, NOTHING, moves.round_ending(sessions))
 
     def plain(n: int) -> None:
-        (root / "new0.txt").write_text(f"round {n}\n")  # the round changed a file
+        if change:
+            (root / "new0.txt").write_text(f"round {n}\n")  # the round changed a file
         state["n"] = n
         states.save()
 
     def recorded(n: int) -> None:
         moves.round_started()
         moves.session_starting("claude" if agent else "command")
-        (root / "new0.txt").write_text(f"round {n}\n")
+        if change:
+            (root / "new0.txt").write_text(f"round {n}\n")
         state["n"] = n
         status = moves.round_ending(sessions)
         states.save()
@@ -145,6 +154,14 @@ def main() -> int:
                 f"(batches {spread})"
             )
         root = cases[0][1]
+        still = per_round(
+            root, base / "records-still", args.rounds, args.batches, True, True, False
+        )
+        print(
+            f"{'agent, still':>14}: {statistics.median(still):6.1f} ms added per agent round "
+            f"that changed nothing, {args.files:,} files "
+            f"(batches {min(still):.1f}–{max(still):.1f})"
+        )
         plain = per_round(root, base / "records-plain", args.rounds, args.batches, True, False)
         print(
             f"{'no agent':>14}: {statistics.median(plain):6.2f} ms added per round with no "
