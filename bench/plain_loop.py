@@ -12,7 +12,8 @@ and the ratio.
 
 The old code is a checkout of it: ``git worktree add --detach /tmp/flowdrop-2d2a6db
 2d2a6db``, then ``python bench/plain_loop.py --old /tmp/flowdrop-2d2a6db``. ``--quick``:
-a small smoke run.
+a small smoke run. Any other checkout compares with it (the code with the fingerprint
+on every round, say).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def per_round(code: Path, ws: Path) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--old", type=Path, required=True, help="a checkout of 2d2a6db")
+    parser.add_argument("--old", type=Path, required=True, help="a checkout of the old code")
     parser.add_argument("--files", type=int, default=3_000)
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--batches", type=int, default=7)
@@ -94,6 +95,10 @@ def main() -> int:
     old = args.old.resolve()
     if not (old / "flowdrop_tui" / "__init__.py").is_file():
         parser.error(f"{old} is not a checkout of flowdrop-tui")
+    named = subprocess.run(
+        ["git", "rev-parse", "--short=7", "HEAD"], cwd=old, capture_output=True, text=True
+    )
+    label = named.stdout.strip() or "old"
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
         for size in (args.files, 10):
@@ -107,10 +112,10 @@ def main() -> int:
                 for code in order:
                     times[code].append(per_round(code, spaces[code]))
             new, before = statistics.median(times[NEW]), statistics.median(times[old])
-            for label, code in (("this code", NEW), ("2d2a6db", old)):
+            for name, code in (("this code", NEW), (label, old)):
                 got = times[code]
                 print(
-                    f"{size:>6,} files, {label:>9}: {statistics.median(got):6.2f} ms a round "
+                    f"{size:>6,} files, {name:>9}: {statistics.median(got):6.2f} ms a round "
                     f"(batches {min(got):.2f}–{max(got):.2f})"
                 )
             ratio = new / before

@@ -121,7 +121,7 @@ def round_diff(
             files, patch, _ = found
             # uncommitted: a file it changed is not, at its end, as its end commit has it
             end_tree = git.tree_of(layout.workspace, this.end) if this.end else None
-            left = (
+            unlike = (
                 git.diff_between(
                     layout.workspace, end_tree, this.trees[1], {row["path"] for row in files}
                 )
@@ -135,7 +135,7 @@ def round_diff(
                 "start": this.start,
                 "end": this.end,
                 "ended": this.ended,
-                "uncommitted": bool(left is not None and left[0]),
+                "uncommitted": bool(unlike is not None and unlike[0]),
                 "snapshots": list(this.trees),
                 "files": files,
                 "patch": patch,
