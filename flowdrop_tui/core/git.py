@@ -385,9 +385,7 @@ def snapshot(workspace: Path, scan: Scan) -> str | None:
             shutil.copyfile(dirs[0] / "index", name)
         except FileNotFoundError:  # no index yet: git starts an empty one
             os.unlink(name)
-        env = {**os.environ, "GIT_INDEX_FILE": name}
-        for name_ in ("GIT_DIR", "GIT_WORK_TREE"):
-            env.pop(name_, None)
+        env = {**os.environ, "GIT_INDEX_FILE": name}  # the same repository status saw
         try:
             if scan.changed:
                 done = subprocess.run(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +352,43 @@ def test_diff_names_a_huge_untracked_file_and_never_reads_it(workspace: Path, cl
     assert found["skipped"] == ["big.bin"]
     text = cli("diff", run_id, check=0).stdout
     assert "not read (over 8 MiB): big.bin" in text and "+small" in text
+
+
+def test_snapshots_never_touch_the_users_index_or_refs(workspace: Path, cli: CLI) -> None:
+    """A staged change and an untracked file before the run; agent rounds write files
+    and make snapshots: the index is byte for byte what it was, the refs and the stash
+    are as they were, and the staged change is still staged."""
+    (workspace / "staged.txt").write_text("staged\n")
+    subprocess.run(["git", "add", "staged.txt"], cwd=workspace, check=True)
+    (workspace / "loose.txt").write_text("untracked\n")
+    write_flow(
+        workspace,
+        "writes",
+        AGENT
+        + """
+@flow()
+def main(run):
+    for n in run.rounds(range(3)):
+        run.session("writer", {f"notes{run.round}.txt": "x\\n", "loose.txt": f"{n}\\n"})
+""",
+    )
+
+    def looks() -> tuple[bytes, bytes, bytes, bytes]:
+        git = ["git", "-C", str(workspace)]
+        refs = subprocess.run([*git, "for-each-ref"], capture_output=True, check=True).stdout
+        stash = subprocess.run([*git, "stash", "list"], capture_output=True, check=True).stdout
+        staged = subprocess.run(
+            [*git, "diff", "--cached", "--name-only"], capture_output=True, check=True
+        ).stdout
+        return (workspace / ".git" / "index").read_bytes(), refs, stash, staged
+
+    before = looks()
+    cli("run", "writes", check=0)
+    assert looks() == before
+    assert before[3] == b"staged.txt\n"
+    [run_id] = runs_of(cli, "writes")
+    three = cli.json("diff", run_id, "--round", "3")
+    assert three["files"] == [
+        {"path": "loose.txt", "status": "modified"},
+        {"path": "notes3.txt", "status": "added"},
+    ]
