@@ -125,6 +125,24 @@ def per_round(
     return added
 
 
+def plain_alone(root: Path, records: Path, rounds: int) -> float:
+    """Milliseconds a round with no agent session spends in ``RoundMoves`` alone (HEAD
+    read twice from git's files, one ``command`` session's outcome digested): the
+    median of ``rounds`` rounds, no state save beside them."""
+    records.mkdir(parents=True, exist_ok=True)
+    states = StateFile(records / "state.json")
+    moves = RoundMoves(root, states.encoded, True)
+    sessions = [{"session": "s-000001", "exit_code": 0, "error": None, "agent": False}]
+    took = []
+    for _ in range(rounds):
+        began = time.perf_counter()
+        moves.round_started()
+        moves.session_starting("command")
+        moves.round_ended(sessions, NOTHING, moves.round_ending(sessions))
+        took.append((time.perf_counter() - began) * 1000)
+    return statistics.median(took)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000)
@@ -163,6 +181,11 @@ def main() -> int:
             f"(batches {min(still):.1f}–{max(still):.1f})"
         )
         plain = per_round(root, base / "records-plain", args.rounds, args.batches, True, False)
+        alone = plain_alone(root, base / "records-alone", args.rounds * 25)
+        print(
+            f"{'no agent, alone':>14}: {alone * 1000:6.1f} µs a round: the plain round's own "
+            f"bookkeeping with no save beside it (the figure the noise above hides)"
+        )
         print(
             f"{'no agent':>14}: {statistics.median(plain):6.2f} ms added per round with no "
             f"agent session, {args.files:,} files (batches {min(plain):.2f}–{max(plain):.2f})"
