@@ -181,9 +181,9 @@ def main() -> int:
             f"(batches {min(still):.1f}–{max(still):.1f})"
         )
         plain = per_round(root, base / "records-plain", args.rounds, args.batches, True, False)
-        alone = plain_alone(root, base / "records-alone", args.rounds * 25)
+        bookkeeping = plain_alone(root, base / "records-alone", args.rounds * 25)
         print(
-            f"{'no agent, alone':>14}: {alone * 1000:6.1f} µs a round: the plain round's own "
+            f"{'no agent, alone':>14}: {bookkeeping * 1000:6.1f} µs a round: the plain round's own "
             f"bookkeeping with no save beside it (the figure the noise above hides)"
         )
         print(
@@ -206,11 +206,15 @@ def main() -> int:
         f"added per agent round on {args.files:,} files: {big:.1f} ms; "
         f"goal ≤ {GOAL_MS:.0f} ms: {verdict}"
     )
+    # what a plain round adds is its bookkeeping: timed alone, as the save's fsync
+    # spreads the side-by-side difference by milliseconds either way
     none = statistics.median(plain)
-    verdict = "met" if none <= PLAIN_GOAL_MS else "NOT met"
+    verdict = "met" if bookkeeping <= PLAIN_GOAL_MS else "NOT met"
     print(
-        f"added per round with no agent session on {args.files:,} files: {none:.2f} ms "
-        f"(21.7 ms before: every round ran git status); goal ≤ {PLAIN_GOAL_MS:.0f} ms: {verdict}"
+        f"added per round with no agent session on {args.files:,} files: "
+        f"{bookkeeping * 1000:.0f} µs "
+        f"({none:.2f} ms beside a save; 21.7 ms before: every round ran git status); "
+        f"goal ≤ {PLAIN_GOAL_MS:.0f} ms: {verdict}"
     )
     return 0
 
