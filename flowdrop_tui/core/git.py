@@ -22,6 +22,7 @@ import stat as stat_module
 import subprocess
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -353,10 +354,14 @@ def worktree_scan(workspace: Path, status: subprocess.Popen[bytes] | None) -> Sc
 
 
 # The temporary index a snapshot is made in: never the user's. Split index, fsmonitor
-# and the untracked cache off, so nothing is written beside the user's index either.
+# and the untracked cache off, so nothing is written beside the user's index either. No
+# fsync of the objects: a snapshot is a convenience (a power cut that loses one leaves
+# that round's diff to its commits), and a sync per object was most of its cost.
 _SNAPSHOT = (
     "git",
     "--no-optional-locks",
+    "-c",
+    "core.fsync=none",
     "-c",
     "core.splitIndex=false",
     "-c",
@@ -366,39 +371,77 @@ _SNAPSHOT = (
 )
 
 
-def snapshot(workspace: Path, scan: Scan) -> str | None:
+class Snapshots:
     """SPEC §20: the working tree as a git tree object (its id), so ``diff`` can show a
-    round's changes whether or not it committed them. As ``git stash create`` does it,
-    but in a temporary index (a copy of the user's, so only the files ``git status``
-    listed are read): the user's index, working tree and refs are never touched; the
-    objects are unreferenced (git's gc keeps them ``gc.pruneExpire``, two weeks by
-    default). Files over ``BIG_FILE`` stay as the index has them (``scan.skipped``).
-    ``None`` when git failed."""
-    dirs = _git_dirs(workspace)
-    top = toplevel(workspace)
-    if dirs is None or top is None:
-        return None
-    fd, name = tempfile.mkstemp(prefix="flowdrop-index-")
-    os.close(fd)
-    try:
+    round's changes whether or not it committed them — for one run's rounds. As ``git
+    stash create`` does it, but in a temporary index of our own: a copy of the user's
+    (so only the files ``git status`` listed are read), kept between snapshots so git's
+    cache of trees in it spares ``write-tree`` the whole tree each time (copied again
+    whenever the user's index changes). The listed files — and those listed last time,
+    put back as they are now — are ``git update-index``ed into it and ``git
+    write-tree`` writes the tree. The user's index, working tree and refs are never
+    touched; the objects are unreferenced (git's gc keeps them ``gc.pruneExpire``, two
+    weeks by default). Files over ``BIG_FILE`` stay as the index has them."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        fd, name = tempfile.mkstemp(prefix="flowdrop-index-")
+        os.close(fd)
+        self._index = name
+        self._source: tuple[int, int, int] | None = None  # the user's index when copied
+        self._touched: set[bytes] = set()  # paths updated into the copy, as listed
+        self._remove = weakref.finalize(self, _unlink, name)
+
+    def close(self) -> None:
+        self._remove()
+
+    def _fresh(self, index: Path) -> bool:
+        """The copy is the user's index as it is now (copied again if it changed)."""
         try:
-            shutil.copyfile(dirs[0] / "index", name)
+            info = os.stat(index)
         except FileNotFoundError:  # no index yet: git starts an empty one
-            os.unlink(name)
-        env = {**os.environ, "GIT_INDEX_FILE": name}  # the same repository status saw
+            _unlink(self._index)
+            self._source, self._touched = None, set()
+            return True
+        except OSError:
+            return False
+        source = (info.st_ino, info.st_size, info.st_mtime_ns)
+        if source != self._source:
+            try:
+                shutil.copyfile(index, self._index)
+            except OSError:
+                return False
+            self._source, self._touched = source, set()
+        return True
+
+    def take(self, scan: Scan) -> str | None:
+        """The tree ``scan`` saw, as a tree object; ``None`` when git failed."""
+        dirs = _git_dirs(self.workspace)
+        top = toplevel(self.workspace)
+        if dirs is None or top is None:
+            return None
+        skipped = {os.fsencode(path) for path in scan.skipped}
+        if self._touched & skipped:  # a big file now: back to the user's index's version
+            self._source = None
+        if not self._fresh(dirs[0] / "index"):
+            return None
+        env = {**os.environ, "GIT_INDEX_FILE": self._index}  # the repository status saw
+        paths = sorted((set(scan.changed) | self._touched) - skipped)
         try:
-            if scan.changed:
+            if paths:
                 done = subprocess.run(
                     [*_SNAPSHOT, "update-index", "--add", "--remove", "-z", "--stdin"],
                     cwd=top,
                     env=env,
-                    input=b"\0".join(scan.changed) + b"\0",
+                    input=b"\0".join(paths) + b"\0",
                     capture_output=True,
                     timeout=120,
                     check=False,
                 )
                 if done.returncode != 0:
+                    self._source = None  # copied again next time
                     return None
+            self._touched = set(scan.changed)
             tree = subprocess.run(
                 [*_SNAPSHOT, "write-tree"],
                 cwd=top,
@@ -409,12 +452,15 @@ def snapshot(workspace: Path, scan: Scan) -> str | None:
                 check=False,
             )
         except (OSError, subprocess.SubprocessError):
+            self._source = None
             return None
         found = tree.stdout.decode(errors="replace").strip()
         return found if tree.returncode == 0 and _is_sha(found) else None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def tree_of(workspace: Path, commit: str | None) -> str | None:

@@ -392,3 +392,49 @@ def main(run):
         {"path": "loose.txt", "status": "modified"},
         {"path": "notes3.txt", "status": "added"},
     ]
+
+
+def test_snapshots_follow_deletions_and_commits_round_after_round(
+    workspace: Path, cli: CLI
+) -> None:
+    """The snapshots' own index is kept between rounds: a file added in round 1 and
+    deleted in round 2 (git status no longer lists it) is gone from round 2's end; a
+    file committed in round 3 (the user's index changed) is there, committed; round 4
+    changed nothing and its snapshots are one tree."""
+    (workspace / ".gitignore").write_text("flows/\n")
+    write_flow(
+        workspace,
+        "steps",
+        AGENT
+        + """
+import subprocess
+@flow()
+def main(run):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for n in run.rounds(range(4)):
+        if n == 0:
+            run.session("writer", {"a.txt": "a\\n"})
+        elif n == 1:
+            (run.workspace / "a.txt").unlink()
+            run.session("writer", {})
+        elif n == 2:
+            run.session("writer", {"b.txt": "b\\n"})
+            subprocess.run([*git, "add", "b.txt"], cwd=run.workspace, check=True)
+            subprocess.run([*git, "commit", "-qm", "b"], cwd=run.workspace, check=True)
+        else:
+            run.session("writer", {})
+""",
+    )
+    cli("run", "steps", check=0)
+    [run_id] = runs_of(cli, "steps")
+
+    def files(number: int) -> list[dict[str, str]]:
+        return list(cli.json("diff", run_id, "--round", str(number))["files"])
+
+    assert files(1) == [{"path": "a.txt", "status": "added"}]
+    assert files(2) == [{"path": "a.txt", "status": "deleted"}]
+    assert files(3) == [{"path": "b.txt", "status": "added"}]
+    assert cli.json("diff", run_id, "--round", "3")["uncommitted"] is False
+    assert files(4) == []
+    snapshots = [e["moved"]["snapshot"] for e in named(workspace, run_id, "round_ended")]
+    assert snapshots[3]["start"] == snapshots[3]["end"] == snapshots[2]["end"]

@@ -48,6 +48,7 @@ class RoundMoves:
         self._before: dict[str, Any] | None = None  # what the round in flight compares with
         self._counts = False  # the round in flight ends measured
         self.progress: str | None = None  # the digest of the last progress value declared
+        self._snapshots: git.Snapshots | None = None  # made at the first snapshot
         self._snapshot: str | None = None  # the last snapshot made, and of what
         self._snapshot_of: tuple[str | None, str] | None = None
 
@@ -65,7 +66,9 @@ class RoundMoves:
             # digests) are the same tree: a round that changed nothing makes no snapshot
             seen = (scan.head, scan.tree)
             if seen != self._snapshot_of:
-                self._snapshot = git.snapshot(self.workspace, scan)
+                if self._snapshots is None:
+                    self._snapshots = git.Snapshots(self.workspace)
+                self._snapshot = self._snapshots.take(scan)
                 self._snapshot_of = seen if self._snapshot is not None else None
             tree = self._snapshot
         return {
