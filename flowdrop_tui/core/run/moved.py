@@ -4,7 +4,7 @@ Every round records HEAD as it starts and as it ends (``diff`` needs its commits
 Only a round that **counts** — one that opened an agent session (``claude``,
 ``codex``, a plug-in backend that reported usage), or every round of a flow declared
 ``stall_on="all"`` — is measured further: as it ends, a digest of the working tree
-(``git.worktree_scan``: one ``git status``), a snapshot of that tree (``git.snapshot``:
+(``git.worktree_scan``: one ``git status``), a snapshot of that tree (``git.Snapshots``:
 a tree object made in a temporary index, for ``diff``), a digest of the state as the
 round's end saved it and the progress value, compared with just before the round: the
 previous round's end when that was measured in this process, else what was measured
