@@ -354,10 +354,16 @@ def test_diff_names_a_huge_untracked_file_and_never_reads_it(workspace: Path, cl
     assert "not read (over 8 MiB): big.bin" in text and "+small" in text
 
 
-def test_snapshots_never_touch_the_users_index_or_refs(workspace: Path, cli: CLI) -> None:
+def test_snapshots_never_touch_the_users_index_or_refs(
+    workspace: Path, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A staged change and an untracked file before the run; agent rounds write files
     and make snapshots: the index is byte for byte what it was, the refs and the stash
-    are as they were, and the staged change is still staged."""
+    are as they were, and the staged change is still staged. The snapshots' own index
+    is gone with the run."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
     (workspace / "staged.txt").write_text("staged\n")
     subprocess.run(["git", "add", "staged.txt"], cwd=workspace, check=True)
     (workspace / "loose.txt").write_text("untracked\n")
@@ -385,6 +391,7 @@ def main(run):
     before = looks()
     cli("run", "writes", check=0)
     assert looks() == before
+    assert list(temporary.iterdir()) == []
     assert before[3] == b"staged.txt\n"
     [run_id] = runs_of(cli, "writes")
     three = cli.json("diff", run_id, "--round", "3")

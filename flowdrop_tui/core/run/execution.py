@@ -435,6 +435,7 @@ class Execution:
     def _finish(self, status: Status, result: Any, error: dict[str, Any] | None) -> Outcome:
         position = self._end_position or self.position()
         self.close_loops(list(self.known_frames.values()), _round_outcome(status))
+        self.moves.close()  # SPEC §20: the snapshots' temporary index
         self.states.save()  # SPEC §5.2: the end of the run saves changes inside values
         self.states.close(on_late=lambda message: self.notify(f"warning: {message}"))
         # Durable before the run says so (a power cut must not lose a pause the user

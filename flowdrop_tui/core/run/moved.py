@@ -80,6 +80,12 @@ class RoundMoves:
             "skipped": scan.skipped[:SKIPPED_KEPT] if scan is not None else [],
         }
 
+    def close(self) -> None:
+        """The run's process is done with its rounds: its snapshots' index goes (the
+        process may leave by ``os._exit``, which runs no finalizer)."""
+        if self._snapshots is not None:
+            self._snapshots.close()
+
     def round_started(self) -> dict[str, Any]:
         """``round_started``'s fields: ``head``, the round's start commit (read from git's
         files: no process). With ``stall_on="all"`` the first round this process runs is
