@@ -48,7 +48,7 @@ def main(run):
 def test_a_counter_that_writes_nothing_run_twice_says_rounds_1_to_3_then_4_to_6(
     workspace: Path, cli: CLI
 ) -> None:
-    """The issue's case: the second run was paused `stalled` after round 5 (the streak
+    """The reported case: the second run was paused `stalled` after round 5 (the streak
     ran across a completed run, and rounds with no agent session counted)."""
     write_flow(workspace, "count", COUNTER)
     first = cli("run", "count", check=0)
