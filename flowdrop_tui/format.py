@@ -417,16 +417,43 @@ def diff_head(found: dict[str, Any]) -> str:
     start, end = str(found.get("start") or "")[:10], str(found.get("end") or "")[:10]
     span = rounds_range(*(found.get("rounds") or [None, None]))
     files = found.get("files") or []
-    count = f"{len(files)} file{'s' if len(files) != 1 else ''}" if files else "no changes"
+    only = bool(found.get("commits_only"))
+    nothing = "no commits" if only else "no changes"
+    count = f"{len(files)} file{'s' if len(files) != 1 else ''}" if files else nothing
     left = " + what it left uncommitted" if found.get("uncommitted") else ""
     return f"round {found.get('round')} of {span}: {count}, {start or '∅'}..{end or '∅'}{left}"
 
 
+def diff_notes(found: dict[str, Any]) -> list[str]:
+    """What a round's diff could not show (SPEC §20): files too big to read, and for a
+    round that kept only its commits, that what it left uncommitted is not known."""
+    notes = []
+    skipped = [str(path) for path in found.get("skipped") or []]
+    if skipped:
+        notes.append(f"not read (over 8 MiB): {', '.join(skipped)}")
+    if found.get("commits_only"):
+        notes.append(
+            "only its commits are shown: a round with no agent session keeps no "
+            "snapshot of what it left uncommitted"
+        )
+    return notes
+
+
+def diff_nothing(found: dict[str, Any]) -> str:
+    """The words for an empty patch: "changed nothing" only when that is known."""
+    if found.get("files"):
+        return "no patch text (binary or too big files)"
+    if found.get("commits_only") or found.get("skipped"):
+        return "this round made no commits"
+    return "this round changed nothing"
+
+
 def diff_text(found: dict[str, Any]) -> str:
-    """``diff RUN``: a line about the round, its files, then the patch."""
+    """``diff RUN``: a line about the round, its files, what was left out, the patch."""
     lines = [f"run {found.get('run')} {diff_head(found)}"]
     for row in found.get("files") or []:
         lines.append(f"  {row.get('status'):<12} {row.get('path')}")
+    lines.extend(f"  ({note})" for note in diff_notes(found))
     text = "\n".join(lines) + "\n"
     patch = str(found.get("patch") or "")
     return text + ("\n" + patch if patch else "")

@@ -407,3 +407,39 @@ def main(run):
     assert paused_by["kind"] == "same_failure" and paused_by["rounds"] == rounds
     assert FAIL_MESSAGE in str(paused_by["error"])
     assert "same failure 5 rounds in a row: " in done.stderr
+
+
+def test_a_real_claude_loop_that_changes_nothing_is_paused_stalled_after_five(
+    cli: CLI,
+    workspace: Path,
+    flow_writer: Callable[[str, str], Path],
+    agents: Agents,
+) -> None:
+    """SPEC §20, the case the cutoff exists for: Claude Code answers every round and
+    changes nothing — no file, no commit, no state. Rounds that opened an agent session
+    count: the loop is paused `stalled` after exactly 5, each round measured (a tree
+    digest and a snapshot) and none changed."""
+    flow_writer(
+        "idle",
+        """
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for n in run.rounds():
+        run.session("claude", "tidy the README")
+""",
+    )
+    done = cli("run", "idle", check=0, timeout=300)
+    run_id = str(cli.json("runs", "idle")[0]["run"])
+    rounds = [e["round"] for e in events(workspace, run_id) if e["event"] == "round_started"]
+    assert rounds == [1, 2, 3, 4, 5]
+    paused_by = cli.json("show", run_id)["paused_by"]
+    assert paused_by["kind"] == "stalled" and paused_by["rounds"] == rounds
+    assert "stalled: 5 rounds without a change" in done.stderr
+    assert len(agents.mock.reported) == 5
+    for ended in (e for e in events(workspace, run_id) if e["event"] == "round_ended"):
+        moved = ended["moved"]
+        assert moved["counted"] is True and moved["changed"] == []
+        assert moved["snapshot"]["start"] == moved["snapshot"]["end"]
+    assert "no changes" in cli("diff", run_id, "--round", "3", check=0).stdout

@@ -12,14 +12,19 @@ whatever it would leak goes away with the child.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
+import shutil
 import stat as stat_module
 import subprocess
 import sys
+import tempfile
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -244,8 +249,24 @@ def head_now(workspace: Path) -> str | None:
 
 
 PATHS_KEPT = 100  # a round's end keeps each differing file's digest, up to this many
+# SPEC §20: a changed file over this size is not read into a round's snapshot or a diff's
+# patch (a 1 GB untracked file took diff 24 s): it is named as skipped instead.
+BIG_FILE = 8 << 20
 
 Worktree = tuple[str | None, str, dict[str, str] | None]
+
+
+@dataclass
+class Scan:
+    """One ``git status`` read: HEAD, the tree's digest, each differing file's digest
+    (``None`` past ``PATHS_KEPT``), and the paths a snapshot takes (``changed``) or
+    leaves as they are in the index because they are too big (``skipped``)."""
+
+    head: str | None
+    tree: str
+    paths: dict[str, str] | None
+    changed: list[bytes] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
 
 def worktree(workspace: Path) -> Worktree | None:
@@ -274,6 +295,12 @@ def worktree_begin(workspace: Path) -> subprocess.Popen[bytes] | None:
 
 
 def worktree_read(workspace: Path, status: subprocess.Popen[bytes] | None) -> Worktree | None:
+    scan = worktree_scan(workspace, status)
+    return None if scan is None else (scan.head, scan.tree, scan.paths)
+
+
+def worktree_scan(workspace: Path, status: subprocess.Popen[bytes] | None) -> Scan | None:
+    """``worktree_begin``'s answer read: see ``Scan``."""
     if status is None:
         return None
     try:
@@ -288,6 +315,8 @@ def worktree_read(workspace: Path, status: subprocess.Popen[bytes] | None) -> Wo
     digest = hashlib.sha256()
     top = toplevel(workspace) or workspace
     paths: dict[str, str] | None = {}
+    changed: list[bytes] = []
+    skipped: list[str] = []
     records = out.split(b"\0")
     skip = False
     for record in records:
@@ -306,14 +335,141 @@ def worktree_read(workspace: Path, status: subprocess.Popen[bytes] | None) -> Wo
         if kind == b"2":
             skip = True
         path = _status_path(record)
+        big = False
         if path is not None and (kind == b"?" or record[3:4] not in (b".", b"D")):
-            one.update(_content(top / os.fsdecode(path)))
+            content = _content(top / os.fsdecode(path))
+            big = content.startswith(b"big:") and int(content.split(b":")[1]) > BIG_FILE
+            one.update(content)
         digest.update(one.digest())
-        if path is not None and paths is not None:
-            paths[os.fsdecode(path)] = one.hexdigest()[:12]
-            if len(paths) > PATHS_KEPT:
-                paths = None
-    return head, digest.hexdigest()[:32], paths
+        if path is not None:
+            if big:
+                skipped.append(os.fsdecode(path))
+            elif not path.endswith(b"/"):  # a nested repository: left as the index has it
+                changed.append(path)
+            if paths is not None:
+                paths[os.fsdecode(path)] = one.hexdigest()[:12]
+                if len(paths) > PATHS_KEPT:
+                    paths = None
+    return Scan(head, digest.hexdigest()[:32], paths, changed, skipped)
+
+
+# The temporary index a snapshot is made in: never the user's. Split index, fsmonitor
+# and the untracked cache off, so nothing is written beside the user's index either. No
+# fsync of the objects: a snapshot is a convenience (a power cut that loses one leaves
+# that round's diff to its commits), and a sync per object was most of its cost.
+_SNAPSHOT = (
+    "git",
+    "--no-optional-locks",
+    "-c",
+    "core.fsync=none",
+    "-c",
+    "core.splitIndex=false",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+)
+
+
+class Snapshots:
+    """SPEC §20: the working tree as a git tree object (its id), so ``diff`` can show a
+    round's changes whether or not it committed them — for one run's rounds. As ``git
+    stash create`` does it, but in a temporary index of our own: a copy of the user's
+    (so only the files ``git status`` listed are read), kept between snapshots so git's
+    cache of trees in it spares ``write-tree`` the whole tree each time (copied again
+    whenever the user's index changes). The listed files — and those listed last time,
+    put back as they are now — are ``git update-index``ed into it and ``git
+    write-tree`` writes the tree. The user's index, working tree and refs are never
+    touched; the objects are unreferenced (git's gc keeps them ``gc.pruneExpire``, two
+    weeks by default). Files over ``BIG_FILE`` stay as the index has them."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        fd, name = tempfile.mkstemp(prefix="flowdrop-index-")
+        os.close(fd)
+        self._index = name
+        self._source: tuple[int, int, int] | None = None  # the user's index when copied
+        self._touched: set[bytes] = set()  # paths updated into the copy, as listed
+        self._remove = weakref.finalize(self, _unlink, name)
+
+    def close(self) -> None:
+        self._remove()
+
+    def _fresh(self, index: Path) -> bool:
+        """The copy is the user's index as it is now (copied again if it changed)."""
+        try:
+            info = os.stat(index)
+        except FileNotFoundError:  # no index yet: git starts an empty one
+            _unlink(self._index)
+            self._source, self._touched = None, set()
+            return True
+        except OSError:
+            return False
+        source = (info.st_ino, info.st_size, info.st_mtime_ns)
+        if source != self._source:
+            try:
+                shutil.copyfile(index, self._index)
+            except OSError:
+                return False
+            self._source, self._touched = source, set()
+        return True
+
+    def take(self, scan: Scan) -> str | None:
+        """The tree ``scan`` saw, as a tree object; ``None`` when git failed."""
+        dirs = _git_dirs(self.workspace)
+        top = toplevel(self.workspace)
+        if dirs is None or top is None:
+            return None
+        skipped = {os.fsencode(path) for path in scan.skipped}
+        if self._touched & skipped:  # a big file now: back to the user's index's version
+            self._source = None
+        if not self._fresh(dirs[0] / "index"):
+            return None
+        env = {**os.environ, "GIT_INDEX_FILE": self._index}  # the repository status saw
+        paths = sorted((set(scan.changed) | self._touched) - skipped)
+        try:
+            if paths:
+                done = subprocess.run(
+                    [*_SNAPSHOT, "update-index", "--add", "--remove", "-z", "--stdin"],
+                    cwd=top,
+                    env=env,
+                    input=b"\0".join(paths) + b"\0",
+                    capture_output=True,
+                    timeout=120,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    self._source = None  # copied again next time
+                    return None
+            self._touched = set(scan.changed)
+            tree = subprocess.run(
+                [*_SNAPSHOT, "write-tree"],
+                cwd=top,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            self._source = None
+            return None
+        found = tree.stdout.decode(errors="replace").strip()
+        return found if tree.returncode == 0 and _is_sha(found) else None
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def tree_of(workspace: Path, commit: str | None) -> str | None:
+    """A commit's tree id (``None``: no commit, or git does not have it)."""
+    if commit is None or not _is_sha(commit):
+        return EMPTY_TREE if commit is None else None
+    out = _git(workspace, "rev-parse", "--verify", "-q", f"{commit}^{{tree}}")
+    text = out.decode().strip() if out else ""
+    return text if _is_sha(text) else None
 
 
 def _status_path(record: bytes) -> bytes | None:
@@ -344,11 +500,13 @@ def _content(path: Path) -> bytes:
 
 def diff_between(
     workspace: Path, start: str | None, end: str | None, only: set[str] | None = None
-) -> tuple[list[dict[str, str]], str] | None:
-    """Files and patch from commit ``start`` to commit ``end`` (``None``: the working
-    tree, untracked files included; a ``start`` of ``None``: the empty tree), of the
-    files ``only`` names when given (paths from the repository's top). Only commit ids
-    reach git (they are read from a record). ``None`` when git failed."""
+) -> tuple[list[dict[str, str]], str, list[str]] | None:
+    """Files, patch and the files left out of the patch (untracked ones over
+    ``BIG_FILE``: never read), from commit or tree ``start`` to commit or tree ``end``
+    (``None``: the working tree, untracked files included; a ``start`` of ``None``: the
+    empty tree), of the files ``only`` names when given (paths from the repository's
+    top). Only object ids reach git (they are read from a record). ``None`` when git
+    failed. A file over ``BIG_FILE`` is binary to git here: no patch text is made."""
     base = start if start is not None and _is_sha(start) else EMPTY_TREE
     if end is not None and not _is_sha(end):
         return None
@@ -356,12 +514,13 @@ def diff_between(
     span: list[str] = [base, end] if end is not None else [base]
     if only is not None:
         if not only:
-            return [], ""
+            return [], "", []
         span += ["--", *(f":(literal){path}" for path in sorted(only))]
     else:
         span.append("--")
-    names = _git(workspace, "diff", "--no-renames", "--name-status", "-z", *span)
-    patch = _git(workspace, "diff", "--no-renames", "--no-color", "--no-ext-diff", *span)
+    big = ("-c", f"core.bigFileThreshold={BIG_FILE}")
+    names = _git(workspace, *big, "diff", "--no-renames", "--name-status", "-z", *span)
+    patch = _git(workspace, *big, "diff", "--no-renames", "--no-color", "--no-ext-diff", *span)
     if names is None or patch is None:
         return None
     parts = names.split(b"\0")
@@ -371,12 +530,20 @@ def diff_between(
         if parts[i]
     ]
     text = patch.decode(errors="replace")
+    skipped: list[str] = []
     if end is None:
         untracked = _git(workspace, "ls-files", "--others", "--exclude-standard", "-z")
         for raw in (untracked or b"").split(b"\0"):
             if not raw or (only is not None and os.fsdecode(raw) not in only):
                 continue
             files.append({"path": os.fsdecode(raw), "status": "untracked"})
+            try:
+                size = os.lstat(workspace / os.fsdecode(raw)).st_size
+            except OSError:
+                continue
+            if size > BIG_FILE:  # named, never read
+                skipped.append(os.fsdecode(raw))
+                continue
             one = _git(
                 workspace,
                 "diff",
@@ -389,7 +556,7 @@ def diff_between(
             )
             text += (one or b"").decode(errors="replace")
     files.sort(key=lambda row: row["path"])
-    return files, text
+    return files, text, skipped
 
 
 _STATUS_WORDS = {

@@ -1,12 +1,15 @@
 """``diff RUN [--round N]`` (SPEC §20): what one round of a run changed.
 
-A round's own commits run from its start commit (``round_started.head``) to its end
-commit (``round_ended.moved.head``). What it left uncommitted is known only while
-the working tree is still the one it left: the last round of the workspace's
-latest run, with nothing committed since, in a workspace where runs run (not a
-remote mode client: its runs ran in a worker's checkout). Then the diff runs from
-the start commit to the working tree, untracked files included
-(docs/decisions.md, "What a round changed").
+A round that counted toward ``stalled`` (an agent session, or ``stall_on="all"``)
+kept snapshots of the working tree as it began and ended (``round_ended.moved.snapshot``:
+tree objects, ``git.Snapshots``): its diff is between them, committed or not, for every
+round of every run. Any other round recorded its commits only: from its start commit
+(``round_started.head``) to its end commit (``round_ended.moved.head``). What such a
+round left uncommitted is known only while the working tree is still the one it left:
+the last round of the workspace's latest run, with nothing committed since, in a
+workspace where runs run (not a remote mode client: its runs ran in a worker's
+checkout); then the diff runs from the start commit to the working tree, untracked
+files included (docs/decisions.md, "What a round changed").
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ class Round:
         self.ended = False
         self.before = before  # files differing from HEAD just before it, and digests
         self.after: dict[str, str] | None = None  # and as it ended
+        self.trees: tuple[str, str] | None = None  # snapshots as it began and ended
+        self.skipped: list[str] = []  # big files the snapshots left as the index had them
+        self.counted: bool | None = None  # False: no agent session, only HEAD recorded
 
     def left(self) -> set[str] | None:
         """The files this round changed and did not commit (by their digests), or None
@@ -76,6 +82,16 @@ def round_commits(layout: Layout, run_id: str) -> tuple[Any, dict[int, Round]]:
                 one.end = end if isinstance(end, str) else None
                 one.ended = True
                 one.after = previous = _paths(moved.get("paths"))
+                counted = moved.get("counted")
+                one.counted = counted if isinstance(counted, bool) else None
+                trees = moved.get("snapshot")
+                if isinstance(trees, dict):
+                    begin, stop = trees.get("start"), trees.get("end")
+                    if isinstance(begin, str) and isinstance(stop, str):
+                        one.trees = (begin, stop)
+                skipped = moved.get("skipped")
+                if isinstance(skipped, list):
+                    one.skipped = [str(path) for path in skipped]
     return info, found
 
 
@@ -99,6 +115,34 @@ def round_diff(
             "git, and this run recorded none"
         )
     this = commits[number]
+    if this.trees is not None:
+        found = git.diff_between(layout.workspace, *this.trees)
+        if found is not None:  # its snapshots: what it changed, committed or not
+            files, patch, _ = found
+            # uncommitted: a file it changed is not, at its end, as its end commit has it
+            end_tree = git.tree_of(layout.workspace, this.end) if this.end else None
+            unlike = (
+                git.diff_between(
+                    layout.workspace, end_tree, this.trees[1], {row["path"] for row in files}
+                )
+                if end_tree is not None
+                else None
+            )
+            return {
+                "run": run_id,
+                "round": number,
+                "rounds": [ran[0], ran[-1]],
+                "start": this.start,
+                "end": this.end,
+                "ended": this.ended,
+                "uncommitted": bool(unlike is not None and unlike[0]),
+                "snapshots": list(this.trees),
+                "files": files,
+                "patch": patch,
+                "skipped": this.skipped,
+                "commits_only": False,
+            }
+        # a worker's snapshots this repository does not have: its commits, as below
     start, end, ended = this.start, this.end, this.ended
     last = number == ran[-1]
     if end is None and last:  # in flight, or cut short: where the run stands now
@@ -117,16 +161,20 @@ def round_diff(
     found = git.diff_between(layout.workspace, start, end if end is not None else now)
     if found is not None and uncommitted:
         # the working tree, but only the files the round committed or left changed:
-        # what was already there before it stays out (when the record can tell)
+        # what was already there before it stays out (when the record can tell); a
+        # round that recorded no files (no agent session) shows only its commits
         left = this.left()
-        only = None if left is None else left | {row["path"] for row in found[0]}
-        found = git.diff_between(layout.workspace, start, None, only)
+        if left is None and this.counted is False:
+            uncommitted, end = False, end if end is not None else now
+        else:
+            only = None if left is None else left | {row["path"] for row in found[0]}
+            found = git.diff_between(layout.workspace, start, None, only)
     if found is None:
         raise NotFoundError(
             f"git could not compare round {number}'s commits ({(start or '')[:12]}.."
             f"{(end or 'the working tree')[:12]}): not in this repository any more?"
         )
-    files, patch = found
+    files, patch, skipped = found
     return {
         "run": run_id,
         "round": number,
@@ -135,6 +183,10 @@ def round_diff(
         "end": end if not uncommitted else now,
         "ended": ended,
         "uncommitted": bool(uncommitted),
+        "snapshots": None,
         "files": files,
         "patch": patch,
+        "skipped": skipped,
+        # only its commits are known: what it left uncommitted was not kept
+        "commits_only": not uncommitted,
     }

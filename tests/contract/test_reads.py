@@ -32,7 +32,10 @@ RUNS_ROW = {
     "picked_up_from", "start", "duration", "budget", "usage", "pinned", "paused_by",
     "waiting", "gate",
 }  # fmt: skip
-DIFF = {"run", "round", "rounds", "start", "end", "ended", "uncommitted", "files", "patch"}
+DIFF = {
+    "run", "round", "rounds", "start", "end", "ended", "uncommitted", "files", "patch",
+    "snapshots", "skipped", "commits_only",
+}  # fmt: skip
 SHOW = (RUNS_ROW - {"pinned"}) | {
     "state", "state_error", "sessions", "git", "error", "result", "position", "warnings",
     "budget_reached", "called", "pid", "flow_path", "pinned", "output_tail", "output_more",

@@ -1,6 +1,8 @@
 """SPEC §20: a loop that spins pauses (``stalled``, ``same_failure``), counted along the
 pick-up chain through kill -9, reset by a person's resume; ``diff`` shows what a round
-changed. Real runs of the real CLI in real git repositories."""
+changed. Real runs of the real CLI in real git repositories. A plain loop is stalled
+only when it opts in (``stall_on="all"``): most loops here do, to test the mechanism;
+what counts by default is tests/core/test_stall_scope.py's."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ def main(run):
     for n in run.rounds():
         pass
 """
+SPINS_ALL = SPINS.replace("@flow(resumable=True)", '@flow(resumable=True, stall_on="all")')
 
 FAILS = """
 from flowdrop_tui import flow
@@ -51,7 +54,7 @@ def main(run):
 def test_a_loop_that_changes_nothing_pauses_after_exactly_five_rounds(
     workspace: Path, cli: CLI
 ) -> None:
-    write_flow(workspace, "spin", SPINS)
+    write_flow(workspace, "spin", SPINS_ALL)
     done = cli("run", "spin", check=0)
     run_id = only_run(cli)
     assert ran(workspace, run_id) == [1, 2, 3, 4, 5]
@@ -75,7 +78,7 @@ def test_a_loop_that_changes_nothing_pauses_after_exactly_five_rounds(
     for ended in named(workspace, run_id, "round_ended"):
         moved = ended["moved"]
         assert set(moved) >= {"head", "tree", "state", "progress", "changed", "sessions"}
-        assert moved["changed"] == []
+        assert moved["changed"] == [] and moved["counted"] is True
     assert all(isinstance(e["head"], str) for e in named(workspace, run_id, "round_started"))
 
 
@@ -133,7 +136,7 @@ def test_a_loop_that_commits_every_round_is_never_stalled(workspace: Path, cli: 
         import subprocess
         from flowdrop_tui import flow
 
-        @flow(resumable=True)
+        @flow(resumable=True, stall_on="all")
         def main(run):
             for n in run.rounds(range(9)):
                 name = f"file{run.round}.txt"
@@ -176,7 +179,7 @@ def test_a_loop_that_progresses_runs_to_its_end(workspace: Path, cli: CLI) -> No
 POLLS = """
 from flowdrop_tui import flow
 
-@flow(resumable=True)
+@flow(resumable=True, stall_on="all")
 def main(run):
     for n in run.rounds(range(12)):
         run.progress(VALUE)
@@ -220,7 +223,7 @@ def test_the_streak_survives_kill_9_and_a_pick_up(
         import os, time
         from flowdrop_tui import flow
 
-        @flow(resumable=True)
+        @flow(resumable=True, stall_on="all")
         def main(run):
             for n in run.rounds():
                 while n == 3 and os.path.exists({str(gate)!r}):
@@ -243,7 +246,7 @@ def test_the_streak_survives_kill_9_and_a_pick_up(
 
 
 def test_a_persons_resume_begins_the_streak_again(workspace: Path, cli: CLI) -> None:
-    write_flow(workspace, "spin", SPINS)
+    write_flow(workspace, "spin", SPINS_ALL)
     cli("run", "spin", check=0)
     run_id = only_run(cli)
     assert ran(workspace, run_id) == [1, 2, 3, 4, 5]
@@ -273,7 +276,9 @@ def test_stall_none_never_pauses_and_stall_n_counts_n(workspace: Path, cli: CLI)
     assert ran(workspace, run_id) == list(range(1, 15))
     assert not named(workspace, run_id, "stalled")
     assert not named(workspace, run_id, "same_failure")
-    write_flow(workspace, "two", SPINS.replace("@flow(resumable=True)", "@flow(stall=2)"))
+    write_flow(
+        workspace, "two", SPINS.replace("@flow(resumable=True)", '@flow(stall=2, stall_on="all")')
+    )
     cli("run", "two", check=0)
     two = cli.json("runs", "two")[0]["run"]
     assert ran(workspace, two) == [1, 2]
@@ -289,7 +294,7 @@ def test_a_bad_stall_is_refused_naming_it(workspace: Path, cli: CLI, value: str)
 
 def test_outside_git_the_state_and_progress_are_compared(tmp_path: Path) -> None:
     ws = tmp_path / "plain"
-    write_flow(ws, "spin", SPINS)
+    write_flow(ws, "spin", SPINS_ALL)
     cli = CLI(ws)
     cli("run", "spin", check=0)
     run_id = only_run(cli)
@@ -320,6 +325,7 @@ def main(run):
             (run.workspace / "left.txt").write_text("not committed\\n")
     (run.workspace / "after.txt").write_text("written after the last round\\n")
 """
+COMMITS_ALL = COMMITS.replace("@flow(resumable=True)", '@flow(resumable=True, stall_on="all")')
 
 
 def test_diff_round_2_shows_exactly_the_file_round_2_committed(workspace: Path, cli: CLI) -> None:
@@ -336,17 +342,36 @@ def test_diff_round_2_shows_exactly_the_file_round_2_committed(workspace: Path, 
         ["git", "rev-parse", "HEAD~2", "HEAD~3"], cwd=workspace, capture_output=True, text=True
     ).stdout.split()
     assert (found["start"], found["end"]) == (round1, round2)
-    # by default the last round, with what it left uncommitted (it is the latest run):
-    # not what was there before it (.gitignore), nor what came after it (after.txt)
+    # by default the last round: a round with no agent session kept only its commits
     last = cli.json("diff", run_id)
-    assert last["round"] == 4 and last["uncommitted"] is True
+    assert last["round"] == 4 and last["uncommitted"] is False and last["commits_only"]
+    assert last["files"] == [{"path": "round4.txt", "status": "added"}]
+    text = cli("diff", run_id, "--round", "3", check=0).stdout
+    assert "round3.txt" in text and "+written in round 3" in text
+    assert "only its commits are shown" in text
+
+
+def test_diff_of_a_round_that_counts_shows_what_it_left_uncommitted(
+    workspace: Path, cli: CLI
+) -> None:
+    """With ``stall_on="all"`` every round keeps snapshots: the last round's diff has the
+    file it committed and the one it left — not what was there before it (.gitignore),
+    nor what came after it (after.txt)."""
+    (workspace / ".gitignore").write_text("flows/\n")
+    write_flow(workspace, "commits", COMMITS_ALL)
+    cli("run", "commits", check=0)
+    run_id = only_run(cli)
+    last = cli.json("diff", run_id)
+    assert last["round"] == 4 and last["uncommitted"] is True and not last["commits_only"]
     assert last["files"] == [
-        {"path": "left.txt", "status": "untracked"},
+        {"path": "left.txt", "status": "added"},
         {"path": "round4.txt", "status": "added"},
     ]
     assert "+not committed" in last["patch"] and ".gitignore" not in last["patch"]
-    text = cli("diff", run_id, "--round", "3", check=0).stdout
-    assert "round3.txt" in text and "+written in round 3" in text
+    assert "after.txt" not in last["patch"]
+    two = cli.json("diff", run_id, "--round", "2")
+    assert two["files"] == [{"path": "round2.txt", "status": "added"}]
+    assert two["uncommitted"] is False
 
 
 def test_diff_refuses_what_it_cannot_show(workspace: Path, cli: CLI) -> None:
@@ -379,10 +404,10 @@ def test_diff_of_a_last_round_leaves_out_what_was_uncommitted_before_it(
     """As a new user would have it: flows/ never committed, a loop of two rounds each
     committing a file; round 2 is the latest run's last round, and still its diff is
     exactly the file it committed (flows/ was untracked before it began)."""
-    write_flow(workspace, "two", COMMITS.replace("range(4)", "range(2)"))
+    write_flow(workspace, "two", COMMITS_ALL.replace("range(4)", "range(2)"))
     cli("run", "two", check=0)
     run_id = only_run(cli)
     found = cli.json("diff", run_id, "--round", "2")
-    assert found["uncommitted"] is True
+    assert found["uncommitted"] is False  # all it changed, it committed
     assert found["files"] == [{"path": "round2.txt", "status": "added"}]
     assert "flows/" not in found["patch"]

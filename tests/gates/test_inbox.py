@@ -187,7 +187,7 @@ def test_an_empty_inbox_says_so(cli: CLI, workspace: Path) -> None:
 SPINS = """
 from flowdrop_tui import flow
 
-@flow(resumable=True, stall=2)
+@flow(resumable=True, stall=2, stall_on="all")
 def main(run):
     for _ in run.rounds():
         pass

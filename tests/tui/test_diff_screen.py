@@ -135,3 +135,49 @@ async def test_s_in_the_diff_screen_shows_the_state_changes_beside_the_rounds_fi
         assert f"against run {first} (picked up from it): 1 changed" in shown(app)
         await pilot.press("s")
         await until(pilot, lambda: "round 2 of 2" in shown(app), what="the round again")
+
+
+WRITES = """
+from pathlib import Path
+from flowdrop_tui import flow
+from flowdrop_tui.core.sessions import Reply, register
+
+
+class Writer:  # a plug-in backend that reports usage: an agent session (SPEC §20)
+    name = "writer"
+
+    def run(self, session, prompt, options):
+        session.open()
+        Path(session.workspace, prompt).write_text(f"{prompt} written\\n")
+        return Reply(exit_code=0, text="ok", usage={"input": 1, "output": 1})
+
+
+register(Writer())
+
+
+@flow()
+def main(run):
+    for n in run.rounds(range(3)):
+        run.session("writer", f"notes{run.round}.txt")
+"""
+
+
+async def test_d_shows_what_a_round_that_did_not_commit_changed(
+    layout: Layout, flow_writer: Callable[[str, str], Path], cli: CLI
+) -> None:
+    """An agent round that commits nothing: `[` to round 2 shows the file round 2 wrote
+    (its snapshots), not nothing and not the other rounds' files."""
+    flow_writer("writes", WRITES)
+    cli("run", "writes", check=0)
+    [run_id] = list_run_ids(layout)
+    app = RecordingApp(layout)
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = app.main_screen
+        await until(pilot, lambda: main.selected_run == run_id, what="the run listed")
+        await pilot.press("d")
+        await until(pilot, lambda: "round 3 of 1–3" in shown(app), what="the last round")
+        assert "notes3.txt" in shown(app) and "+notes3.txt written" in shown(app)
+        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: "round 2 of 1–3" in shown(app), what="round 2")
+        assert "notes2.txt" in shown(app) and "+notes2.txt written" in shown(app)
+        assert "notes3.txt" not in shown(app) and "changed nothing" not in shown(app)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar, overload
 
 from flowdrop_tui.core.errors import FlowLoadError
 from flowdrop_tui.core.records.budget import Limits, check_budget, check_limit_wait
-from flowdrop_tui.core.records.progress import DEFAULT_STALL, check_stall
+from flowdrop_tui.core.records.progress import DEFAULT_STALL, check_stall, check_stall_on
 from flowdrop_tui.core.times import now_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,6 +35,7 @@ class FlowDeclaration:
     budget: tuple[tuple[str, float | int | None], ...] = ()  # (kind, limit) pairs: hashable
     limit_wait: float | None = None  # SPEC §19: seconds; None: the default (12 h)
     stall: int | None = DEFAULT_STALL  # SPEC §20: rounds in a row before a pause; None: off
+    stall_on: str = "agent"  # SPEC §20: which rounds count toward stalled: "agent", "all"
 
     @property
     def limits(self) -> Limits:
@@ -59,6 +60,7 @@ def flow(
     budget: dict[str, Any] | None = None,
     limit_wait: str | float | None = None,
     stall: int | None = DEFAULT_STALL,
+    stall_on: str = "agent",
 ) -> Callable[[F], F]: ...
 def flow(
     function: Callable[..., Any] | None = None,
@@ -69,6 +71,7 @@ def flow(
     budget: dict[str, Any] | None = None,
     limit_wait: str | float | None = None,
     stall: int | None = DEFAULT_STALL,
+    stall_on: str = "agent",
 ) -> Any:
     """Declare a flow: ``@flow(resumable=True, description="...", budget={"rounds": 50})``
     on its one function. ``budget`` limits its whole chain (SPEC §14): ``rounds``
@@ -76,7 +79,9 @@ def flow(
     ``limit_wait`` caps one wait for a backend's usage limit (SPEC §19): ``"12h"``
     (the default), ``"90m"``, seconds; ``0`` hands a limited result to the flow.
     ``stall`` (SPEC §20): after that many rounds in a row with no change, or failing
-    the same way, the run pauses (default 5; ``None`` never)."""
+    the same way, the run pauses (default 5; ``None`` never). Only rounds that opened an
+    agent session (``claude``, ``codex``, a plug-in backend reporting usage) count
+    toward "no change"; ``stall_on="all"`` counts every round (a plain loop opting in)."""
     if not isinstance(resumable, bool):
         raise TypeError(f"@flow(resumable=...) takes True or False, not {resumable!r}")
     if not isinstance(description, str):
@@ -84,6 +89,7 @@ def flow(
     try:
         limits = check_budget(budget)
         stall = check_stall(stall)
+        stall_on = check_stall_on(stall_on)
     except ValueError as exc:
         raise TypeError(str(exc)) from None
     try:
@@ -96,6 +102,7 @@ def flow(
         budget=tuple(sorted(limits.items())),
         limit_wait=cap,
         stall=stall,
+        stall_on=stall_on,
     )
 
     def mark(target: F) -> F:

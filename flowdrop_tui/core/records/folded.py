@@ -35,8 +35,9 @@ from flowdrop_tui.core.records.usage import Usage
 CACHE_MIN = 1 << 20  # smaller records are folded whole: faster than a cache file
 # 3: budgets and drift (SPEC §14, §15); 4: usage-limit waits (§19); 5: progress streaks
 # (§20); 6: gates (§21); 7: the first that is ever written (budget_carried made 1–6 fail);
-# 8: an answer kept with its gate's tie, the round a question makes run again (§21)
-VERSION = 8
+# 8: the streaks end with a completed run and skip rounds with no agent session (§20);
+# 9: an answer kept with its gate's tie, the round a question makes run again (§21)
+VERSION = 9
 # RunInfo fields a cached fold must hold with these types (anything else: not trusted)
 _SHAPES: dict[str, type | tuple[type, ...]] = {
     "position": dict,

@@ -6,12 +6,15 @@ outcome, the progress value's digest, and ``changed``: what differed from just
 before the round). Everything here is folded from those records, never kept in a
 counter a kill could lose:
 
-- **no change**: the rounds in a row whose ``changed`` was empty;
+- **no change**: the rounds in a row whose ``changed`` was empty, among the rounds that
+  count (``moved.counted``: an agent session opened, or ``stall_on="all"``); a round
+  that does not count neither adds to it nor ends it;
 - **same failure**: the rounds in a row whose failed sessions had the same outcome
-  digest (``failure``); a round with no failed session ends that streak.
+  digest (``failure``), every session kind; a round with no failed session ends it.
 
 A pick-up carries both streaks (``created.progress``, from the source run's record
-folded to its end), a ``resumed`` (a person's) empties them.
+folded to its end), a ``resumed`` (a person's) empties them, and so does a run that
+completed (a new run after it starts a new streak).
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ import orjson
 
 DEFAULT_STALL = 5
 COMPARED = ("head", "tree", "state", "progress")  # what a round is compared on
+# The backends that spend tokens: a round that opened one counts toward ``stalled``
+# (a plug-in backend counts when it reports usage).
+AGENT_BACKENDS = frozenset({"claude", "codex"})
+STALL_ON = ("agent", "all")  # @flow(stall_on=...): the rounds that count; "agent" default
 
 # Error text that differs between two identical failures: a request id, a uuid, a
 # long hex token, a time. Left out of the digest so "the same way" is the same.
@@ -67,6 +74,13 @@ def check_stall(value: Any, where: str = "@flow(stall=...)") -> int | None:
     return value
 
 
+def check_stall_on(value: Any, where: str = "@flow(stall_on=...)") -> str:
+    """``stall_on`` as declared: ``"agent"`` (the default) or ``"all"``."""
+    if not isinstance(value, str) or value not in STALL_ON:
+        raise ValueError(f'{where} takes "agent" or "all", not {value!r}')
+    return value
+
+
 @dataclass
 class Streaks:
     """Where the two streaks stand after the rounds folded so far (this run's key)."""
@@ -82,7 +96,9 @@ class Streaks:
         if isinstance(moved.get("progress"), str):
             self.progress = moved["progress"]
         changed = moved.get("changed")
-        if isinstance(changed, list) and not changed:
+        if moved.get("counted") is False:
+            pass  # no agent session: neither counted nor the end of the streak
+        elif isinstance(changed, list) and not changed:
             self.unchanged.append(number)
         else:
             self.unchanged = []
@@ -96,8 +112,8 @@ class Streaks:
             self.failed, self.failure = [], None
 
     def reset(self) -> None:
-        """A person resumed the run: both streaks begin again (the progress value stays:
-        it is what the next round is compared with)."""
+        """A person resumed the run, or it completed: both streaks begin again (the
+        progress value stays: it is what the next round is compared with)."""
         self.unchanged, self.failed, self.failure = [], [], None
 
     def to_record(self) -> dict[str, Any]:

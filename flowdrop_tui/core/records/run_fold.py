@@ -211,6 +211,8 @@ class RunFold:
                 if outcome in ("completed", "failed", "cancelled")
                 else Status.FAILED
             )
+            if info.recorded == Status.COMPLETED:
+                info.streaks.reset()  # SPEC §20: a run that completed ends the streaks
             info.ended = ev.get("t")
             info.result = ev.get("result")
             info.error = side_value(info.path, ev.get("error"))  # small, and shown as is

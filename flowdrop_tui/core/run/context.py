@@ -36,6 +36,8 @@ class RunHost(Protocol):
 
     def reap(self) -> None: ...
 
+    def session_starting(self, backend: str) -> None: ...
+
     def hold(self, seconds: float) -> str | None: ...
 
     def leave_wait(self, asked: str) -> NoReturn: ...
@@ -151,7 +153,8 @@ class RunContext:
         """Declare how far the loop has got (SPEC §20): a value that moves when the
         round made progress git and the state cannot see (a queue's length, a remote
         job's status). A round whose HEAD, tree, state and progress value are all as
-        before changed nothing; ``@flow(stall=N)`` such rounds in a row pause the run.
+        before changed nothing; ``@flow(stall=N)`` such rounds in a row pause the run
+        (rounds that opened an agent session; every round with ``stall_on="all"``).
         Recorded in the round's ``round_ended`` (``progress``); the last value declared
         holds until another is."""
         self._host.reap()

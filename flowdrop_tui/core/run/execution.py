@@ -112,7 +112,8 @@ class Execution:
         self.budget_meter = BudgetMeter(layout, run_id, self.run_dir)
         # SPEC §20: what each round moved, and the streaks that pause a spinning loop
         in_git = git.is_repository(layout.workspace)
-        self.moves = RoundMoves(layout.workspace, states.encoded, in_git)
+        every_round = loaded.declaration.stall_on == "all"
+        self.moves = RoundMoves(layout.workspace, states.encoded, in_git, every_round)
         self.stall = loaded.declaration.stall
         self.streaks: Streaks | None = None  # folded from the record at the first round
         self.closed_sessions: list[dict[str, Any]] = []
@@ -239,6 +240,12 @@ class Execution:
         self.notify(f"{why}; pausing before round {self.main.round + 1}")
         raise PauseRun
 
+    def session_starting(self, backend: str) -> None:
+        """SPEC §20: a session opening in a round of the run's own flow (or of a flow it
+        called): that round is compared with the tree as the session found it."""
+        if self.main.open_round is not None:
+            self.moves.session_starting(backend)
+
     def declare_progress(self, value: Any) -> None:
         """``run.progress(value)``: what the round in flight compares on (SPEC §20)."""
         self.progress_value = value
@@ -309,7 +316,8 @@ class Execution:
                 frame.iterator = loop.open_index + 1
         seconds = elapsed(loop.began)
         main = frame is self.main
-        status = self.moves.round_ending() if main else None  # git looks while we save
+        # git looks while we save, in a round that counts (SPEC §20)
+        status = self.moves.round_ending(self.closed_sessions) if main else None
         self.states.save()  # SPEC §5.2: changes inside values are saved at each round end
         fields: dict[str, Any] = {}
         if main:  # SPEC §20: what the round moved, the state digested after the save
@@ -462,6 +470,7 @@ class Execution:
         self.close_loops(list(self.known_frames.values()), _round_outcome(status))
         if status != Status.PAUSED:  # SPEC §21: an answer held to the end is let go
             notices.close_unused(self, self.answers.unused(), None)
+        self.moves.close()  # SPEC §20: the snapshots' temporary index
         self.states.save()  # SPEC §5.2: the end of the run saves changes inside values
         self.states.close(on_late=lambda message: self.notify(f"warning: {message}"))
         # Durable before the run says so (a power cut must not lose a pause the user

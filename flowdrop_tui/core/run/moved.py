@@ -1,11 +1,18 @@
 """SPEC §20, the run's side: what each of its rounds moved, measured as it ends.
 
-A round's start takes HEAD (its start commit); its end takes HEAD and a digest of
-the working tree (``git.worktree``: one ``git status``), a digest of the state as
-the round's end saved it, each session's outcome and the progress value, and says
-what differs from just before the round — the previous round's end, or for the
-first round this process runs, what it measured as that round began. Outside git
-only the state and the progress value are compared.
+Every round records HEAD as it starts and as it ends (``diff`` needs its commits).
+Only a round that **counts** — one that opened an agent session (``claude``,
+``codex``, a plug-in backend that reported usage), or every round of a flow declared
+``stall_on="all"`` — is measured further: as it ends, a digest of the working tree
+(``git.worktree_scan``: one ``git status``), a snapshot of that tree (``git.Snapshots``:
+a tree object made in a temporary index, for ``diff``), a digest of the state as the
+round's end saved it and the progress value, compared with just before the round: the
+previous round's end when that was measured in this process, else what was measured
+as the round's first session other than ``command`` started (or, for ``all``, as the
+round began). A round that does not count records HEAD only — no ``git status``, no
+digest (bench/README.md, "(j)"). Every round records its sessions' outcomes:
+``same_failure`` counts every session kind. Outside git only the state and the
+progress value are compared.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from flowdrop_tui.core import git
 from flowdrop_tui.core.records.progress import COMPARED, digest, outcome_digest, value_digest
 
 ERROR_SHOWN = 500  # characters of a failure's error text kept in the record
+SKIPPED_KEPT = 20  # big files named as left out of a snapshot, up to this many
 
 NOTHING = object()  # no ``run.progress`` this round
 
@@ -25,12 +33,24 @@ NOTHING = object()  # no ``run.progress`` this round
 class RoundMoves:
     """Measures the rounds of one run's own flow, one process's share of them."""
 
-    def __init__(self, workspace: Path, state_bytes: Callable[[], bytes], in_git: bool) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        state_bytes: Callable[[], bytes],
+        in_git: bool,
+        every_round: bool = False,
+    ) -> None:
         self.workspace = workspace
         self._state_bytes = state_bytes
         self.in_git = in_git
-        self._last: dict[str, Any] | None = None  # what the previous round's end measured
+        self.every_round = every_round  # ``@flow(stall_on="all")``: every round counts
+        self._last: dict[str, Any] | None = None  # the previous round's end, if measured
+        self._before: dict[str, Any] | None = None  # what the round in flight compares with
+        self._counts = False  # the round in flight ends measured
         self.progress: str | None = None  # the digest of the last progress value declared
+        self._snapshots: git.Snapshots | None = None  # made at the first snapshot
+        self._snapshot: str | None = None  # the last snapshot made, and of what
+        self._snapshot_of: tuple[str | None, str] | None = None
 
     @property
     def compared(self) -> list[str]:
@@ -39,42 +59,85 @@ class RoundMoves:
     def _measure(self, status: Any = None) -> dict[str, Any]:
         if status is None and self.in_git:
             status = git.worktree_begin(self.workspace)
-        found = git.worktree_read(self.workspace, status) if self.in_git else None
-        head, tree, paths = found if found is not None else (None, None, None)
+        scan = git.worktree_scan(self.workspace, status) if self.in_git else None
+        tree = None
+        if scan is not None:
+            # the same HEAD and the same status records (with the listed files' content
+            # digests) are the same tree: a round that changed nothing makes no snapshot
+            seen = (scan.head, scan.tree)
+            if seen != self._snapshot_of:
+                if self._snapshots is None:
+                    self._snapshots = git.Snapshots(self.workspace)
+                self._snapshot = self._snapshots.take(scan)
+                self._snapshot_of = seen if self._snapshot is not None else None
+            tree = self._snapshot
         return {
-            "head": head,
-            "tree": tree,
+            "head": scan.head if scan is not None else None,
+            "tree": scan.tree if scan is not None else None,
             "state": digest(self._state_bytes()),
             "progress": self.progress,
-            "paths": paths,
+            "snapshot": tree,
+            "skipped": scan.skipped[:SKIPPED_KEPT] if scan is not None else [],
         }
 
+    def close(self) -> None:
+        """The run's process is done with its rounds: its snapshots' index goes (the
+        process may leave by ``os._exit``, which runs no finalizer)."""
+        if self._snapshots is not None:
+            self._snapshots.close()
+
     def round_started(self) -> dict[str, Any]:
-        """``round_started``'s fields: ``head``, the round's start commit. The first round
-        this process runs is measured whole first, to be compared with at its end; its
-        ``paths`` (the files differing from HEAD, and their digests) are kept too, so
-        ``diff`` can tell what this round left from what was there before it."""
-        if self._last is None:
-            self._last = self._measure()
-            return {"head": self._last["head"], "paths": self._last["paths"]}
+        """``round_started``'s fields: ``head``, the round's start commit (read from git's
+        files: no process). With ``stall_on="all"`` the first round this process runs is
+        measured whole first, to be compared with at its end."""
+        self._counts = False
+        self._before = self._last
+        if self.every_round and self._before is None:
+            self._before = self._measure()
         return {"head": git.head_now(self.workspace) if self.in_git else None}
 
-    def round_ending(self) -> Any:
-        """The round is ending: git starts looking at the tree now, while the run saves
-        the state (``round_ended`` takes git's answer)."""
-        return git.worktree_begin(self.workspace) if self.in_git else None
+    def session_starting(self, backend: str) -> None:
+        """A session is starting in the round in flight: one that may count (any backend
+        but ``command``) is compared with the tree as it was just before it, unless the
+        round already has what it compares with."""
+        if backend != "command" and self._before is None:
+            self._before = self._measure()
+
+    def round_ending(self, sessions: list[dict[str, Any]]) -> Any:
+        """The round is ending: whether it counts, and if it does git starts looking at
+        the tree now, while the run saves the state (``round_ended`` takes git's answer)."""
+        self._counts = self.every_round or any(s.get("agent") for s in sessions)
+        return git.worktree_begin(self.workspace) if self._counts and self.in_git else None
 
     def round_ended(
         self, sessions: list[dict[str, Any]], progress: Any, status: Any = None
     ) -> dict[str, Any]:
-        """``round_ended.moved``: what the round left, what changed, how its sessions ended
-        (``status``: ``round_ending``'s, when it was called)."""
+        """``round_ended.moved``: how its sessions ended, and for a round that counts what
+        it left and what changed (``status``: ``round_ending``'s, when it was called)."""
         if progress is not NOTHING:
             self.progress = value_digest(progress)
-        now = self._measure(status)
-        before = self._last or {}
-        now["changed"] = [name for name in self.compared if now.get(name) != before.get(name)]
-        self._last = {k: now[k] for k in ("head", "tree", "state", "progress", "paths")}
+        now: dict[str, Any]
+        if self._counts:
+            now = self._measure(status)
+            before = self._before
+            now["snapshot"] = {
+                "start": before.get("snapshot") if before is not None else None,
+                "end": now["snapshot"],
+            }
+            # nothing to compare with (a session that started outside the round's
+            # bookkeeping): counted as a change, never as a round that stood still
+            now["changed"] = (
+                [name for name in self.compared if now.get(name) != before.get(name)]
+                if before is not None
+                else list(self.compared)
+            )
+            now["counted"] = True
+            self._last = {**now, "snapshot": now["snapshot"]["end"]}
+        else:
+            head = git.head_now(self.workspace) if self.in_git else None
+            now = {"head": head, "counted": False}
+            self._last = None  # the next round measures from its own start
+        self._before, self._counts = None, False
         outcomes = []
         failed = []
         for session in sessions:

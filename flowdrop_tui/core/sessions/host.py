@@ -20,8 +20,8 @@ class SessionHost(Protocol):
     log: EventLog
     children: set[int]  # session processes, for passing an interrupt on
     sessions_opened: int | None  # sessions this run has opened; None until first counted
-    # How each session closed ({session, exit_code, error}), for the round's end to
-    # digest (SPEC §20); the run empties it as each of its rounds begins.
+    # How each session closed ({session, exit_code, error, agent}), for the round's end
+    # to digest (SPEC §20); the run empties it as each of its rounds begins.
     closed_sessions: list[dict[str, Any]]
 
     notify: Callable[[str], None]  # a line for whoever watches the run (its stderr)
@@ -31,6 +31,11 @@ class SessionHost(Protocol):
     def interrupts(self) -> int:
         """SIGINTs this run has taken so far: one arriving while a session's process
         runs means the run interrupted that session, whatever its exit code."""
+        ...
+
+    def session_starting(self, backend: str) -> None:
+        """A session of ``backend`` is about to start (SPEC §20: what its round is
+        compared with is taken now, for a backend that may count)."""
         ...
 
     def hold(self, seconds: float) -> str | None:

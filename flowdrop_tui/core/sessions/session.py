@@ -23,6 +23,7 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, SESSIONS
 from flowdrop_tui.core.records.event_lines import count_named
 from flowdrop_tui.core.records.limit_windows import iso
+from flowdrop_tui.core.records.progress import AGENT_BACKENDS
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 
@@ -329,6 +330,9 @@ class Session:
             self.waiting_over("limited")
         else:
             self.waiting_over("open" if exit_code == 0 and not self.interrupted else "ended")
+        # SPEC §20: an agent session (one that spends tokens) makes its round count
+        # toward ``stalled``: the agent CLIs, or a plug-in backend that reported usage
+        agent = self.backend in AGENT_BACKENDS or usage is not None
         if usage is None:
             usage = read_usage(self.backend, self.target)
         self.usage = usage
@@ -344,7 +348,7 @@ class Session:
             **({"limited": limited} if limited is not None else {}),
         )
         self._host.closed_sessions.append(
-            {"session": self.id, "exit_code": exit_code, "error": error}
+            {"session": self.id, "exit_code": exit_code, "error": error, "agent": agent}
         )
         return seconds
 

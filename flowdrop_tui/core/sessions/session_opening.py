@@ -50,6 +50,7 @@ def open_session(
     with the same prompt and options (unless the run's ``limit_wait`` is 0: the
     limited result is the flow's)."""
     chosen = get_backend(backend)
+    host.session_starting(chosen.name)
     waits = LimitWaits(host, frame, chosen.name)
     own = None
     last: str | None = None

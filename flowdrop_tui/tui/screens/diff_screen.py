@@ -20,7 +20,7 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.round_diff import round_diff
 from flowdrop_tui.core.state_diff import state_diff
-from flowdrop_tui.format import diff_head, state_diff_lines
+from flowdrop_tui.format import diff_head, diff_notes, diff_nothing, state_diff_lines
 
 PATCH_SHOWN = 400_000  # characters of a patch put on the screen (``diff RUN`` has all)
 
@@ -108,10 +108,12 @@ class DiffScreen(Screen[None]):
         head = Text(f"run {self.run_id} {diff_head(found)}\n", style="bold")
         for row in found.get("files") or []:
             head.append(f"  {row.get('status'):<12} {row.get('path')}\n")
+        for note in diff_notes(found):
+            head.append(f"  ({note})\n", style="dim")
         head.append("[ ] earlier / later round · s state changes · escape closes", style="dim")
         self.query_one("#diff-head", Static).update(head)
         patch = str(found.get("patch") or "")
-        body = patch_text(patch) if patch else Text("this round changed nothing", style="dim")
+        body = patch_text(patch) if patch else Text(diff_nothing(found), style="dim")
         self.query_one("#diff-patch", Static).update(body)
         self.query_one("#diff-body", VerticalScroll).scroll_home(animate=False)
 
