@@ -317,9 +317,7 @@ def test_a_hand_edit_that_is_not_json_is_refused_and_left_as_it_was(tmp_path: Pa
 
 
 @pytest.mark.parametrize("how", ["bind mount", "folder"])
-def test_a_state_json_that_cannot_be_replaced_never_stops_the_log(
-    tmp_path: Path, how: str
-) -> None:
+def test_a_state_json_that_cannot_be_replaced_never_stops_the_log(tmp_path: Path, how: str) -> None:
     """Issue 36 item 3: with state.json impossible to replace (a bind mount over it: EBUSY
     on the rename), the publish at the log's lap failed and every later save with it —
     n=360 kept of 1100. Each lap now starts a new log: every save is kept and read."""
