@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import CLI, wait_for, write_flow
 
@@ -109,3 +112,66 @@ def _output(ws: Path, done: object) -> str:
     path = _folder(ws, newest) / "output.log"
     wait_for(path.exists)
     return path.read_text()
+
+
+BOUND = """
+import os, subprocess
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    s = run.state
+    print(f"start {s.get('n', 0)}", flush=True)
+    s["n"] = s.get("n", 0)
+    s["pad"] = "p" * 300  # some 200 saves a lap of the log: 1100 go round it five times
+    if os.environ.get("BIND_FROM"):  # state.json made impossible to replace
+        folder = os.path.join(run.workspace, ".flowdrop", "runs", run.run_id)
+        subprocess.run(
+            ["mount", "--bind", os.environ["BIND_FROM"], os.path.join(folder, "state.json")],
+            check=True,
+        )
+        with open(os.environ["BIND_FROM"] + ".at", "w") as note:
+            note.write(folder)
+    for _ in range(1100):
+        s["n"] += 1
+    print(f"saved {s['n']}", flush=True)
+"""
+
+
+def test_a_run_whose_state_json_cannot_be_replaced_keeps_every_save(
+    workspace: Path, cli: CLI, tmp_path: Path
+) -> None:
+    """Issue 36 item 3, as reported: state.json under a bind mount, a run reaching
+    n=1100 kept 360 and said completed, and the next run picked up 360."""
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    write_flow(workspace, "bound", BOUND)
+    source = tmp_path / "elsewhere.json"
+    source.write_text('{"bound": {}}')
+    env = {**os.environ, "BIND_FROM": str(source)}
+    done = subprocess.run(
+        [sys.executable, "-m", "flowdrop_tui", "run", "bound"],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    mounted = Path(str(source) + ".at")
+    try:
+        assert done.returncode == 0, done.stderr
+        assert "saved 1100" in _output(workspace, done)
+        assert "state.json not replaced" in done.stderr, done.stderr
+        assert "state stays in state.log" in done.stderr, done.stderr
+        assert "not saved" not in done.stderr, done.stderr
+        [run_id] = _runs(workspace)
+        shown = cli.json("show", run_id)
+        assert shown["state"]["bound"]["n"] == 1100, shown["state"]
+    finally:
+        if mounted.exists():
+            subprocess.run(["umount", str(Path(mounted.read_text()) / "state.json")], check=True)
+    again = cli("run", "bound", check=0)
+    assert "start 1100" in _output(workspace, again), again
+    assert (
+        orjson.loads((_folder(workspace, run_id) / "state.json").read_bytes())["bound"]["n"] == 1100
+    )
