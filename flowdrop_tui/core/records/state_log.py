@@ -71,6 +71,7 @@ _HEADER = struct.Struct("<4sQB3xII")  # magic, seq, kind, length, crc
 _CRC_AT = _HEADER.size - 4
 FULL = 1  # the one kind of record: a whole state
 _ZEROS = bytes(LOG_MIN)
+NEW_LOG = STATE_LOG + ".new"  # a new lap's log, while it is made (``StateLog.renew``)
 SET_ASIDE = STATE_LOG + ".before-edit"  # a log whose state.json a person edited since
 
 
@@ -181,6 +182,8 @@ def settle(run_dir: Path) -> str:
 
 
 def _settle_locked(run_dir: Path) -> str:
+    with contextlib.suppress(OSError):  # a new lap's log a kill left half-made: its save
+        remove_file(run_dir / NEW_LOG)  # had not returned, the log before holds the last
     logged = _read_log(run_dir)
     if not logged:  # a log with no whole record (made, then cut): state.json stands
         remove(run_dir)
@@ -351,7 +354,7 @@ class StateLog:
         durable before the lap writes over the log's start. The old log's blocks are
         given back once its name is gone (as ``remove_file``: ext2)."""
         record = _record(self._seed, self._seq + 1, kind, payload)
-        fresh = self.path.with_name(STATE_LOG + ".new")
+        fresh = self.path.with_name(NEW_LOG)
         fd = open_fd(fresh, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW)
         try:
             _zero(fd, self.size, record)
