@@ -4,6 +4,7 @@ however long it holds the file open — ever sees a file rewritten under it."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -229,16 +231,13 @@ def test_record_files_never_take_the_standard_descriptors(tmp_path: Path) -> Non
         os.close(fd)
 
 
-def test_a_full_disk_leaves_no_temporary_file_and_frees_old_spares(
+def test_a_full_disk_leaves_no_temporary_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Guards docs/decisions.md, "Durability" (full disk): a failed save held its space (the
-    in-place writer's two spares: three copies of the state) while saves failed; the final
-    save was lost."""
+    """Guards docs/decisions.md, "Durability" (full disk): a failed save holds no space and
+    leaves the last save standing; the next one goes through once there is room."""
     target = tmp_path / "state.json"
     write_atomic(target, version(1))
-    for i in (0, 1):  # what the in-place writer of earlier versions left
-        (tmp_path / f".state.json.spare-{i}").write_bytes(version(0))
     real = os.pwrite
     failures = [1]
 
@@ -249,14 +248,53 @@ def test_a_full_disk_leaves_no_temporary_file_and_frees_old_spares(
         return real(fd, data, offset)
 
     monkeypatch.setattr(os, "pwrite", full_once)
-    write_atomic(target, version(2))  # the spares go, and the save is tried again
-    assert whole(target.read_bytes()) == 2
-    assert sorted(os.listdir(tmp_path)) == ["state.json"]
-    failures.append(1)
     with pytest.raises(OSError):
-        write_atomic(target, version(3))  # nothing left to free: it fails, cleanly
-    assert whole(target.read_bytes()) == 2
+        write_atomic(target, version(2))  # it fails, cleanly
+    assert whole(target.read_bytes()) == 1
     assert sorted(os.listdir(tmp_path)) == ["state.json"]
+    write_atomic(target, version(3))
+    assert whole(target.read_bytes()) == 3
+    assert sorted(os.listdir(tmp_path)) == ["state.json"]
+
+
+def test_a_sync_meant_to_reach_the_disk_asks_the_drive_where_it_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """macOS's fsync stops at the drive's cache: every sync of a key set — the state log's
+    flush, a new log's file and folder, state.json made durable — asks ``F_FULLFSYNC``
+    where the platform has it (here given to Linux, and the call recorded)."""
+    from flowdrop_tui.core.records.state import StateFile
+
+    full = 51  # macOS's value; Linux has no such command
+    asked: list[int] = []
+    real = fcntl.fcntl
+
+    def recorded(fd: int, command: int, *args: Any) -> Any:
+        if command == full:
+            asked.append(fd)
+            return 0
+        return real(fd, command, *args)
+
+    synced: list[int] = []
+    monkeypatch.setattr(fcntl, "F_FULLFSYNC", full, raising=False)
+    monkeypatch.setattr(fcntl, "fcntl", recorded)
+    for name in ("fsync", "fdatasync"):
+        monkeypatch.setattr(os, name, lambda fd: synced.append(fd))
+    folder = tmp_path / "20261202T000000.000Z-abcdef"
+    folder.mkdir()
+    store = StateFile(folder / "state.json")
+    s = store.state("k")
+    made = len(asked)
+    assert made >= 2  # the new log's zeros, then its folder
+    s["n"] = 1
+    assert len(asked) == made + 1  # one flush per key set: the log's record
+    store.close()  # state.json made durable: its bytes, its folder, the log removed
+    assert len(asked) >= made + 4
+    assert synced == []  # never the plain call where the drive can be asked
+    monkeypatch.setattr(fcntl, "fcntl", real)
+    monkeypatch.delattr(fcntl, "F_FULLFSYNC")
+    write_atomic(tmp_path / "plain.json", b"{}")
+    assert len(synced) == 2  # without it: fdatasync, then the folder's fsync
 
 
 def test_remove_file_gives_its_blocks_back_with_its_name(tmp_path: Path) -> None:

@@ -68,15 +68,14 @@ def test_power_cuts_after_a_reported_pause_end_or_save_lose_nothing(tmp_path: Pa
 
 
 @pytest.mark.skipif(WHY is not None, reason=f"power-cut harness: {WHY}")
-def test_power_cuts_at_a_runs_first_swap_lose_no_record(tmp_path: Path) -> None:
-    """Issue 28: the run before had removed its spare (``.flowdrop/spares/<run-id>``)
-    without syncing the name away; without a journal its freed inode went to the next
-    run's folder, and after a cut at that run's first swap ``e2fsck`` found the old name
-    linking the folder, cleared it, and the run's record was gone (5 of 30 such cuts on
-    the code before, the last five: freed inodes came back after some 25 runs). Thirty
-    cuts there, on ext4 without a journal."""
+def test_power_cuts_at_a_runs_first_renames_lose_no_record(tmp_path: Path) -> None:
+    """Issue 28: a name the run before removed without syncing it away came back, on ext4
+    without a journal, linking the next run's folder after a cut at that run's first
+    publish, and ``e2fsck`` cleared it with the run's record (5 of 30 such cuts on the
+    code then; freed inodes came back after some 25 runs). Thirty cuts at a run's first
+    rename, on ext4 without a journal."""
     done, figures = _harness(
-        tmp_path, "--fs", "ext4-nojournal", "--cuts", ",".join(["renameat2:1:pause"] * 30)
+        tmp_path, "--fs", "ext4-nojournal", "--cuts", ",".join(["rename:1:pause"] * 30)
     )
     assert figures["cut_points"] == 30
     assert figures["losses"] == 0, figures["loss_details"]

@@ -149,6 +149,8 @@ def test_a_settled_log_claims_no_block_after_a_power_cut_on_ext2(
     # state.json behind the log (as a cut can leave it): the settle writes it durably,
     # its folder's first sync; the log's removal syncs the folder next
     (folder / "state.json").write_bytes(b'{"count": {"n": 0, "half": 0}}')
+    before = os.stat(log).st_mtime_ns - 10**9  # written before the log, as a cut leaves
+    os.utime(folder / "state.json", ns=(before, before))  # it (a newer one is an edit)
     ext2.settle()
     inode = os.stat(log).st_ino
     generation, blocks = on_disk(ext2.image, inode)

@@ -37,21 +37,6 @@ LIVE_LOCK = "live.lock"
 REMOTE_LIVE = "remote-live.json"
 REQUESTS = "requests"
 
-SPARES = "spares"  # .flowdrop/spares/<run-id>: a live run's state.json spare
-
-
-def state_spare(run_dir: Path) -> Path:
-    """Where a live run keeps ``state.json``'s spare (``records/state_publish.py``):
-    ``.flowdrop/spares/<run-id>``, outside the run's folder, so a reader that opens every
-    file of the folder never opens the spare (it may be held a few microseconds under a
-    write lease, which a stopped writer would hold for the kernel's 45 s). A
-    ``state.json`` kept elsewhere (a bench, a test) has it beside, ``.state.json.spare``."""
-    runs = run_dir.parent
-    if runs.name == "runs" and runs.parent.name == RECORDS_DIR:
-        return runs.parent / SPARES / run_dir.name
-    return run_dir / ".state.json.spare"
-
-
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}$")
 _MAX_NAME = 200
 # Limits that are the filesystem's, so counted in bytes as it counts them: a flow name

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.files import locks
-from flowdrop_tui.core.files.atomic import open_fd, sync_dir, write_atomic
+from flowdrop_tui.core.files.atomic import datasync, open_fd, sync_dir, write_atomic
 from flowdrop_tui.core.paths import Layout, key_filename, validate_key
 
 LOG = "checkpoints.jsonl"
@@ -229,7 +229,7 @@ class ThreadLog:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fdatasync(fd)
+                datasync(fd)
             finally:
                 os.close(fd)
             if created:

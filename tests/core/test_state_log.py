@@ -9,12 +9,16 @@ end leaves state.json whole and no log, and a log a kill left is settled by the 
 from __future__ import annotations
 
 import os
+import shutil
 import struct
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
+from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.records import state_log
 from flowdrop_tui.core.records.state import StateFile, read_run_states
@@ -23,10 +27,30 @@ from tests.conftest import wait_for
 RUN = "20261202T000000.000Z-abcdef"
 
 
+_HELD: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _let_go() -> Iterator[None]:
+    yield
+    while _HELD:
+        locks.release(_HELD.pop())
+
+
 def _run_dir(tmp_path: Path) -> Path:
+    """A run's folder held as its process holds it (``live.lock``): a live run's log is
+    read, never settled."""
     folder = tmp_path / RUN
     folder.mkdir()
+    locks.acquire(folder / "live.lock")
+    _HELD.append(folder / "live.lock")
     return folder
+
+
+def _killed(folder: Path) -> None:
+    """The run's process is gone (its lock let go), its log left as it was."""
+    locks.release(folder / "live.lock")
+    _HELD.remove(folder / "live.lock")
 
 
 def _log(folder: Path) -> bytes:
@@ -128,25 +152,23 @@ def test_a_state_too_big_for_the_log_is_written_durably_and_the_log_removed(
     assert read_run_states(folder)["k"]["n"] == 2
 
 
-def test_a_log_a_kill_left_is_read_first_and_settled_by_the_next_run(tmp_path: Path) -> None:
+def test_a_log_a_kill_left_is_settled_by_the_first_read(tmp_path: Path) -> None:
     """A kill (or a power cut) before the run let go: state.json may be behind the log.
-    Readers read the log; ``settle`` — the next run, ``reindex`` — makes state.json the
-    log's newest, durably, and removes the log; never while the run is held."""
+    While the run is held its log is read and never settled; once no process holds it,
+    the first read makes state.json the log's newest, durably, and removes the log."""
     folder = _run_dir(tmp_path)
     store = StateFile(folder / "state.json")
     s = store.state("k")
     s["n"] = 1
     s["n"] = 2
-    # the process is then killed (its publisher done: it would race this test's writes)
-    wait_for(lambda: orjson.loads((folder / "state.json").read_bytes()) == {"k": {"n": 2}})
-    (folder / "state.json").write_bytes(b'{"k":{"n":0}}')  # a power cut left it older
+    os.utime(folder / "state.json", ns=(0, 0))  # a power cut undid its last publish:
+    (folder / "state.json").write_bytes(b'{"k":{"n":1}}')  # older than the log
+    os.utime(folder / "state.json", ns=(0, 0))
     assert read_run_states(folder) == {"k": {"n": 2}}
-    locks.acquire(folder / "live.lock")
-    try:
-        assert state_log.settle(folder) is False  # held: its process keeps the log
-    finally:
-        locks.release(folder / "live.lock")
-    assert state_log.settle(folder) is True
+    assert state_log.settle(folder) == state_log.Settled.HELD  # its process keeps the log
+    assert (folder / "state.log").exists()
+    _killed(folder)
+    assert read_run_states(folder) == {"k": {"n": 2}}
     assert orjson.loads((folder / "state.json").read_bytes()) == {"k": {"n": 2}}
     assert not (folder / "state.log").exists()
 
@@ -166,7 +188,7 @@ def test_the_log_gives_its_blocks_back_before_its_name_goes(tmp_path: Path) -> N
             assert os.fstat(fd).st_size == state_log.LOG_MIN
             if settled:  # killed: the next run settles its log
                 wait_for(lambda f=folder: (f / "state.json").exists())
-                assert state_log.settle(folder) is True
+                assert state_log.settle(folder) == state_log.Settled.SETTLED
             else:
                 store.close()
             assert not (folder / "state.log").exists()
@@ -223,3 +245,110 @@ def test_the_record_header_is_what_the_docs_say() -> None:
     record = state_log._record(0, 1, state_log.FULL, b"{}")
     magic, seq, kind, length, _ = struct.unpack_from("<4sQB3xII", record)
     assert (magic, seq, kind, length, len(record)) == (b"FDsl", 1, 1, 2, 26)
+
+
+def _killed_after(tmp_path: Path, values: list[int]) -> Path:
+    """A run that set ``n`` to each of ``values``, then was killed (its log left)."""
+    folder = _run_dir(tmp_path)
+    store = StateFile(folder / "state.json")
+    s = store.state("k")
+    for n in values:
+        s["n"] = n
+    _killed(folder)
+    return folder
+
+
+@pytest.mark.parametrize("left", [b"\0" * 19, b"", b'{"k":{"n"\0\0\0\0'])
+def test_what_a_power_cut_left_of_state_json_is_rewritten_at_the_first_read(
+    tmp_path: Path, left: bytes
+) -> None:
+    """Issue 37: after a power cut state.json was 19 NUL bytes until something settled
+    the run. The first read of a dead run makes it whole: the log's newest, the log gone."""
+    folder = _killed_after(tmp_path, [1, 2, 3])
+    (folder / "state.json").write_bytes(left)
+    assert read_run_states(folder) == {"k": {"n": 3}}
+    assert orjson.loads((folder / "state.json").read_bytes()) == {"k": {"n": 3}}
+    assert not (folder / "state.log").exists()
+
+
+def test_a_state_json_the_run_published_before_is_its_own_and_the_log_wins(
+    tmp_path: Path,
+) -> None:
+    """A save the log still holds (a kill between the log's record and the file's
+    rename) is the run's own file, not an edit."""
+    folder = _killed_after(tmp_path, [1, 2, 3])
+    (folder / "state.json").write_bytes(orjson.dumps({"k": {"n": 2}}))
+    assert read_run_states(folder) == {"k": {"n": 3}}
+    assert not (folder / "state.log").exists()
+
+
+def test_a_hand_edit_of_a_dead_runs_state_json_is_honoured_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37: the log silently won over a person's edit (n → 1000000 came back 34).
+    Valid JSON equal to no saved record is an edit: it is the state, a warning names
+    the file, and the log is set aside so that it never wins later."""
+    folder = _killed_after(tmp_path, [33, 34])
+    edit = b'{"k": {"n": 1000000}}\n'
+    (folder / "state.json").write_bytes(edit)
+    assert read_run_states(folder) == {"k": {"n": 1000000}}
+    assert (folder / "state.json").read_bytes() == edit  # left as the person wrote it
+    said = capsys.readouterr().err
+    assert str(folder / "state.json") in said and "edited" in said
+    assert not (folder / "state.log").exists()
+    assert (folder / state_log.SET_ASIDE).exists()  # the saves it held, kept aside
+    assert read_run_states(folder) == {"k": {"n": 1000000}}  # and again: said once
+    assert capsys.readouterr().err == ""
+
+
+def test_a_hand_edit_that_is_not_json_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """INT-15: text that is not JSON is refused, naming the file, and never replaced by
+    the log's newest; fixed by hand later, the fix is honoured."""
+    folder = _killed_after(tmp_path, [4, 5])
+    broken = b'{"setter": {"n": 5,'
+    (folder / "state.json").write_bytes(broken)
+    for _ in range(2):
+        with pytest.raises(UnusableStateError, match=r"state\.json is not valid JSON"):
+            read_run_states(folder)
+        assert (folder / "state.json").read_bytes() == broken
+        assert (folder / "state.log").exists()
+    (folder / "state.json").write_bytes(b'{"setter": {"n": 6}}')
+    assert read_run_states(folder) == {"setter": {"n": 6}}
+
+
+@pytest.mark.parametrize("how", ["bind mount", "folder"])
+def test_a_state_json_that_cannot_be_replaced_never_stops_the_log(tmp_path: Path, how: str) -> None:
+    """Issue 36 item 3: with state.json impossible to replace (a bind mount over it: EBUSY
+    on the rename), the publish at the log's lap failed and every later save with it —
+    n=360 kept of 1100. Each lap now starts a new log: every save is kept and read."""
+    folder = _run_dir(tmp_path)
+    if how == "bind mount":
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            pytest.skip("a bind mount needs root")
+        (folder / "state.json").write_bytes(b'{"k": {}}')
+        source = tmp_path / "elsewhere.json"
+        source.write_bytes(b'{"k": {}}')
+        mounted = subprocess.run(
+            ["mount", "--bind", str(source), str(folder / "state.json")], capture_output=True
+        )
+        if mounted.returncode != 0:
+            pytest.skip(f"no bind mount here: {mounted.stderr!r}")
+    else:
+        (folder / "state.json").mkdir()
+    try:
+        warnings: list[str] = []
+        store = StateFile(folder / "state.json", warnings.append)
+        s = store.state("k", {"pad": "p" * 300})
+        for n in range(1, 601):  # three laps of the log
+            s["n"] = n
+            found = state_log.newest(folder)
+            assert found is not None and orjson.loads(found.payload)["k"]["n"] == n
+        assert not any("not saved" in w for w in warnings), warnings
+        assert sum("state.json not replaced" in w for w in warnings) == 1
+        store.close()
+        assert any("stays in state.log" in w for w in warnings), warnings
+        _killed(folder)
+        assert read_run_states(folder)["k"]["n"] == 600  # what the next run picks up
+    finally:
+        if how == "bind mount":
+            subprocess.run(["umount", str(folder / "state.json")], check=True)

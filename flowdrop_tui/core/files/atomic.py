@@ -6,15 +6,18 @@ is what the name says on disk: a reader, a kill or a power cut sees the old file
 or the new one, never a torn one, and a power cut after it returns keeps it.
 
 Why this is the durable writer everywhere (docs/decisions.md, "Durability"): an
-in-place writer that rewrote two spare inodes and swapped them in with
-``renameat2(RENAME_EXCHANGE)`` was cheaper, but its safety rested on a journal
-committing in order — ext2, ext3 and an ext4 without a journal report the same
-``statfs`` magic and got it anyway, and a power cut there published half of one
-save over half of another. The plain way needs no journal (the bytes are synced
-before the rename, and the rename before we return). ``state.json`` at each key set
-is swapped with its spare again (``records/state_publish.py``), but its durability
-is the state log's, which a power cut never tears; that swap holds its lease only
-on a spare no reader of the run's folder opens.
+in-place writer that rewrote two spare inodes and swapped them in was cheaper, but
+its safety rested on a journal committing in order — ext2, ext3 and an ext4
+without a journal report the same ``statfs`` magic and got it anyway, and a power
+cut there published half of one save over half of another. The plain way needs no
+journal (the bytes are synced before the rename, and the rename before we return).
+A key set publishes ``state.json`` this same way without the syncs
+(``durable=False``): its durability is the state log's (``records/state_log.py``).
+
+Reaching the disk: ``fsync`` on macOS hands the bytes to the drive, whose cache a
+power cut empties; only ``fcntl(F_FULLFSYNC)`` asks the drive to write them. Every
+sync meant to survive a power cut goes through ``full_sync`` or ``datasync`` here,
+which ask for it where the platform has it.
 
 Descriptors: a flow may close its stdout, and the next ``open`` would get fd 1,
 where the flow's own ``os.write(1, …)`` (a thread, a library) would land in the
@@ -31,10 +34,35 @@ import stat
 from pathlib import Path
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
-datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
-# The disk or the user's quota is full: worth freeing what we hold and trying once more.
-DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 _FIRST_FREE = 3  # above stdin, stdout and stderr
+
+
+def full_sync(fd: int) -> None:
+    """``fsync`` that reaches the disk: ``F_FULLFSYNC`` where the platform has it (macOS,
+    whose ``fsync`` stops at the drive's cache); a filesystem that refuses it is synced
+    the plain way."""
+    if not _drive_flush(fd):
+        os.fsync(fd)
+
+
+def datasync(fd: int) -> None:
+    """``fdatasync`` (the file's bytes and size, not its times) that reaches the disk:
+    ``F_FULLFSYNC`` where the platform has it, as ``full_sync``."""
+    if not _drive_flush(fd):
+        getattr(os, "fdatasync", os.fsync)(fd)  # macOS has no fdatasync
+
+
+def _drive_flush(fd: int) -> bool:
+    """``fcntl(fd, F_FULLFSYNC)``; whether it was made (looked up at each call: a test
+    gives the constant to a platform without it)."""
+    command = getattr(fcntl, "F_FULLFSYNC", None)
+    if command is None:
+        return False
+    try:
+        fcntl.fcntl(fd, command)
+    except OSError:
+        return False
+    return True
 
 
 def open_fd(path: Path | str, flags: int, mode: int = 0o644, *, dir_fd: int | None = None) -> int:
@@ -68,7 +96,7 @@ def sync_dir(folder: Path | str) -> None:
     """Make the names in ``folder`` (a rename, a new file, a removal) durable."""
     fd = open_fd(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        full_sync(fd)
     finally:
         os.close(fd)
 
@@ -82,7 +110,7 @@ def sync_entry(path: Path | str) -> None:
     """
     fd = open_fd(path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
-        os.fsync(fd)
+        full_sync(fd)
     finally:
         os.close(fd)
 
@@ -130,7 +158,7 @@ def remove_file(path: Path | str) -> None:
             return
         if emptied:
             with contextlib.suppress(OSError):
-                os.fsync(fd)  # the inode itself, and on ext4 the unlink in one commit
+                full_sync(fd)  # the inode itself, and on ext4 the unlink in one commit
     finally:
         if fd >= 0:
             os.close(fd)
@@ -143,16 +171,9 @@ def write_atomic(path: Path | str, data: bytes, *, durable: bool = True) -> None
     One fixed temporary name per target (each file has one writer); ``fdatasync``
     rather than ``fsync`` (the new file's size is data, its timestamps are not).
     On a full disk the temporary file is removed at once, so a failed save holds
-    no space, and the save is tried once more after freeing what an older version
-    of this writer kept beside the file (its two spares).
+    no space.
     """
-    target = os.fspath(path)
-    try:
-        _write_once(target, data, durable)
-    except OSError as exc:
-        if exc.errno not in DISK_FULL or not _free_spares(target):
-            raise
-        _write_once(target, data, durable)
+    _write_once(os.fspath(path), data, durable)
 
 
 def _write_once(target: str, data: bytes, durable: bool) -> None:
@@ -192,17 +213,6 @@ def _allocate(fd: int, size: int) -> None:
     if size:
         with contextlib.suppress(OSError, AttributeError):  # not supported: written as is
             os.posix_fallocate(fd, 0, size)
-
-
-def _free_spares(target: str) -> bool:
-    """Remove the spares an older in-place writer left beside ``target``; whether any went."""
-    folder, name = os.path.split(target)
-    freed = False
-    for i in (0, 1):
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(folder, f".{name}.spare-{i}"))
-            freed = True
-    return freed
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -27,7 +27,6 @@ from flowdrop_tui.core.files.atomic import open_fd
 # The most read of a file the engine keeps small (an index, a key's run list, a cache,
 # a request): far above anything it writes, far below what would hurt.
 SMALL_FILE = 256 << 20
-_LEASED_TRIES = 3
 
 
 class NotRegularFile(OSError):
@@ -69,18 +68,8 @@ def _kind(mode: int) -> str:
 
 
 def open_regular(path: Path | str) -> int:
-    """A read-only descriptor of ``path``, only when it is a regular file; never waits.
-
-    An open that meets a write lease fails at once (``O_NONBLOCK``): a ``state.json``
-    looked up just before its run swapped it for its spare, now being rewritten
-    (``records/state_publish.py``). Looked up again, the name is the new file."""
-    for attempt in range(_LEASED_TRIES):
-        try:
-            fd = open_fd(path, os.O_RDONLY | os.O_NONBLOCK)
-            break
-        except BlockingIOError:
-            if attempt == _LEASED_TRIES - 1:
-                raise
+    """A read-only descriptor of ``path``, only when it is a regular file; never waits."""
+    fd = open_fd(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

@@ -190,7 +190,7 @@ class EventLog:
                 view = memoryview(raw)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fdatasync(fd)  # on disk before the event that names it
+                datasync(fd)  # on disk before the event that names it
             finally:
                 os.close(fd)
             remote = mirror.current()

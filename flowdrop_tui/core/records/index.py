@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.errors import LinkRefusedError
+from flowdrop_tui.core.errors import LinkRefusedError, UnusableStateError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, Layout
@@ -86,7 +86,7 @@ def _state_keys(layout: Layout, run_id: str) -> set[str] | None:
     """Keys the run's ``state.json`` holds; ``None`` when it cannot be read."""
     try:
         data = orjson.loads(run_state_bytes(layout.runs / run_id))
-    except (OSError, orjson.JSONDecodeError):
+    except (OSError, UnusableStateError, orjson.JSONDecodeError):
         return None
     return set(data) if isinstance(data, dict) else None
 

@@ -13,7 +13,7 @@ import os
 
 from flowdrop_tui.core.errors import LinkRefusedError, NotFoundError, RecordsUnwritableError
 from flowdrop_tui.core.files import locks
-from flowdrop_tui.core.files.atomic import sync_dir
+from flowdrop_tui.core.files.atomic import full_sync, sync_dir
 from flowdrop_tui.core.paths import RUN_ID_RE, Layout, check_run_ref
 from flowdrop_tui.core.records.index import WRITE_WAIT
 
@@ -38,7 +38,7 @@ def pin(layout: Layout, run_id: str) -> bool:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(path, flags, 0o644)
             try:  # durable before it is reported: a lost pin is a run the next prune deletes
-                os.fsync(fd)  # the file itself before its name (ext2: docs/reliability.md)
+                full_sync(fd)  # the file itself before its name (ext2: docs/reliability.md)
             finally:
                 os.close(fd)
             sync_dir(layout.pins)

@@ -14,7 +14,7 @@ from typing import Any
 from flowdrop_tui.core.errors import NotFoundError
 from flowdrop_tui.core.files.regular import open_regular
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout
-from flowdrop_tui.core.records import folded
+from flowdrop_tui.core.records import folded, state_log
 from flowdrop_tui.core.records.budget import Used, between, clean_limits, session_tokens
 from flowdrop_tui.core.records.event_lines import MAX_LINE, line_batches, parse_lines
 from flowdrop_tui.core.records.event_log import side_value
@@ -279,6 +279,8 @@ def derive_status(info: RunInfo) -> RunInfo:
     if info.recorded in LIVE:
         info.live_pid = live_pid(info.path)
         info.status = info.recorded if info.live_pid is not None else Status.INTERRUPTED
+        if info.live_pid is None:  # a kill or a power cut: its state.json made whole now
+            state_log.settle(info.path)
     else:
         info.status = info.recorded
     return info

@@ -207,8 +207,31 @@ def _exact_integers(path: Path, raw: bytes) -> Any:
 def read_states(path: Path) -> dict[str, dict[str, Any]]:
     """Read a ``state.json`` as it stands; refuse (INT-15, naming the file) what cannot be
     consumed. A run's state is read with ``read_run_states`` (its log may be newer)."""
+    return parse_states(_file_bytes(path), path)
+
+
+def read_run_states(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The run's states as its process last saved them — the one way every reader reads
+    a run's state (``run_state_bytes``): a run no process holds that left its log (a
+    kill, a power cut) is settled first, so its ``state.json`` is whole and current
+    before anything looks, a person's edit of it honoured or refused (INT-15)."""
+    return parse_states(run_state_bytes(run_dir), run_dir / STATE)
+
+
+def run_state_bytes(run_dir: Path) -> bytes:
+    """The run's state as bytes: a dead run's log settled into ``state.json`` (or its
+    edit honoured), then the log while one stands (a live run), else ``state.json``.
+    ``UnusableStateError``: a ``state.json`` that cannot be read or is not JSON."""
+    if state_log.settle(run_dir) != state_log.Settled.REFUSED:
+        data = state_log.state_bytes(run_dir)
+        if data is not None:
+            return data
+    return _file_bytes(run_dir / STATE)
+
+
+def _file_bytes(path: Path) -> bytes:
     try:
-        raw = read_regular(path, None)  # a FIFO or a device: refused, never waited on
+        return read_regular(path, None)  # a FIFO or a device: refused, never waited on
     except FileNotFoundError:
         raise UnusableStateError(
             f"{path} is missing: the run's state cannot be read; "
@@ -216,23 +239,6 @@ def read_states(path: Path) -> dict[str, dict[str, Any]]:
         ) from None
     except OSError as exc:
         raise UnusableStateError(f"{path} cannot be read: {exc.strerror or exc}") from exc
-    return parse_states(raw, path)
-
-
-def read_run_states(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """The run's states as its process last saved them — the one way every reader reads
-    a run's state: from its log while there is one (a live run, or one a kill or a power
-    cut stopped before it let go: ``state.json`` may be behind it), else ``state.json``."""
-    data = state_log.state_bytes(run_dir)
-    if data is None:
-        return read_states(run_dir / STATE)
-    return parse_states(data, run_dir / STATE)
-
-
-def run_state_bytes(run_dir: Path) -> bytes:
-    """The run's state as bytes, the way ``read_run_states`` finds it; ``OSError``."""
-    data = state_log.state_bytes(run_dir)
-    return data if data is not None else read_regular(run_dir / STATE, None)
 
 
 def parse_states(raw: bytes, path: Path) -> dict[str, dict[str, Any]]:
@@ -430,7 +436,7 @@ class StateFile:
             if raw is None:
                 raw = run_state_bytes(self.path.parent)  # a resumed run: what it last saved
             data = orjson.loads(raw)
-        except (OSError, orjson.JSONDecodeError):
+        except (OSError, UnusableStateError, orjson.JSONDecodeError):
             return None
         return data if isinstance(data, dict) else None
 
@@ -442,7 +448,7 @@ class StateFile:
             return self._encoded
         try:
             return run_state_bytes(self.path.parent)
-        except OSError:
+        except (OSError, UnusableStateError):
             return b""
 
     def close(self, on_late: Callable[[str], None] | None = None) -> None:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from flowdrop_tui.core.files.atomic import open_fd, sync_dir
 from flowdrop_tui.core.paths import RUN_ID_RE, SESSIONS, Layout
-from flowdrop_tui.core.records.state_publish import remove_spare
 
 if TYPE_CHECKING:
     import ctypes
@@ -104,7 +103,6 @@ def purge(layout: Layout, name: str) -> int:
             except OSError:
                 continue
     _remove(place)
-    remove_spare(layout.runs / name)  # a killed run's, if it was never settled
     return removed
 
 

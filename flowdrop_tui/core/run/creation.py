@@ -21,7 +21,7 @@ from typing import Any
 from flowdrop_tui.core import git
 from flowdrop_tui.core.errors import AlreadyRunningError
 from flowdrop_tui.core.files import locks
-from flowdrop_tui.core.files.atomic import sync_dir, sync_entry, write_atomic
+from flowdrop_tui.core.files.atomic import full_sync, sync_dir, sync_entry, write_atomic
 from flowdrop_tui.core.flows.declaration import LoadedFlow
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import (
@@ -47,7 +47,7 @@ def take_key(layout: Layout, key: str, run_id: str) -> Path:
     """Hold ``key``'s lock for ``run_id``; refuse, naming the live run, when it is taken."""
     path = layout.key_lock(key)
     try:
-        os.fsync(locks.acquire(path, content=run_id))
+        full_sync(locks.acquire(path, content=run_id))
         sync_dir(layout.keys)  # the lock file whole before its name (see sync_entry)
     except OSError as exc:
         raise unwritable(path, exc) from exc
@@ -178,7 +178,7 @@ def _create(
             sync_entry(hidden / entry)
         # Synced through the descriptor that holds the lock: closing any other
         # descriptor of a locked file would drop the lock (files/locks.py).
-        os.fsync(locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid())))
+        full_sync(locks.acquire(hidden / LIVE_LOCK, content=str(os.getpid())))
         write_atomic(hidden / STATE, encode({key: state}))
         log = EventLog(hidden / CYCLE)
         # Durable before the run exists: a full disk or an I/O error here refuses
