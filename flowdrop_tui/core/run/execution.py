@@ -11,8 +11,6 @@ import contextlib
 import os
 import sys
 import time
-import traceback
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
