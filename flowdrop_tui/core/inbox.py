@@ -124,6 +124,8 @@ def _items_of(info: RunInfo, now: str) -> list[dict[str, Any]]:
             rounds = cause.get("rounds")  # the rounds compared (SPEC §20), or their count
             count = len(rounds) if isinstance(rounds, list) else rounds
             said += f" for {count} rounds" if isinstance(count, int) else ""
+            if kind == "same_failure" and cause.get("error"):
+                said += f": {cause['error']}"  # the last failed session's words (SPEC §20)
         else:
             return []  # paused by a person: nothing waits on another
         command = f"flowdrop-tui resume {run}"

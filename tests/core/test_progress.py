@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from tests.conftest import CLI, events, wait_for, write_flow
@@ -92,13 +94,59 @@ def test_sessions_failing_the_same_way_pause_after_exactly_five_rounds(
     (same,) = named(workspace, run_id, "same_failure")
     assert same["rounds"] == [1, 2, 3, 4, 5]
     assert same["exit_code"] == 3
-    assert same["error"] is None  # the command backend reports none: its exit code says it
+    # the command reports no error of its own: its last words name the failure
+    assert same["error"] == "no such model"
     assert not named(workspace, run_id, "stalled")  # the more telling reason is given
     paused_by = cli.json("show", run_id)["paused_by"]
     assert paused_by["kind"] == "same_failure"
     assert paused_by["rounds"] == [1, 2, 3, 4, 5]
-    assert "same failure 5 rounds in a row: exit 3" in done.stderr
-    assert "same failure 5 rounds in a row: exit 3" in cli("runs", check=0).stdout
+    assert paused_by["error"] == "no such model"
+    assert "same failure 5 rounds in a row: no such model" in done.stderr
+    assert "same failure 5 rounds in a row: no such model" in cli("runs", check=0).stdout
+    (item,) = [i for i in cli.json("inbox") if i["run"] == run_id]
+    assert item["kind"] == "same_failure" and item["message"].endswith(": no such model")
+
+
+def test_a_same_failure_pause_names_the_last_failed_sessions_words_in_its_notice(
+    workspace: Path, cli: CLI, tmp_path: Path
+) -> None:
+    """Issue 35: `same_failure` said only `exit 2` for a failing `make check`; the pause,
+    the inbox item and the notice carry the tail (300 characters) of what the last failed
+    session printed, so a person sees why without opening the record."""
+    out = tmp_path / "notices.jsonl"
+    sink = "import sys; open(sys.argv[1], 'a').write(sys.stdin.read().strip() + '\\n')"
+    command = orjson.dumps([sys.executable, "-c", sink, str(out)]).decode()
+    (workspace / ".flowdrop").mkdir(exist_ok=True)
+    (workspace / ".flowdrop" / "config.toml").write_text(f"[notify]\ncommand = {command}\n")
+    write_flow(
+        workspace,
+        "check",
+        """
+        from flowdrop_tui import flow
+
+        @flow(resumable=True)
+        def main(run):
+            for n in run.rounds():
+                script = "echo compiling; echo " + "x" * 400
+                script += "; echo \'widget.c:12: error: expected ;\' >&2; exit 2"
+                run.session("command", ["sh", "-c", script])
+        """,
+    )
+    cli("run", "check", check=0)
+    run_id = only_run(cli)
+    error = cli.json("show", run_id)["paused_by"]["error"]
+    assert error.endswith("widget.c:12: error: expected ;") and 250 < len(error) <= 300
+    (item,) = [i for i in cli.json("inbox") if i["run"] == run_id]
+    assert item["message"].endswith("widget.c:12: error: expected ;")
+
+    def notice() -> dict[str, Any] | None:
+        if not out.exists():
+            return None
+        lines = [orjson.loads(line) for line in out.read_bytes().splitlines() if line.strip()]
+        return next((n for n in lines if n["kind"] == "same_failure"), None)
+
+    said = wait_for(notice, 30)
+    assert said["run"] == run_id and said["message"].endswith("widget.c:12: error: expected ;")
 
 
 def test_a_round_without_a_failed_session_breaks_the_same_failure_streak(

@@ -24,7 +24,7 @@ from typing import Any
 from flowdrop_tui.core import git
 from flowdrop_tui.core.records.progress import COMPARED, digest, outcome_digest, value_digest
 
-ERROR_SHOWN = 500  # characters of a failure's error text kept in the record
+ERROR_SHOWN = 300  # characters of a failure's words kept in the record (its tail)
 SKIPPED_KEPT = 20  # big files named as left out of a snapshot, up to this many
 
 NOTHING = object()  # no ``run.progress`` this round
@@ -142,17 +142,20 @@ class RoundMoves:
         failed = []
         for session in sessions:
             code, error = session.get("exit_code"), session.get("error")
-            outcome = outcome_digest(code, error)
+            outcome = outcome_digest(code, error)  # the error text, never the output
             bad = code != 0 or bool(error)
             outcomes.append({"session": session.get("session"), "outcome": outcome, "failed": bad})
             if bad:
-                failed.append((outcome, code, error))
+                failed.append((outcome, code, error or session.get("tail")))
         now["sessions"] = outcomes
         now["failure"] = None
         if failed:
+            # the last failed session names the failure: its error text, else the tail of
+            # what it printed (a `make check`'s own words), so a person sees why it paused
+            said = " ".join(str(failed[-1][2] or "").split())
             now["failure"] = {
                 "digest": digest("\n".join(f[0] for f in failed).encode()),
-                "exit_code": failed[0][1],
-                "error": (failed[0][2] or "")[:ERROR_SHOWN] or None,
+                "exit_code": failed[-1][1],
+                "error": said[-ERROR_SHOWN:] or None,
             }
         return now

@@ -128,7 +128,11 @@ def at_end(host: Holder, status: Status, result: Any, error: dict[str, Any] | No
         cause = fold_run(host.layout, host.run_id, host.run_dir).pause_cause
         kind = str((cause or {}).get("event") or "")
         if kind and kind not in ("gate_opened", "budget_reached"):
-            announce(host, f"{kind}-{host.stretch}", kind, f"paused: {kind.replace('_', ' ')}")
+            said = f"paused: {kind.replace('_', ' ')}"
+            error = (cause or {}).get("error")
+            if kind == "same_failure" and error:
+                said += f": {error}"  # what failed, in its own words (SPEC §20)
+            announce(host, f"{kind}-{host.stretch}", kind, said[:500])
     elif status == Status.FAILED:
         said = (error or {}).get("message") or "the flow failed"
         announce(host, f"failed-{host.stretch}", "failed", f"failed: {said}"[:500])

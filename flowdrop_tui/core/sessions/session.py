@@ -27,6 +27,8 @@ from flowdrop_tui.core.records.progress import AGENT_BACKENDS
 from flowdrop_tui.core.records.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 
+SAID_TAIL = 300  # characters of a failed session's last words shown for it (SPEC §20)
+
 # Zero-padded so a plain sort of sessions/ is the opening order, even for a loop
 # that opens a session every minute for a year.
 LINK_DIGITS = 6
@@ -319,10 +321,12 @@ class Session:
         error: str | None,
         usage: Usage | None = None,
         limited: dict[str, Any] | None = None,
+        said: str | None = None,
     ) -> float:
         """Record ``session_closed`` with what the session spent: ``usage`` when the
         backend reported it, else read from the transcript now (so it outlives the
-        transcript's deletion)."""
+        transcript's deletion). ``said`` is the reply's text: its tail names a failure
+        that has no error text of its own (a ``command``'s output, SPEC §20)."""
         seconds = round(time.monotonic() - self._began, 3)
         if self.leaving is not None:
             self.waiting_over("stopped" if self.leaving == "stop" else "paused")
@@ -348,7 +352,13 @@ class Session:
             **({"limited": limited} if limited is not None else {}),
         )
         self._host.closed_sessions.append(
-            {"session": self.id, "exit_code": exit_code, "error": error, "agent": agent}
+            {
+                "session": self.id,
+                "exit_code": exit_code,
+                "error": error,
+                "agent": agent,
+                "tail": said[-SAID_TAIL:] if said else None,
+            }
         )
         return seconds
 

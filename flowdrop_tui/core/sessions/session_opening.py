@@ -96,6 +96,7 @@ def _open_once(
                 _error(session, reply, error),
                 _reported_usage(reply),
                 limited.to_json() if limited is not None else None,
+                said=reply.text if reply is not None else None,
             )
     assert reply is not None
     if session.leaving is not None:  # stopped or paused during a wait inside the session
