@@ -23,14 +23,8 @@ from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE
 from flowdrop_tui.core.round_diff import round_diff
 from flowdrop_tui.core.state_diff import state_diff
-from flowdrop_tui.format import (
-    diff_text,
-    flows_table,
-    runs_table,
-    show_text,
-    state_diff_text,
-    usage_words,
-)
+from flowdrop_tui.diff_words import diff_text, state_diff_text
+from flowdrop_tui.format import flows_table, runs_table, show_text, usage_words
 
 FOLLOW_EVERY = 0.2  # seconds between looks at a followed run's output and status
 

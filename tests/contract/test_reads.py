@@ -25,7 +25,7 @@ TWO_ITEMS = """
 BUDGET = {"rounds", "minutes", "tokens"}
 FLOWS_ROW = {
     "name", "path", "resumable", "error", "description", "round", "last_run", "status",
-    "budget", "usage", "by_path",
+    "budget", "usage", "by_path", "called_by",
 }  # fmt: skip
 RUNS_ROW = {
     "run", "flow", "status", "rounds", "first_round", "last_round", "started", "ended",
@@ -43,7 +43,7 @@ SHOW = (RUNS_ROW - {"pinned"}) | {
 }  # fmt: skip
 PLAN = {
     "flow", "start", "source", "source_status", "next_round", "item_index", "state_keys",
-    "budget", "drift", "warnings", "fork", "refusal",
+    "budget", "drift", "warnings", "fork", "refusal", "replaced",
 }  # fmt: skip
 DRIFT = {
     "source", "source_status", "drifted", "flow_changed", "git", "paused_at_item", "messages",

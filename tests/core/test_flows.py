@@ -49,6 +49,7 @@ def test_flows_lists_each_with_declaration_and_no_rounds_yet(workspace: Path, cl
     assert good == {
         "name": "good",
         "by_path": False,  # a thread run by path is a row of its own (True)
+        "called_by": None,  # the flow that calls it, when it runs only inside another
         "path": "flows/good",
         "resumable": True,
         "error": None,

@@ -50,7 +50,8 @@ def test_at_80x24_r_raises_a_spent_budget_and_the_events_read_whole(
     wait_for(lambda: "paused after round 2" in terminal.screen(), 60)
     screen = terminal.screen()
     assert "round_ended capped round 2" in screen  # the round's number, in the pane
-    assert "budget='rounds' limit=2 used=2" in screen  # whole words, wrapped, not cut
+    # whole words, wrapped, not cut: "rounds budget reached (2 of 2 used)"
+    assert "budget_reached rounds" in screen and "budget reached (2 of 2 used)" in screen
     terminal.keys("r")
     # At the top, compact (toasts land at the bottom): its title on the second line.
     wait_for(lambda: "Raise the rounds budget of" in terminal.screen().splitlines()[1], 60)

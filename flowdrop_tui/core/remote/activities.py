@@ -59,8 +59,9 @@ from flowdrop_tui.core.remote.workflow import (
 from flowdrop_tui.core.remote.worktrees import MirrorWorktrees
 from flowdrop_tui.core.remote.write_through import (
     ENV_VAR,
-    TICKET_FILE,
+    TICKETS,
     RunTicket,
+    drop_ticket,
     flow_env,
     ship_output,
 )
@@ -70,7 +71,6 @@ PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed wh
 SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
 CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
 
-TICKETS = "tickets"  # the folder of the worker's home holding run children's tickets
 WARM = "warm"  # the folder of the worker's home a warm run process waits in
 WARM_AFTER = 1.0  # seconds after a start's answer before the next warm process starts
 
@@ -217,7 +217,7 @@ class WorkerActivities:
                 try:
                     answer = await asyncio.to_thread(_close_paused, layout, args, env)
                 finally:
-                    _drop_ticket(env)
+                    drop_ticket(env)
                 await handle.signal("started", answer)
                 return {"run": request.run, "outcome": "closed", "exit": answer.get("exit")}
             # What the record's output.log holds already, for each run the child may go
@@ -230,7 +230,7 @@ class WorkerActivities:
                     self.warm.launch, layout, args, env=env, base=base
                 )
             finally:
-                _drop_ticket(env)  # read by now (first thing the child does), or never
+                drop_ticket(env)  # read by now (first thing the child does), or never
                 warming = asyncio.create_task(self._warm_again(base))
                 self._warming.add(warming)
                 warming.add_done_callback(self._warming.discard)
@@ -565,23 +565,6 @@ def _tree_name(space: str, key: str, epoch: int) -> str:
     """A worktree folder per claim: keys hold '/', spaces anything; a digest names them."""
     digest = hashlib.sha256(f"{space}\0{key}".encode()).hexdigest()[:12]
     return f"{digest}-{epoch}"
-
-
-def sweep_tickets(home: Path) -> None:
-    """Remove the ticket files a dead worker left in ``home`` (children it started
-    and that never read theirs)."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(home / TICKETS):
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
-
-
-def _drop_ticket(env: dict[str, str]) -> None:
-    """Remove a child's ticket file if the child did not (it died before reading it)."""
-    value = env.get(ENV_VAR, "")
-    if value.startswith(TICKET_FILE):
-        with contextlib.suppress(OSError):
-            os.unlink(value.removeprefix(TICKET_FILE))
 
 
 def _close_paused(layout: Layout, args: list[str], env: dict[str, str]) -> dict[str, Any]:

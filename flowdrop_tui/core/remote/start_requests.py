@@ -36,8 +36,9 @@ import orjson
 import psycopg
 
 from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.remote.login_words import unreachable
 from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
-from flowdrop_tui.core.remote.store import PostgresStore, _unreachable
+from flowdrop_tui.core.remote.store import PostgresStore
 
 RUN, RESUME, CLOSE = "run", "resume", "close"  # the modes of workflow.FlowInput
 ASKED, FORWARDING, TAKEN, ANSWERED, WITHDRAWN = (
@@ -263,7 +264,7 @@ def ask(
                         left = deadline - time.monotonic()
                         answer = forward_here(request_id, asked, left)
             except psycopg.Error as exc:
-                raise _unreachable(store.url, exc) from exc
+                raise unreachable(store.url, exc) from exc
             except KeyboardInterrupt:
                 words = _withdrawn_words(table, request_id, str(request["key"]))
                 signum = received[0] if received else signal.SIGINT

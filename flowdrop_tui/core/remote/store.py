@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,12 +37,12 @@ from flowdrop_tui.core.errors import (
     FlowdropError,
     UsageError,
 )
+from flowdrop_tui.core.remote.login_words import refused, unreachable
 from flowdrop_tui.core.remote.remote_errors import (
     Fenced,
     NotPermittedError,
     StoreConflictError,
     StoreError,
-    StoreUnreachableError,
 )
 from flowdrop_tui.core.remote.schema import SCHEMA, SCHEMA_VERSION
 
@@ -109,7 +108,7 @@ class PostgresStore:
         try:
             return psycopg.connect(make_conninfo(self.url, **extra), autocommit=True)
         except psycopg.OperationalError as exc:
-            raise (_refused(given, exc) or _unreachable(self.url, exc)) from exc
+            raise (refused(given, exc) or unreachable(self.url, exc)) from exc
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -155,7 +154,7 @@ class PostgresStore:
                     # Gone, or failing for now (a restart, a full disk, a deadlock
                     # broken): the caller may send it again on a new connection.
                     self._drop()
-                    raise _unreachable(self.url, exc) from exc
+                    raise unreachable(self.url, exc) from exc
                 if exc.sqlstate == _NO_PRIVILEGE:
                     raise NotPermittedError(
                         f"PostgreSQL refused it to role {self._role()}: "
@@ -247,7 +246,7 @@ class PostgresStore:
                         cur.execute("UPDATE fd_schema SET version = %s", (SCHEMA_VERSION,))
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._drop()
-                raise _unreachable(self.url, exc) from exc
+                raise unreachable(self.url, exc) from exc
             except psycopg.Error as exc:
                 raise StoreError(
                     f"cannot create remote mode's tables in PostgreSQL: "
@@ -535,67 +534,4 @@ class PostgresStore:
                         )
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._drop()
-                raise _unreachable(self.url, exc) from exc
-
-
-def _redacted(url: str) -> str:
-    """The URL without its password (it goes into messages)."""
-    try:
-        parts = conninfo_to_dict(url)
-    except psycopg.Error:
-        return "<unparsable URL>"
-    parts.pop("password", None)
-    host = parts.get("host", "localhost")
-    port = parts.get("port", "5432")
-    return f"{parts.get('user', '')}@{host}:{port}/{parts.get('dbname', '')}"
-
-
-def _unreachable(url: str, exc: BaseException) -> StoreUnreachableError:
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return StoreUnreachableError(
-        f"cannot reach PostgreSQL at {_redacted(url)}: {reason}; check that the server "
-        "is running and FLOWDROP_POSTGRES (or [remote] postgres) points at it"
-    )
-
-
-_SETTING = "FLOWDROP_POSTGRES (or [remote] postgres in .flowdrop/config.toml)"
-
-
-def _refused(given: dict[str, Any], exc: BaseException) -> StoreError | None:
-    """The server answered and refused this login (no such database or role, a wrong
-    password, no pg_hba.conf entry): what it said and what to do, or ``None`` when it
-    was not reached. flowdrop-tui creates its tables, never the role or the database."""
-    text = " ".join(str(exc).split())
-    user = str(given.get("user") or "")
-    host = str(given.get("host") or given.get("hostaddr") or "localhost")
-    port = str(given.get("port") or "5432")
-    at = f"PostgreSQL at {user + '@' if user else ''}{host}:{port}"
-    target = f"-h {host} -p {port}"
-    database = re.search(r'database "([^"]*)" does not exist', text)
-    if database:
-        name = database.group(1)
-        owner = f" -O {user}" if user else ""
-        return StoreError(
-            f'{at} has no database "{name}": create it (`createdb {target}{owner} {name}`, '
-            f"as a role that may create databases) or fix the database name in {_SETTING}"
-        )
-    role = re.search(r'role "([^"]*)" does not exist', text)
-    if role:
-        name = role.group(1)
-        return StoreError(
-            f'{at} has no role "{name}": create it (`CREATE ROLE "{name}" LOGIN;` as a '
-            f"superuser, or `createuser {target} {name}`) or fix the user in {_SETTING}"
-        )
-    password = re.search(r'password authentication failed for user "([^"]*)"', text)
-    if password or "no password supplied" in text:
-        name = password.group(1) if password else user
-        return StoreError(
-            f'{at} refused the password of role "{name}": set the right one in {_SETTING} '
-            "(or ~/.pgpass / PGPASSWORD)"
-        )
-    if "no pg_hba.conf entry" in text:
-        return StoreError(
-            f"{at} refused this connection (no pg_hba.conf entry for it): allow it in the "
-            "server's pg_hba.conf, or check the user and database in " + _SETTING
-        )
-    return None
+                raise unreachable(self.url, exc) from exc

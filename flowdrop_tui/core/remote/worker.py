@@ -37,7 +37,6 @@ from flowdrop_tui.core.remote.activities import (
     RunStore,
     StoreAccess,
     WorkerActivities,
-    sweep_tickets,
 )
 from flowdrop_tui.core.remote.remote_errors import StoreError, StoreUnreachableError
 from flowdrop_tui.core.remote.start_forwarder import StartForwarder
@@ -49,7 +48,12 @@ from flowdrop_tui.core.remote.workflow import (
     LEASE_GONE,
     FlowKeyWorkflow,
 )
-from flowdrop_tui.core.remote.write_through import RunTicket, flow_env, password_shown
+from flowdrop_tui.core.remote.write_through import (
+    RunTicket,
+    flow_env,
+    password_shown,
+    sweep_tickets,
+)
 
 _TEMPORAL_SETTING = "the worker's --temporal (or FLOWDROP_TEMPORAL)"
 DRAIN_LIMIT = 60.0  # seconds a stopping worker waits for its runs to end after their round

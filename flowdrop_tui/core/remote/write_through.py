@@ -63,6 +63,7 @@ ENV_VAR = "FLOWDROP_REMOTE_RUN"
 # this disk (usage is recorded as events instead); output.log is shipped by the
 # worker's activity.
 TICKET_FILE = "file:"  # FLOWDROP_REMOTE_RUN=file:PATH: the ticket is in PATH (read once)
+TICKETS = "tickets"  # the folder of the worker's home holding run children's tickets
 # The worker's own settings and secrets, never passed to a flow: remote mode's
 # variables, the UI server's token, libpq's (PGPASSWORD, PGPASSFILE, PGSERVICEFILE, …).
 _WORKER_ONLY = frozenset(
@@ -459,3 +460,20 @@ def ship_output(store: PostgresStore, ticket: RunTicket, run_dir: Path, offset: 
 
 
 _SHIP_MAX = 1 << 20  # one append at most: a chatty run is shipped in 1 MiB pieces
+
+
+def sweep_tickets(home: Path) -> None:
+    """Remove the ticket files a dead worker left in ``home`` (children it started
+    and that never read theirs)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(home / TICKETS):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+
+
+def drop_ticket(env: dict[str, str]) -> None:
+    """Remove a child's ticket file if the child did not (it died before reading it)."""
+    value = env.get(ENV_VAR, "")
+    if value.startswith(TICKET_FILE):
+        with contextlib.suppress(OSError):
+            os.unlink(value.removeprefix(TICKET_FILE))

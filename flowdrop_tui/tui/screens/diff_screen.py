@@ -20,7 +20,7 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.round_diff import round_diff
 from flowdrop_tui.core.state_diff import state_diff
-from flowdrop_tui.format import diff_head, diff_notes, diff_nothing, state_diff_lines
+from flowdrop_tui.diff_words import diff_head, diff_notes, diff_nothing, state_diff_lines
 
 PATCH_SHOWN = 400_000  # characters of a patch put on the screen (``diff RUN`` has all)
 
