@@ -132,20 +132,10 @@ def fetch_run_refs(workspace: Path, origin: str | None) -> str | None:
     every worker pushed for its runs, so ``show`` lists them here. ``origin`` is the
     configured URL, else the workspace's ``origin`` remote. Returns why it failed, or None."""
     source = origin or "origin"
-    command = ["git", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
-    command += ["--", source, f"+{RUN_REFS}/*:{RUN_REFS}/*"]
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # never wait for a password
+    fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
+    fetch += ["--", source, f"+{RUN_REFS}/*:{RUN_REFS}/*"]
     try:
-        done = subprocess.run(
-            command,
-            cwd=workspace,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=FETCH_TIMEOUT,
-            env=env,
-            check=False,
-        )
+        done = _git(workspace, fetch)
     except subprocess.TimeoutExpired:
         return f"could not fetch the runs' commits from {source} within {FETCH_TIMEOUT:g} s"
     except OSError as exc:
@@ -165,20 +155,10 @@ def drop_run_refs(workspace: Path, origin: str | None, run_ids: list[str]) -> st
     if not run_ids:
         return None
     source = origin or "origin"
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     wanted = {f"{RUN_REFS}/{run_id}" for run_id in run_ids}
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["git", *args],
-            cwd=workspace,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=FETCH_TIMEOUT,
-            env=env,
-            check=False,
-        )
+        return _git(workspace, list(args))
 
     try:
         for ref in sorted(wanted):  # this clone's copies, fetched by `show`
@@ -301,3 +281,18 @@ def following(layout: Layout, config: RemoteConfig) -> Iterator[Callable[[], Non
         yield check
     finally:
         live.stop()
+
+
+def _git(workspace: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """git in ``workspace``, its output captured, never waiting for a password or
+    longer than ``FETCH_TIMEOUT`` (``subprocess.TimeoutExpired``)."""
+    return subprocess.run(
+        ["git", *args],
+        cwd=workspace,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=FETCH_TIMEOUT,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},  # never wait for a password
+        check=False,
+    )
