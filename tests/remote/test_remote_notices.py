@@ -1,0 +1,120 @@
+"""Notices in remote mode (issue 38, item 5; docs/remote.md, "Notices"): the space's
+settings live in PostgreSQL (`remote config notify`), the worker that runs a run sends
+each of its notices once — a gate's, `completed` when asked — and no client sends
+any, however many have the inbox open and whatever `[notify]` their own config holds.
+Before, every client machine sent its own copy and `completed` never went out.
+Real servers, real workers, the real CLI; the sink is a command appending to a file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import orjson
+
+from tests.remote.cluster import Client, Cluster, make_client, wait_for
+
+SINK = """
+import os, sys
+data = sys.stdin.buffer.read()
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+os.write(fd, data + b"\\n")
+"""
+
+ASKS = """
+    from flowdrop_tui import flow
+
+    @flow()
+    def main(run):
+        for n in run.rounds(range(1)):
+            answer = run.ask("ship it?", choices=["yes", "no"])
+            run.state["answer"] = answer
+        return answer
+"""
+
+
+def received(path: Path) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def sink(out: Path) -> str:
+    return orjson.dumps([sys.executable, "-c", SINK, str(out)]).decode()
+
+
+def second_client(first: Client, tmp: Path) -> Client:
+    """Another machine's clone of the same origin, space and config."""
+    clone = tmp / "second-clone"
+    subprocess.run(
+        ["git", "clone", "-q", str(first.origin), str(clone)], check=True, capture_output=True
+    )
+    assert (clone / ".flowdrop" / "config.toml").read_text() == (
+        first.ws / ".flowdrop" / "config.toml"
+    ).read_text()
+    return Client(clone, first.origin, first.postgres, first.space)
+
+
+def no_client_claimed(client: Client, run: str) -> None:
+    """A client that sent a notice left its claim in its replica and its spool."""
+    root = client.ws / ".flowdrop"
+    assert not (root / "runs" / run / "notices").exists(), list((root / "runs" / run).iterdir())
+    assert not any((root / "notices" / "spool").glob("*.json"))
+
+
+def test_a_gate_and_completed_go_out_once_from_the_worker_with_two_clients_open(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    team = tmp_path / "team-notices.jsonl"
+    mine = tmp_path / "client-notices.jsonl"
+    first = make_client(cluster, space, tmp_path)
+    # An old local [notify] in the clients' config — committed with it here, so the
+    # worker's checkout holds it too: neither a client nor the worker may send with it.
+    with (first.ws / ".flowdrop" / "config.toml").open("a") as config:
+        config.write(f"[notify]\ncommand = {sink(mine)}\ncompleted = true\n")
+    first.add_flow("asks", ASKS)
+    second = second_client(first, tmp_path)
+
+    assert "sends no notices" in first.cli("remote", "config", "notify").stdout
+    first.cli("remote", "config", "notify", f"command={sink(team)}", "completed=true")
+    shown = second.json("remote", "config", "notify")
+    assert shown == {
+        "space": space,
+        "notify": {"command": orjson.loads(sink(team)), "completed": True},
+    }
+
+    worker = cluster.start_worker("a")
+    worker.wait_polling()
+    run = str(first.json("run", "asks")["run"])
+    wait_for(
+        "the run to pause on its question", lambda: first.json("show", run)["status"] == "paused"
+    )
+    # Both clients look at the inbox, as the UI does every few seconds: before, each
+    # machine claimed the gate's notice in its own replica and sent it with its config.
+    for client in (first, second, first, second):
+        items = client.json("inbox")
+        assert [i["kind"] for i in items if i["run"] == run] == ["gate"]
+        no_client_claimed(client, run)
+    wait_for("the gate's notice", lambda: [n["kind"] for n in received(team)] == ["gate"])
+
+    second.cli("answer", run, "yes")
+    wait_for("the run to complete", lambda: first.json("show", run)["status"] == "completed")
+    wait_for("completed's notice", lambda: len(received(team)) == 2)
+    for client in (first, second):
+        client.json("inbox")
+        no_client_claimed(client, run)
+    kinds = Counter(str(n["kind"]) for n in received(team))
+    assert kinds == Counter({"gate": 1, "completed": 1}), received(team)
+    assert {n["run"] for n in received(team)} == {run}
+    assert received(mine) == []  # the clients' own [notify] sent nothing
+    assert sorted(str(e["kind"]) for e in ledger(first, run)) == ["completed", "gate"]
+
+
+def ledger(client: Client, run: str) -> list[dict[str, object]]:
+    """The run's ``notice_sent`` events, as PostgreSQL holds its record."""
+    client.sync()
+    lines = (client.ws / ".flowdrop" / "runs" / run / "cycle.jsonl").read_bytes().splitlines()
+    events = [orjson.loads(line) for line in lines if line.strip()]
+    return [e for e in events if e.get("event") == "notice_sent"]
