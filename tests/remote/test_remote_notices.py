@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
+import psycopg
 
 from tests.remote.cluster import Client, Cluster, make_client, wait_for
 
@@ -118,3 +119,58 @@ def ledger(client: Client, run: str) -> list[dict[str, object]]:
     lines = (client.ws / ".flowdrop" / "runs" / run / "cycle.jsonl").read_bytes().splitlines()
     events = [orjson.loads(line) for line in lines if line.strip()]
     return [e for e in events if e.get("event") == "notice_sent"]
+
+
+def test_a_run_continued_on_another_worker_after_a_loss_sends_each_notice_once(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    """The gate's notice went from worker a; a is lost; the answer continues the run
+    on worker b, which sends `completed` — and nothing a sent again."""
+    team = tmp_path / "team-notices.jsonl"
+    client = make_client(cluster, space, tmp_path)
+    client.add_flow("asks", ASKS)
+    client.cli("remote", "config", "notify", f"command={sink(team)}", "completed=true")
+    first = cluster.start_worker("a")
+    first.wait_polling()
+    run = str(client.json("run", "asks")["run"])
+    wait_for("the gate's notice", lambda: [n["kind"] for n in received(team)] == ["gate"])
+    first.kill_machine()
+
+    second = cluster.start_worker("b")
+    second.wait_polling()
+    client.cli("answer", run, "yes")
+    wait_for("the run to complete", lambda: client.json("show", run)["status"] == "completed")
+    wait_for("completed's notice", lambda: len(received(team)) == 2)
+    sent_from_b = list((second.home / "flowdrop-worker" / "notices").glob("*/.flowdrop"))
+    assert sent_from_b, "b sent completed from its own folder for the space"
+    client.json("inbox")
+    assert Counter(str(n["kind"]) for n in received(team)) == Counter(
+        {"gate": 1, "completed": 1}
+    ), received(team)
+    assert sorted(str(e["kind"]) for e in ledger(client, run)) == ["completed", "gate"]
+
+
+def test_only_an_admin_changes_the_spaces_notices_and_a_viewer_sees_them(
+    cluster: Cluster, space: str, tmp_path: Path
+) -> None:
+    from tests.remote.test_roles import as_role, configure, make_roles
+
+    client = make_client(cluster, space, tmp_path)
+    client.cli("remote", "config", "notify", "completed=true", "webhook=https://hooks.test/x")
+    suffix = make_roles(cluster.postgres)
+    viewer, operator = f"viewer_{suffix}", f"op_{suffix}"
+    with psycopg.connect(cluster.postgres, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {viewer} LOGIN IN ROLE flowdrop_viewer")
+        conn.execute(f"CREATE ROLE {operator} LOGIN IN ROLE flowdrop_operator")
+    for role in (viewer, operator):
+        configure(client, as_role(cluster.postgres, role), space)
+        shown = client.json("remote", "config", "notify")["notify"]
+        assert shown == {"completed": True, "webhook": "https://hooks.test/x"}
+        done = client.cli("remote", "config", "notify", "completed=false", check=False)
+        assert done.returncode == 3, done.stderr
+        assert "permission denied" in done.stderr and "admin sets them" in done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    configure(client, cluster.postgres, space)
+    assert client.json("remote", "config", "notify", "--unset", "webhook")["notify"] == {
+        "completed": True
+    }
