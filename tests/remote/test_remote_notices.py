@@ -1,12 +1,14 @@
 """Notices in remote mode (issue 38, item 5; docs/remote.md, "Notices"): the space's
 settings live in PostgreSQL (`remote config notify`), the worker that runs a run sends
 each of its notices once — a gate's, `completed` when asked — and no client sends
-any, however many have the inbox open and whatever `[notify]` their own config holds.
+any, however many have the inbox or the UI open and whatever `[notify]` their own
+config holds.
 Before, every client machine sent its own copy and `completed` never went out.
 Real servers, real workers, the real CLI; the sink is a command appending to a file."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections import Counter
@@ -15,7 +17,12 @@ from pathlib import Path
 import orjson
 import psycopg
 
+from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.remote.remote_mode import RemoteMode
+from flowdrop_tui.tui.app import FlowdropApp
 from tests.remote.cluster import Client, Cluster, make_client, wait_for
+from tests.tui.tui_helpers import until
 
 SINK = """
 import os, sys
@@ -98,6 +105,9 @@ def test_a_gate_and_completed_go_out_once_from_the_worker_with_two_clients_open(
         items = client.json("inbox")
         assert [i["kind"] for i in items if i["run"] == run] == ["gate"]
         no_client_claimed(client, run)
+    # And the UI open on the first machine, which looks at the inbox every few seconds.
+    asyncio.run(ui_looks_at_the_inbox(first, run))
+    no_client_claimed(first, run)
     wait_for("the gate's notice", lambda: [n["kind"] for n in received(team)] == ["gate"])
 
     second.cli("answer", run, "yes")
@@ -111,6 +121,17 @@ def test_a_gate_and_completed_go_out_once_from_the_worker_with_two_clients_open(
     assert {n["run"] for n in received(team)} == {run}
     assert received(mine) == []  # the clients' own [notify] sent nothing
     assert sorted(str(e["kind"]) for e in ledger(first, run)) == ["completed", "gate"]
+
+
+async def ui_looks_at_the_inbox(client: Client, run: str) -> None:
+    """The UI in remote mode, open until it has looked at the inbox and seen the run's
+    gate there (its look is the one that sent a died run's notices locally)."""
+    layout = Layout(client.ws)
+    remote = RemoteConfig(temporal="127.0.0.1:9", postgres=client.postgres, space=client.space)
+    app = FlowdropApp(layout, RemoteMode(layout, remote))
+    async with app.run_test(size=(120, 36)) as pilot:
+        seen = lambda: any(i.startswith(f"{run}/gate-") for i in app._inbox_seen)  # noqa: E731
+        await until(pilot, seen, timeout=60, what="the UI's look at the inbox")
 
 
 def ledger(client: Client, run: str) -> list[dict[str, object]]:
