@@ -187,3 +187,24 @@ def test_remote_config_notify_in_local_mode_says_where_local_notices_are_set(
     err = capsys.readouterr().err
     assert code == 2 and "local mode" in err and ".flowdrop/config.toml [notify]" in err, err
     assert err.count("\n") == 1
+
+
+def test_a_worker_starting_takes_up_the_retries_its_last_run_left(tmp_path: Path) -> None:
+    """A worker stopped while a sink's retry waited in its folder for a space: the next
+    worker of that home tries it again at its start, not only at the space's next notice."""
+    from flowdrop_tui.core.control import notice_retries
+    from flowdrop_tui.core.remote.notify_settings import resume_senders
+
+    out = tmp_path / "notices.jsonl"
+    home = tmp_path / "home"
+    waiting = place(
+        home / "notices" / "a1", {"command": [sys.executable, "-c", SINK, str(out)]}, None
+    )
+    place(home / "notices" / "b2", {"completed": True}, None)  # nothing waits there
+    body = notify.notice(RUN, "asks", "gate-g1", "gate", "question: ship?")
+    notice_retries.failed(waiting, "command", body, 1, "exited with 1", (0.0, 10.0))
+    assert resume_senders(home) == 1
+    wait_for(lambda: [n["id"] for n in received(out)] == [body["id"]], 30)
+    wait_for(lambda: not notice_retries.pending(waiting), 30)
+    assert resume_senders(home) == 0
+    assert resume_senders(tmp_path / "no-home") == 0

@@ -12,6 +12,7 @@ and clients send none (docs/remote.md, "Notices").
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import tomllib
 from collections.abc import Sequence
@@ -54,6 +55,19 @@ def place(layout: Layout, store: PostgresStore, home: Path | None = None) -> Non
     layout.root.mkdir(parents=True, exist_ok=True)
     placed = {"v": 1, "notify": table, "sender": sender}
     write_atomic(layout.root / notify.SPACE_SETTINGS, orjson.dumps(placed))
+
+
+def resume_senders(home: Path) -> int:
+    """At a worker's start: a sender for each of its spaces' notice folders where
+    retries wait with none to try them (the worker before it stopped); how many."""
+    started = 0
+    for folder in sorted((home / "notices").glob("*/")):
+        layout = Layout(folder)
+        with contextlib.suppress(OSError):
+            if notify.pending(layout):
+                notify.start_sender(layout)
+                started += 1
+    return started
 
 
 def assignments(given: Sequence[str]) -> dict[str, Any]:

@@ -128,6 +128,7 @@ async def serve(
     lease = await asyncio.to_thread(Lease.take, settings.access.url, settings.worker_id)
     left = worktrees.sweep(settings.home)
     sweep_tickets(settings.home)
+    notify_settings.resume_senders(settings.home)  # retries its last run left waiting
     if left:
         say(f"worker {settings.worker_id}: removed {len(left)} worktrees a dead worker left")
     if password_shown(settings.access.url):
