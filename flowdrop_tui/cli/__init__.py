@@ -52,6 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pin": ("keeping", "cmd_pin"),
     "unpin": ("keeping", "cmd_unpin"),
     "worker": ("daemon", "cmd_worker"),
+    "remote": ("remote_config", "cmd_remote"),
     "serve": ("serving", "cmd_serve"),
 }
 UI = ("serving", "cmd_ui")  # the bare command
