@@ -117,8 +117,8 @@ class RemoteMode:
 
     # -- reads --------------------------------------------------------------------------
 
-    def sync(self, *, run_refs: bool = False) -> list[str]:
-        return reading.synced(self.layout, self.settings, run_refs=run_refs)
+    def sync(self, *, run_refs: bool = False, run: str | None = None) -> list[str]:
+        return reading.synced(self.layout, self.settings, run_refs=run_refs, run=run)
 
     @contextlib.contextmanager
     def following_output(self, run_id: str) -> Iterator[Callable[[], bool]]:
