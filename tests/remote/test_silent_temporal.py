@@ -124,3 +124,21 @@ def test_a_worker_refuses_to_start_on_a_silent_server(
         check=4,
     )
     silent_words(done.stderr, silent.address, setting="--temporal")
+
+
+def test_any_other_call_to_temporal_is_bounded_the_same_way() -> None:
+    """Guards a call after the connect (the stop/pause Update, whose polls the SDK
+    retries without end) waiting forever on a server that stopped answering."""
+    import asyncio
+
+    from flowdrop_tui.core.remote.remote_errors import TemporalUnreachableError
+    from flowdrop_tui.core.remote.temporal_client import within
+    from flowdrop_tui.core.remote.temporal_executor import UPDATE_LIMIT
+    from flowdrop_tui.core.remote.workflow import DELIVER_LIMIT
+
+    with pytest.raises(TemporalUnreachableError) as caught:
+        asyncio.run(within(asyncio.sleep(30), 0.2, "t.internal:7233"))
+    assert caught.value.exit_code == 4
+    assert "Temporal server at t.internal:7233: no answer within 0.2 s" in caught.value.message
+    # A stop to a holding worker that is gone is answered by the workflow first.
+    assert DELIVER_LIMIT.total_seconds() < UPDATE_LIMIT

@@ -69,7 +69,7 @@ def silent(address: str, limit: float, setting: str = CLIENT_SETTING) -> str:
     """The words for a server that took the connection (or the request) and gave no
     answer in time."""
     return (
-        f"cannot reach the Temporal server at {address}: no answer within {limit:.0f} s; "
+        f"cannot reach the Temporal server at {address}: no answer within {limit:g} s; "
         f"check that a Temporal server (not another service) listens there and is not "
         f"overloaded, or that {setting} points at it"
     )
