@@ -113,9 +113,10 @@ class Mode(Protocol):
 
     def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked: ...
 
-    def sync(self, *, run_refs: bool = False) -> list[str]:
+    def sync(self, *, run_refs: bool = False, run: str | None = None) -> list[str]:
         """Bring the records read here up to date; the problems met, as warnings
-        (``run_refs``: also the commits runs made elsewhere). Unreachable: exit 4."""
+        (``run_refs``: also the commits runs made elsewhere, ``run``: only that run's).
+        Unreachable: exit 4."""
         ...
 
     def following_output(self, run_id: str) -> contextlib.AbstractContextManager[Any]:
@@ -219,7 +220,7 @@ class LocalMode:
 
         return verbs.pause(self.layout, run_id, by=by)
 
-    def sync(self, *, run_refs: bool = False) -> list[str]:
+    def sync(self, *, run_refs: bool = False, run: str | None = None) -> list[str]:
         return []
 
     @contextlib.contextmanager

@@ -35,8 +35,13 @@ class RemoteMode:
     poll_every = 0.5
 
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
+        from flowdrop_tui.core.remote import spaces
+
         self.layout = layout
-        self.settings = settings
+        # A space derived as it was before URLs were normalised, while only it holds
+        # runs: used, and said with every read and start (core/remote/spaces.py).
+        self.settings, note = spaces.settle(settings)
+        self.notes = [note] if note else []
         # Made on first use: reads never load temporalio, starts neither (they are
         # asked through PostgreSQL: start_client), only stop and pause of a live run.
         self._executor: TemporalExecutor | None = None
@@ -76,7 +81,7 @@ class RemoteMode:
         *,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        return self._start_client(say).start(ref, options, extra)
+        return self._noted(self._start_client(say).start(ref, options, extra))
 
     def resume(
         self,
@@ -86,7 +91,12 @@ class RemoteMode:
         by: dict[str, Any] | None = None,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        return self._start_client(say).resume(run_id, extra, by=by)
+        return self._noted(self._start_client(say).resume(run_id, extra, by=by))
+
+    def _noted(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if not self.notes:
+            return answer
+        return {**answer, "warnings": [*self.notes, *(answer.get("warnings") or [])]}
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
@@ -117,8 +127,11 @@ class RemoteMode:
 
     # -- reads --------------------------------------------------------------------------
 
-    def sync(self, *, run_refs: bool = False) -> list[str]:
-        return reading.synced(self.layout, self.settings, run_refs=run_refs)
+    def sync(self, *, run_refs: bool = False, run: str | None = None) -> list[str]:
+        return [
+            *self.notes,
+            *reading.synced(self.layout, self.settings, run_refs=run_refs, run=run),
+        ]
 
     @contextlib.contextmanager
     def following_output(self, run_id: str) -> Iterator[Callable[[], bool]]:

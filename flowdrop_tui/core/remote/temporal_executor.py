@@ -30,8 +30,9 @@ from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.start_client import StartClient
 from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.temporal_client import connect
+from flowdrop_tui.core.remote.temporal_client import connect, within
 from flowdrop_tui.core.remote.workflow import (
+    DELIVER_LIMIT,
     HEARTBEAT_TIMEOUT,
     ControlRequest,
     FlowKeyWorkflow,
@@ -39,6 +40,10 @@ from flowdrop_tui.core.remote.workflow import (
 )
 
 SETTLE_LIMIT = 10.0  # seconds a run its worker let go of may still read live here
+# The control Update's whole wait: the workflow gives a holding worker that is gone
+# DELIVER_LIMIT before it answers WORKER_UNREACHABLE; past this, Temporal is not
+# answering (docs/remote.md, "When the Temporal server cannot be reached").
+UPDATE_LIMIT = DELIVER_LIMIT.total_seconds() + 10.0
 
 
 class TemporalExecutor:
@@ -128,8 +133,13 @@ class TemporalExecutor:
         client = await self._client()
         handle = client.get_workflow_handle(workflow_id(self.settings.space, key))
         try:
-            answer: dict[str, Any] = await handle.execute_update(
-                FlowKeyWorkflow.control, ControlRequest(verb, {**who(), "via": "cli", **(by or {})})
+            answer: dict[str, Any] = await within(
+                handle.execute_update(
+                    FlowKeyWorkflow.control,
+                    ControlRequest(verb, {**who(), "via": "cli", **(by or {})}),
+                ),
+                UPDATE_LIMIT,
+                self.settings.temporal,
             )
         except (RPCError, WorkflowUpdateFailedError):
             return {"ended": True}  # no open workflow for the key: the run is not held
