@@ -22,7 +22,7 @@ import pytest
 
 from tests.agents_mock.server import ANSWER, LIMIT_TALK, SAY_LIMIT
 from tests.conftest import CLI, events, state_of, wait_for
-from tests.test_real_agents import Agents
+from tests.agents.test_real_agents import Agents
 
 pytestmark = pytest.mark.real_agents
 
