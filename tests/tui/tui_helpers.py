@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from textual.screen import Screen
 from textual.worker import WorkerState
 
+from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.app import FlowdropApp
 from flowdrop_tui.tui.keys import AsksFirst
@@ -18,8 +19,8 @@ from tests.waiting import until  # noqa: F401  (the one wait; the UI tests impor
 class RecordingApp(FlowdropApp):
     """The real app, remembering every notification it showed (toasts expire)."""
 
-    def __init__(self, layout: Layout) -> None:
-        super().__init__(layout)
+    def __init__(self, layout: Layout, mode: Mode | None = None) -> None:
+        super().__init__(layout, mode)
         self.said: list[str] = []
 
     def notify(self, message: str, **kwargs: Any) -> None:  # type: ignore[override]
