@@ -6,6 +6,7 @@ The same rules end to end, through the real command: tests/core/test_picking_up.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from flowdrop_tui.core.errors import (
     NotResumableError,
     TerminalSnapshotError,
     UsageError,
+    exit_code,
 )
 from flowdrop_tui.core.paths import REMOTE_LIVE, Layout
 from flowdrop_tui.core.run.start_plan import plan
@@ -162,9 +164,10 @@ def test_step_3_from_on_a_flow_not_resumable_is_refused(tmp_path: Path) -> None:
 
 def test_step_3_from_an_unknown_run_is_an_error_never_a_fresh_start(tmp_path: Path) -> None:
     layout = chain(tmp_path)
-    with pytest.raises(FlowdropError, match="no run 20990101T000000.000Z-ffffff") as caught:
-        plan(layout, "k", resumable=True, from_run="20990101T000000.000Z-ffffff")
-    assert caught.value.code  # a coded error (exit 2), never a silent fresh start
+    unknown = "20990101T000000.000Z-ffffff"
+    with pytest.raises(FlowdropError, match=re.escape(f"no run {unknown}")) as caught:
+        plan(layout, "k", resumable=True, from_run=unknown)
+    assert exit_code(caught.value) == 2
 
 
 def test_step_2_resume_of_an_ended_checkpoint_is_refused_naming_it(tmp_path: Path) -> None:
