@@ -5,7 +5,8 @@ A module per group of verbs, each imported when its verb is asked (the terminal 
 only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
 pause, answer), ``attention`` (inbox),
 ``reads`` (flows, runs, show, diff, logs, snapshot, reindex), ``keeping`` (prune,
-pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve). The workspace's mode
+pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve), ``granting`` (remote
+grant). The workspace's mode
 (local or remote) is chosen once per command, in ``workspace.mode``.
 
 Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the
@@ -53,6 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "unpin": ("keeping", "cmd_unpin"),
     "worker": ("daemon", "cmd_worker"),
     "serve": ("serving", "cmd_serve"),
+    "remote": ("granting", "cmd_remote"),
 }
 UI = ("serving", "cmd_ui")  # the bare command
 
