@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.remote import grants
-from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.remote_errors import NotPermittedError
 from flowdrop_tui.core.remote.store import PostgresStore
 
@@ -27,37 +26,31 @@ if TYPE_CHECKING:
 VERBS = {"stop": "stop", "stop_now": "stop", "pause": "pause"}  # the row's → the verb typed
 
 
-def ask(settings: RemoteConfig, run_id: str, verb: str) -> str:
-    """The id of a new ``fd_controls`` row asking ``verb`` of ``run_id``;
-    ``NotPermittedError`` naming the verb and the role when PostgreSQL refuses it."""
+def ask(store: PostgresStore, run_id: str, verb: str) -> str:
+    """The id of a new ``fd_controls`` row of the store's space asking ``verb`` of
+    ``run_id``; ``NotPermittedError`` naming the verb and the role when PostgreSQL
+    refuses it (a viewer)."""
     control = uuid.uuid4().hex
-    store = PostgresStore(settings.postgres, settings.space)
+    store.ensure_schema()
     try:
-        store.ensure_schema()
-        try:
-            store.rows(
-                "INSERT INTO fd_controls (id, space, run_id, verb) VALUES (%s, %s, %s, %s)",
-                (control, settings.space, run_id, verb),
-            )
-        except NotPermittedError as exc:
-            reason = grants.reason(exc)
-            raise grants.refusal(store, VERBS[verb], settings.space, reason) from exc
-    finally:
-        store.close()
+        store.rows(
+            "INSERT INTO fd_controls (id, space, run_id, verb) VALUES (%s, %s, %s, %s)",
+            (control, store.space, run_id, verb),
+        )
+    except NotPermittedError as exc:
+        reason = grants.reason(exc)
+        raise grants.refusal(store, VERBS[verb], store.space, reason) from exc
     return control
 
 
-def withdraw(settings: RemoteConfig, control: str) -> None:
+def withdraw(store: PostgresStore, control: str) -> None:
     """Delete a row no worker took (the run was not live): nothing is left to act on.
     Best effort: a row left behind is good only for this run and verb, by an Update
     naming its random id, and the worker's own answer already came."""
-    store = PostgresStore(settings.postgres, settings.space)
     try:
         store.rows("DELETE FROM fd_controls WHERE id = %s", (control,))
     except FlowdropError:
         pass
-    finally:
-        store.close()
 
 
 class _Opens(Protocol):

@@ -93,17 +93,21 @@ class TemporalExecutor:
         check_run_ref(run_id)
         # Asked through PostgreSQL first: its grants refuse a viewer here, and the
         # holding worker acts only on this row (core/remote/controls.py).
-        control = controls.ask(self.settings, run_id, verb)
-        try:
-            row = self._row(run_id)
-            live = row is not None and bool(row.get("live"))
-            answer = (
-                asyncio.run(self._control(str(row["key"]), verb, by, control))
-                if row and live
-                else {}
-            )
+        store = PostgresStore(self.settings.postgres, self.settings.space)
+        try:  # one connection for the row, the run's liveness and the withdrawal
+            control = controls.ask(store, run_id, verb)
+            try:
+                row = store.run_info(run_id)
+                live = row is not None and bool(row.get("live"))
+                answer = (
+                    asyncio.run(self._control(str(row["key"]), verb, by, control))
+                    if row and live
+                    else {}
+                )
+            finally:
+                controls.withdraw(store, control)  # taken already, or never to be
         finally:
-            controls.withdraw(self.settings, control)  # taken already, or never to be
+            store.close()
         if answer:
             asked = answer.get("asked")
             if isinstance(asked, dict):
@@ -126,14 +130,6 @@ class TemporalExecutor:
                 f"interrupted within {HEARTBEAT_TIMEOUT.total_seconds():.0f} s"
             )
         return info
-
-    def _row(self, run_id: str) -> dict[str, Any] | None:
-        store = PostgresStore(self.settings.postgres, self.settings.space)
-        try:
-            store.ensure_schema()
-            return store.run_info(run_id)
-        finally:
-            store.close()
 
     async def _control(
         self, key: str, verb: str, by: dict[str, Any] | None, control: str
