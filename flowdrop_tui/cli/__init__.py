@@ -5,8 +5,8 @@ A module per group of verbs, each imported when its verb is asked (the terminal 
 only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
 pause, answer), ``attention`` (inbox),
 ``reads`` (flows, runs, show, diff, logs, snapshot, reindex), ``keeping`` (prune,
-pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve), ``granting`` (remote
-grant). The workspace's mode
+pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve), ``remote_config`` (remote config
+notify; ``remote grant`` in ``granting``). The workspace's mode
 (local or remote) is chosen once per command, in ``workspace.mode``.
 
 Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the
@@ -53,8 +53,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pin": ("keeping", "cmd_pin"),
     "unpin": ("keeping", "cmd_unpin"),
     "worker": ("daemon", "cmd_worker"),
+    "remote": ("remote_config", "cmd_remote"),
     "serve": ("serving", "cmd_serve"),
-    "remote": ("granting", "cmd_remote"),
 }
 UI = ("serving", "cmd_ui")  # the bare command
 

@@ -15,7 +15,7 @@ def cmd_inbox(args: argparse.Namespace) -> int:
     mode = workspace.mode(args)
     mode.sync()
     layout = mode.layout
-    for problem in notify.settings(layout).problems:
+    for problem in notify.settings(layout).problems if mode.runs_here else []:
         err(f"warning: {problem}")
     if args.dismiss:
         done = inbox.dismiss(layout, list(args.dismiss))
@@ -24,7 +24,9 @@ def cmd_inbox(args: argparse.Namespace) -> int:
         else:
             print(f"dismissed {', '.join(done)}")
         return 0
-    found = inbox.items(layout)
+    # Notices go from where runs run: locally this viewer sends a died run's; in
+    # remote mode the worker holding the run sends them all (docs/remote.md)
+    found = inbox.items(layout, send=mode.runs_here)
     if args.json:
         print(dump(found))
     else:

@@ -17,13 +17,9 @@ from flowdrop_tui.core.errors import UsageError
 ROLES = ("viewer", "operator", "worker", "admin")  # core/remote/grants.py's, in order
 
 
-def add_parser(sub: Any, *parents: argparse.ArgumentParser) -> None:
-    """``remote`` and its one verb, ``grant``, on the command line's verbs (``sub``:
-    the top level's subparsers)."""
-    remote = sub.add_parser("remote", parents=list(parents), help="remote mode's roles")
-    verbs = remote.add_subparsers(dest="remote_command", metavar="VERB", parser_class=type(remote))
-    verbs.required = True
-    grant = verbs.add_parser(
+def add_to(groups: Any, *parents: argparse.ArgumentParser) -> None:
+    """``grant`` under ``remote`` (``groups``: its subparsers, ``cli/remote_config.py``)."""
+    grant = groups.add_parser(
         "grant",
         parents=list(parents),
         help="give a database role a flowdrop role (--revoke: take it back)",
@@ -41,7 +37,7 @@ def add_parser(sub: Any, *parents: argparse.ArgumentParser) -> None:
     grant.add_argument("--revoke", action="store_true", help="take the role back")
 
 
-def cmd_remote(args: argparse.Namespace) -> int:
+def cmd_grant(args: argparse.Namespace) -> int:
     if args.role not in ROLES:
         raise UsageError(f"unknown role {args.role!r}: give one of {', '.join(ROLES)}")
     from flowdrop_tui.cli import workspace

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from typing import NoReturn
 
-from flowdrop_tui.cli import granting
+from flowdrop_tui.cli import remote_config
 from flowdrop_tui.core import defaults
 from flowdrop_tui.core.errors import UsageError
 
@@ -320,7 +320,7 @@ def build_parser(*, verbs: bool = True) -> argparse.ArgumentParser:
         metavar="URL",
         help="run code only from this git origin (repeatable; default: any)",
     )
-    granting.add_parser(sub, common, json_flag)
+    remote_config.add_to(sub, common, json_flag)
     return parser
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import config
 
@@ -286,6 +287,26 @@ def choose(layout: Layout) -> Mode:
     return RemoteMode(layout, settings)
 
 
+def space_notify(
+    layout: Layout, given: Sequence[str] = (), unset: Sequence[str] = ()
+) -> tuple[str, dict[str, Any]]:
+    """``remote config notify [KEY=VALUE …] [--unset KEY]``: the space and its notice
+    settings in PostgreSQL, changed first when asked (docs/remote.md, "Notices"); whatever
+    this process's mode, as ``worker`` is. Local mode has none: its ``[notify]`` is in
+    ``.flowdrop/config.toml``."""
+    settings = config.load(layout)
+    if settings is None:
+        raise UsageError(
+            "remote config notify: this workspace is in local mode (no [remote] in "
+            ".flowdrop/config.toml, no FLOWDROP_POSTGRES); its notices are set in "
+            ".flowdrop/config.toml [notify]"
+        )
+    from flowdrop_tui.core.remote import notify_settings  # psycopg
+
+    changes = notify_settings.assignments(given)
+    return settings.space, notify_settings.change(settings, changes, unset)
+
+
 def install_run_mirror() -> None:
     """In a run child a worker started (``REMOTE_RUN_ENV``), write every record through
     to PostgreSQL from the first write on — before anything else, even a usage error's
@@ -322,7 +343,7 @@ def serve_worker(
         worker_id=found.worker_id,
         home=found.home,
         max_runs=found.max_runs,
-        access=worker.PostgresAccess(found.postgres),
+        access=worker.PostgresAccess(found.postgres, found.home),
         spaces=found.spaces,
         origins=found.origins,
     )

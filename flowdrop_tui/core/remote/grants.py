@@ -42,7 +42,7 @@ END $$;
 GRANT flowdrop_viewer TO flowdrop_operator, flowdrop_worker;
 GRANT flowdrop_operator, flowdrop_worker TO flowdrop_admin;
 GRANT SELECT ON fd_schema, fd_keys, fd_runs, fd_files, fd_lines, fd_changes,
-    fd_workers, fd_pins, fd_shared_files, fd_grants TO flowdrop_viewer;
+    fd_workers, fd_pins, fd_shared_files, fd_grants, fd_notify TO flowdrop_viewer;
 GRANT SELECT, INSERT, UPDATE, DELETE ON fd_starts TO flowdrop_operator;
 GRANT SELECT, INSERT, DELETE ON fd_controls TO flowdrop_operator;
 GRANT INSERT, DELETE ON fd_pins TO flowdrop_operator;
@@ -51,7 +51,7 @@ GRANT INSERT, UPDATE, DELETE ON fd_keys, fd_runs, fd_files, fd_lines, fd_changes
 GRANT SELECT, UPDATE, DELETE ON fd_starts TO flowdrop_worker;
 GRANT SELECT, DELETE ON fd_controls TO flowdrop_worker;
 GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO flowdrop_worker;
-GRANT INSERT, UPDATE, DELETE ON fd_grants TO flowdrop_admin;
+GRANT INSERT, UPDATE, DELETE ON fd_grants, fd_notify TO flowdrop_admin;
 """
 
 ROLES_LOCK = 0x666C6F77  # the advisory lock a grant holds ("flow"), server-wide
