@@ -5,7 +5,8 @@ A module per group of verbs, each imported when its verb is asked (the terminal 
 only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
 pause, answer), ``attention`` (inbox),
 ``reads`` (flows, runs, show, diff, logs, snapshot, reindex), ``keeping`` (prune,
-pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve). The workspace's mode
+pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve), ``remote_config`` (remote config
+notify; ``remote grant`` in ``granting``). The workspace's mode
 (local or remote) is chosen once per command, in ``workspace.mode``.
 
 Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.cli import workspace
+from flowdrop_tui.cli import granting, workspace
 from flowdrop_tui.cli.output import dump
 from flowdrop_tui.core.mode import space_notify
 
@@ -18,6 +18,7 @@ def add_to(sub: Any, common: argparse.ArgumentParser, json_flag: argparse.Argume
     """``remote config notify [KEY=VALUE …] [--unset KEY]`` under ``sub``."""
     remote = sub.add_parser("remote", help="remote mode's settings kept in PostgreSQL")
     groups = remote.add_subparsers(dest="remote_group", metavar="GROUP", required=True)
+    granting.add_to(groups, common, json_flag)  # remote grant
     config = groups.add_parser("config", help="a space's settings")
     settings = config.add_subparsers(dest="remote_setting", metavar="SETTING", required=True)
     notify = settings.add_parser(
@@ -36,6 +37,8 @@ def add_to(sub: Any, common: argparse.ArgumentParser, json_flag: argparse.Argume
 
 
 def cmd_remote(args: argparse.Namespace) -> int:
+    if args.remote_group == "grant":
+        return granting.cmd_grant(args)
     space, table = space_notify(workspace.layout(args), args.settings, args.unset)
     if args.json:
         print(dump({"space": space, "notify": table}))

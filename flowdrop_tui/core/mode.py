@@ -137,6 +137,13 @@ class Mode(Protocol):
         include_replaced: bool = False,
     ) -> retention.PruneResult: ...
 
+    def grant(
+        self, role: str, dbrole: str, space: str | None, *, revoke: bool = False
+    ) -> dict[str, Any]:
+        """``remote grant``: make ``dbrole`` a ``role`` (``revoke``: no longer) in
+        ``space`` (None: this workspace's); local mode has no roles and refuses."""
+        ...
+
     def live_feed(self) -> LiveFeed | None:
         """A feed to run while a view is open, or None when the files here are the
         records themselves (the workspace watch sees every change)."""
@@ -249,6 +256,17 @@ class LocalMode:
 
         return retention.prune(
             self.layout, keep, older_than, dry_run=dry_run, include_replaced=include_replaced
+        )
+
+    def grant(
+        self, role: str, dbrole: str, space: str | None, *, revoke: bool = False
+    ) -> dict[str, Any]:
+        from flowdrop_tui.core.errors import UsageError
+
+        raise UsageError(
+            "`remote grant`: this workspace is in local mode, which has no roles (who can "
+            "write its .flowdrop/ may do everything); configure [remote] in "
+            ".flowdrop/config.toml first"
         )
 
     def live_feed(self) -> LiveFeed | None:

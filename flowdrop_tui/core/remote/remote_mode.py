@@ -19,7 +19,7 @@ from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.liveness import remote_holder
-from flowdrop_tui.core.remote import reading
+from flowdrop_tui.core.remote import grants, reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.run.forecast import StartOptions
 
@@ -81,7 +81,8 @@ class RemoteMode:
         *,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        return self._noted(self._start_client(say).start(ref, options, extra))
+        with grants.worded(self.settings, "run"):
+            return self._noted(self._start_client(say).start(ref, options, extra))
 
     def resume(
         self,
@@ -91,7 +92,8 @@ class RemoteMode:
         by: dict[str, Any] | None = None,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        return self._noted(self._start_client(say).resume(run_id, extra, by=by))
+        with grants.worded(self.settings, "resume"):
+            return self._noted(self._start_client(say).resume(run_id, extra, by=by))
 
     def _noted(self, answer: dict[str, Any]) -> dict[str, Any]:
         if not self.notes:
@@ -109,7 +111,8 @@ class RemoteMode:
         self.sync()
         found = gates.check_answer(self.layout, run_id, answer, gate)
         given = orjson.dumps({"gate": found["gate"], "answer": answer}).decode()
-        started = self.resume(run_id, ["--answer", given], by=by)
+        with grants.worded(self.settings, "answer"):
+            started = self._start_client(None).resume(run_id, ["--answer", given], by=by)
         return {**started, "gate": found["gate"], "answer": answer}
 
     def stop(
@@ -120,10 +123,12 @@ class RemoteMode:
         by: dict[str, Any] | None = None,
         keep_paused: bool = False,
     ) -> verbs.Asked:
-        return self._runs().stop(run_id, now=now, by=by, keep_paused=keep_paused)
+        with grants.worded(self.settings, "stop"):
+            return self._runs().stop(run_id, now=now, by=by, keep_paused=keep_paused)
 
     def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked:
-        return self._runs().pause(run_id, by=by)
+        with grants.worded(self.settings, "pause"):
+            return self._runs().pause(run_id, by=by)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -168,12 +173,13 @@ class RemoteMode:
         from flowdrop_tui.core.remote import shared_pins
 
         change = shared_pins.pin if pinned else shared_pins.unpin
-        return reading.bounded(
-            self.settings,
-            "the pin",
-            lambda: change(self.layout, self.settings, run_id),
-            reading.SYNC_TIMEOUT,
-        )
+        with grants.worded(self.settings, "pin" if pinned else "unpin"):
+            return reading.bounded(
+                self.settings,
+                "the pin",
+                lambda: change(self.layout, self.settings, run_id),
+                reading.SYNC_TIMEOUT,
+            )
 
     def prune(
         self,
@@ -185,13 +191,24 @@ class RemoteMode:
     ) -> retention.PruneResult:
         from flowdrop_tui.core.remote import pruning
 
-        return pruning.prune(
-            self.layout,
+        with grants.worded(self.settings, "prune"):
+            return pruning.prune(
+                self.layout,
+                self.settings,
+                keep,
+                older_than,
+                dry_run=dry_run,
+                include_replaced=include_replaced,
+            )
+
+    def grant(
+        self, role: str, dbrole: str, space: str | None, *, revoke: bool = False
+    ) -> dict[str, Any]:
+        return reading.bounded(
             self.settings,
-            keep,
-            older_than,
-            dry_run=dry_run,
-            include_replaced=include_replaced,
+            "the grant",
+            lambda: grants.grant(self.settings, role, dbrole, space, revoke=revoke),
+            reading.SYNC_TIMEOUT,
         )
 
     def live_feed(self) -> reading.LiveReplica:

@@ -26,7 +26,7 @@ from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.records.event_log import who
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
-from flowdrop_tui.core.remote import reading
+from flowdrop_tui.core.remote import controls, reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.start_client import StartClient
 from flowdrop_tui.core.remote.store import PostgresStore
@@ -96,9 +96,24 @@ class TemporalExecutor:
         live, and under which key); else the run's replicated info, for today's verbs
         to answer from (it is not live)."""
         check_run_ref(run_id)
-        row = self._row(run_id)
-        if row is not None and row.get("live"):
-            answer = asyncio.run(self._control(str(row["key"]), verb, by))
+        # Asked through PostgreSQL first: its grants refuse a viewer here, and the
+        # holding worker acts only on this row (core/remote/controls.py).
+        store = PostgresStore(self.settings.postgres, self.settings.space)
+        try:  # one connection for the row, the run's liveness and the withdrawal
+            control = controls.ask(store, run_id, verb)
+            try:
+                row = store.run_info(run_id)
+                live = row is not None and bool(row.get("live"))
+                answer = (
+                    asyncio.run(self._control(str(row["key"]), verb, by, control))
+                    if row and live
+                    else {}
+                )
+            finally:
+                controls.withdraw(store, control)  # taken already, or never to be
+        finally:
+            store.close()
+        if answer:
             asked = answer.get("asked")
             if isinstance(asked, dict):
                 return _asked(asked)
@@ -121,22 +136,16 @@ class TemporalExecutor:
             )
         return info
 
-    def _row(self, run_id: str) -> dict[str, Any] | None:
-        store = PostgresStore(self.settings.postgres, self.settings.space)
-        try:
-            store.ensure_schema()
-            return store.run_info(run_id)
-        finally:
-            store.close()
-
-    async def _control(self, key: str, verb: str, by: dict[str, Any] | None) -> dict[str, Any]:
+    async def _control(
+        self, key: str, verb: str, by: dict[str, Any] | None, control: str
+    ) -> dict[str, Any]:
         client = await self._client()
         handle = client.get_workflow_handle(workflow_id(self.settings.space, key))
         try:
             answer: dict[str, Any] = await within(
                 handle.execute_update(
                     FlowKeyWorkflow.control,
-                    ControlRequest(verb, {**who(), "via": "cli", **(by or {})}),
+                    ControlRequest(verb, {**who(), "via": "cli", **(by or {})}, control),
                 ),
                 UPDATE_LIMIT,
                 self.settings.temporal,
