@@ -12,17 +12,13 @@ whatever it would leak goes away with the child.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import os
 import re
-import shutil
 import stat as stat_module
 import subprocess
 import sys
-import tempfile
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -73,7 +69,7 @@ def facts(workspace: Path) -> dict[str, Any] | None:
         return None
 
 
-def _is_sha(value: object) -> bool:
+def is_sha(value: object) -> bool:
     return isinstance(value, str) and _SHA.match(value) is not None
 
 
@@ -87,7 +83,7 @@ def commits_between(
     ``until`` (ISO-8601): leave out commits made after it — for a run that
     recorded no end, so later commits by others are not counted as its own.
     """
-    if not _is_sha(end) or (start is not None and not _is_sha(start)):
+    if not is_sha(end) or (start is not None and not is_sha(start)):
         return []
     limit = _until(until)
     try:
@@ -192,7 +188,7 @@ def is_repository(workspace: Path) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
-def _git_dirs(workspace: Path) -> tuple[Path, Path] | None:
+def git_dirs(workspace: Path) -> tuple[Path, Path] | None:
     """The repository's git folder and common folder (a linked worktree has both)."""
     out = _git(workspace, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir")
     lines = out.decode(errors="replace").splitlines() if out else []
@@ -211,13 +207,13 @@ def _head_from_files(workspace: Path) -> str | None:
     """HEAD read as git keeps it — ``HEAD``, a loose ref, ``packed-refs`` — without a
     process (about 2 ms less a round); ``None`` when it is not that simple (a reftable,
     a symbolic ref to a ref not written yet): then git answers."""
-    dirs = _git_dirs(workspace)
+    dirs = git_dirs(workspace)
     if dirs is None:
         return None
     git_dir, common = dirs
     try:
         head = (git_dir / "HEAD").read_text(errors="replace").strip()
-        if _is_sha(head):
+        if is_sha(head):
             return head
         if not head.startswith("ref: refs/"):
             return None
@@ -227,11 +223,11 @@ def _head_from_files(workspace: Path) -> str | None:
                 found = (folder / ref).read_text(errors="replace").strip()
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            return found if _is_sha(found) else None
+            return found if is_sha(found) else None
         with open(common / "packed-refs", errors="replace") as packed:
             for line in packed:
                 sha, _, name = line.strip().partition(" ")
-                if name == ref and _is_sha(sha):
+                if name == ref and is_sha(sha):
                     return sha
     except OSError:
         return None
@@ -245,7 +241,7 @@ def head_now(workspace: Path) -> str | None:
         return found
     out = _git(workspace, "rev-parse", "--verify", "-q", "HEAD^{commit}")
     text = out.decode().strip() if out else ""
-    return text if _is_sha(text) else None
+    return text if is_sha(text) else None
 
 
 PATHS_KEPT = 100  # a round's end keeps each differing file's digest, up to this many
@@ -326,7 +322,7 @@ def worktree_scan(workspace: Path, status: subprocess.Popen[bytes] | None) -> Sc
             continue
         if record.startswith(b"# branch.oid "):
             oid = record[len(b"# branch.oid ") :].decode(errors="replace")
-            head = oid if _is_sha(oid) else None
+            head = oid if is_sha(oid) else None
             continue
         if not record or record.startswith(b"#"):
             continue
@@ -357,142 +353,13 @@ def worktree_scan(workspace: Path, status: subprocess.Popen[bytes] | None) -> Sc
 # and the untracked cache off, so nothing is written beside the user's index either. No
 # fsync of the objects: a snapshot is a convenience (a power cut that loses one leaves
 # that round's diff to its commits), and a sync per object was most of its cost.
-_SNAPSHOT = (
-    "git",
-    "--no-optional-locks",
-    "-c",
-    "core.fsync=none",
-    "-c",
-    "core.splitIndex=false",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.untrackedCache=false",
-)
-
-
-class Snapshots:
-    """SPEC §20: the working tree as a git tree object (its id), so ``diff`` can show a
-    round's changes whether or not it committed them — for one run's rounds. As ``git
-    stash create`` does it, but in a temporary index of our own: a copy of the user's
-    (so only the files ``git status`` listed are read), kept between snapshots so git's
-    cache of trees in it spares ``write-tree`` the whole tree each time (copied again
-    whenever the user's index changes). The listed files — and those listed last time,
-    put back as they are now — are ``git update-index``ed into it and ``git
-    write-tree`` writes the tree. The user's index, working tree and refs are never
-    touched; the objects are unreferenced (git's gc keeps them ``gc.pruneExpire``, two
-    weeks by default). Files over ``BIG_FILE`` stay as the index has them."""
-
-    def __init__(self, workspace: Path, folder: Path | None = None) -> None:
-        """``folder``: where the index copy lives (``.flowdrop/cache/snapshots``), named
-        for this process; copies left by a process that is gone (a kill -9, a power cut)
-        are removed here. ``None``: the system's temporary folder."""
-        self.workspace = workspace
-        if folder is not None:
-            _sweep_orphans(folder)
-        fd, name = tempfile.mkstemp(prefix=f"index-{os.getpid()}-", dir=folder)
-        os.close(fd)
-        self._index = name
-        self._source: tuple[int, int, int] | None = None  # the user's index when copied
-        self._touched: set[bytes] = set()  # paths updated into the copy, as listed
-        self._remove = weakref.finalize(self, _unlink, name)
-
-    def close(self) -> None:
-        self._remove()
-
-    def _fresh(self, index: Path) -> bool:
-        """The copy is the user's index as it is now (copied again if it changed)."""
-        try:
-            info = os.stat(index)
-        except FileNotFoundError:  # no index yet: git starts an empty one
-            _unlink(self._index)
-            self._source, self._touched = None, set()
-            return True
-        except OSError:
-            return False
-        source = (info.st_ino, info.st_size, info.st_mtime_ns)
-        if source != self._source:
-            try:
-                shutil.copyfile(index, self._index)
-            except OSError:
-                return False
-            self._source, self._touched = source, set()
-        return True
-
-    def take(self, scan: Scan) -> str | None:
-        """The tree ``scan`` saw, as a tree object; ``None`` when git failed."""
-        dirs = _git_dirs(self.workspace)
-        top = toplevel(self.workspace)
-        if dirs is None or top is None:
-            return None
-        skipped = {os.fsencode(path) for path in scan.skipped}
-        if self._touched & skipped:  # a big file now: back to the user's index's version
-            self._source = None
-        if not self._fresh(dirs[0] / "index"):
-            return None
-        env = {**os.environ, "GIT_INDEX_FILE": self._index}  # the repository status saw
-        paths = sorted((set(scan.changed) | self._touched) - skipped)
-        try:
-            if paths:
-                done = subprocess.run(
-                    [*_SNAPSHOT, "update-index", "--add", "--remove", "-z", "--stdin"],
-                    cwd=top,
-                    env=env,
-                    input=b"\0".join(paths) + b"\0",
-                    capture_output=True,
-                    timeout=120,
-                    check=False,
-                )
-                if done.returncode != 0:
-                    self._source = None  # copied again next time
-                    return None
-            self._touched = set(scan.changed)
-            tree = subprocess.run(
-                [*_SNAPSHOT, "write-tree"],
-                cwd=top,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=120,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            self._source = None
-            return None
-        found = tree.stdout.decode(errors="replace").strip()
-        return found if tree.returncode == 0 and _is_sha(found) else None
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
-def _sweep_orphans(folder: Path) -> None:
-    """Remove the snapshot index copies in ``folder`` whose process has ended."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return
-    for name in names:
-        parts = name.split("-")
-        if len(parts) < 3 or parts[0] != "index" or not parts[1].isdigit():
-            continue
-        try:
-            os.kill(int(parts[1]), 0)
-        except ProcessLookupError:
-            _unlink(os.path.join(folder, name))
-        except (PermissionError, OverflowError):
-            continue  # alive as another user, or not a pid: left alone
-
-
 def tree_of(workspace: Path, commit: str | None) -> str | None:
     """A commit's tree id (``None``: no commit, or git does not have it)."""
-    if commit is None or not _is_sha(commit):
+    if commit is None or not is_sha(commit):
         return EMPTY_TREE if commit is None else None
     out = _git(workspace, "rev-parse", "--verify", "-q", f"{commit}^{{tree}}")
     text = out.decode().strip() if out else ""
-    return text if _is_sha(text) else None
+    return text if is_sha(text) else None
 
 
 def _status_path(record: bytes) -> bytes | None:
@@ -530,8 +397,8 @@ def diff_between(
     empty tree), of the files ``only`` names when given (paths from the repository's
     top). Only object ids reach git (they are read from a record). ``None`` when git
     failed. A file over ``BIG_FILE`` is binary to git here: no patch text is made."""
-    base = start if start is not None and _is_sha(start) else EMPTY_TREE
-    if end is not None and not _is_sha(end):
+    base = start if start is not None and is_sha(start) else EMPTY_TREE
+    if end is not None and not is_sha(end):
         return None
     workspace = toplevel(workspace) or workspace
     span: list[str] = [base, end] if end is not None else [base]

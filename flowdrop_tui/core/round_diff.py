@@ -2,7 +2,7 @@
 
 A round that counted toward ``stalled`` (an agent session, or ``stall_on="all"``)
 kept snapshots of the working tree as it began and ended (``round_ended.moved.snapshot``:
-tree objects, ``git.Snapshots``): its diff is between them, committed or not, for every
+tree objects, ``tree_snapshots.Snapshots``): its diff is between them, committed or not, for every
 round of every run. Any other round recorded its commits only: from its start commit
 (``round_started.head``) to its end commit (``round_ended.moved.head``). What such a
 round left uncommitted is known only while the working tree is still the one it left:

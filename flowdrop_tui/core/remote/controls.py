@@ -1,5 +1,5 @@
 """A stop or pause of a live run, asked through PostgreSQL so that its roles decide it
-(issue 38; docs/remote.md, "Who can do what").
+(docs/remote.md, "Who can do what").
 
 Both ends of one protocol: the client inserts a row of ``fd_controls`` (``ask``) — a
 role without ``INSERT`` there (a viewer) is refused by PostgreSQL before anything

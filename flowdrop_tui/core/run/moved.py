@@ -4,7 +4,7 @@ Every round records HEAD as it starts and as it ends (``diff`` needs its commits
 Only a round that **counts** — one that opened an agent session (``claude``,
 ``codex``, a plug-in backend that reported usage), or every round of a flow declared
 ``stall_on="all"`` — is measured further: as it ends, a digest of the working tree
-(``git.worktree_scan``: one ``git status``), a snapshot of that tree (``git.Snapshots``:
+(``git.worktree_scan``: one ``git status``), a snapshot of that tree (``tree_snapshots.Snapshots``:
 a tree object made in a temporary index, for ``diff``), a digest of the state as the
 round's end saved it and the progress value, compared with just before the round: the
 previous round's end when that was measured in this process, else what was measured
@@ -24,6 +24,7 @@ from typing import Any
 from flowdrop_tui.core import git
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.progress import COMPARED, digest, outcome_digest, value_digest
+from flowdrop_tui.core.tree_snapshots import Snapshots
 
 ERROR_SHOWN = 300  # characters of a failure's words kept in the record (its tail)
 SKIPPED_KEPT = 20  # big files named as left out of a snapshot, up to this many
@@ -49,7 +50,7 @@ class RoundMoves:
         self._before: dict[str, Any] | None = None  # what the round in flight compares with
         self._counts = False  # the round in flight ends measured
         self.progress: str | None = None  # the digest of the last progress value declared
-        self._snapshots: git.Snapshots | None = None  # made at the first snapshot
+        self._snapshots: Snapshots | None = None  # made at the first snapshot
         self._snapshot: str | None = None  # the last snapshot made, and of what
         self._snapshot_of: tuple[str | None, str] | None = None
 
@@ -68,7 +69,7 @@ class RoundMoves:
             seen = (scan.head, scan.tree)
             if seen != self._snapshot_of:
                 if self._snapshots is None:
-                    self._snapshots = git.Snapshots(self.workspace, self._snapshot_folder())
+                    self._snapshots = Snapshots(self.workspace, self._snapshot_folder())
                 self._snapshot = self._snapshots.take(scan)
                 self._snapshot_of = seen if self._snapshot is not None else None
             tree = self._snapshot
