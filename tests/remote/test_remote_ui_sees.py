@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from textual.widgets import Static
+
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
@@ -106,7 +108,8 @@ async def test_a_paused_run_closed_elsewhere_leaves_the_runs_pane_on_its_own(
     """Guards against the remote Runs pane keeping a closed run `paused` until a key
     was pressed (item 9): a paused run closed on its worker's machine (`stop RUN`
     through the mirror, as a worker's close does) reads `cancelled` in the Runs pane
-    and the flow's row with no key pressed."""
+    and the flow's row with no key pressed. The Run pane names the worker that ran it
+    (item 11)."""
     origin = make_origin(tmp_path, {"asks": ASKS})
     client = clone(origin, tmp_path / "client")
     worker_ws = clone(origin, tmp_path / "w1")
@@ -128,6 +131,13 @@ async def test_a_paused_run_closed_elsewhere_leaves_the_runs_pane_on_its_own(
             ),
             timeout=WAIT,
             what="the paused run in the Runs pane",
+        )
+        text = main.detail.query_one("#detail-text", Static)
+        await until(
+            pilot,
+            lambda: "worker w1 on host-w1" in str(text.render()),
+            timeout=WAIT,
+            what="the Run pane naming the worker that ran it",
         )
         epoch = pg_store.claim("asks", worker="w2")
         ticket = RunTicket(postgres_url, space, "asks", epoch, "w2")

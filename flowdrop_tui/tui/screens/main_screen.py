@@ -437,6 +437,7 @@ class MainScreen(LazyParts, Screen[None]):
     def on_run_detail_read(self, message: RunDetailRead) -> None:
         self.tracker.git[message.run_id] = message.git
         extra = {"state": message.state, "sessions": message.sessions, "git": message.git}
+        extra["worker"] = message.worker
         self.detail.show_extra(message.run_id, extra)
 
     def _show_arrived(self, run_id: str) -> None:

@@ -21,6 +21,7 @@ from flowdrop_tui.core.records import pins, queued_starts
 from flowdrop_tui.core.records.catalog import RunCatalog
 from flowdrop_tui.core.records.ledger import isolated_usage
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo
+from flowdrop_tui.core.records.worker_mark import worker_of
 from flowdrop_tui.core.watch import WorkspaceWatch
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,
@@ -160,7 +161,8 @@ class WorkspaceReads:
             git = views.git_of(self.workspace, info, isolated=True)  # no gitpython in here
         else:
             git = self.tracker.git.get(info.run)
-        self.screen.post_message(RunDetailRead(info.run, state, sessions, git))
+        worker = worker_of(self.workspace.run_dir(info.run))  # remote mode's; else None
+        self.screen.post_message(RunDetailRead(info.run, state, sessions, git, worker))
 
 
 def _cancelled() -> bool:
