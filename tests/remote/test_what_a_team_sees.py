@@ -5,14 +5,20 @@ that runs or ran a run. Real PostgreSQL, real run children writing through the m
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from flowdrop_tui.core.remote.start_requests import StartTable, new_id
 from flowdrop_tui.core.remote.store import PostgresStore
 from tests.conftest import write_flow
 from tests.flow_bodies import counts_rounds
-from tests.remote.cluster import wait_for
+from tests.remote.cluster import COUNTER, Cluster, make_client, wait_for
 from tests.remote.machines import Machine, WorkerChild, clone, make_origin
+from tests.remote.servers import PostgresServer
+from tests.remote.temporal_server import TemporalServer
 
 
 def queue_start(store: PostgresStore, key: str, queue: str = "q-none") -> str:
@@ -100,3 +106,41 @@ def test_a_checkout_without_the_flow_sees_its_live_run_and_its_worker(
     assert ended["status"] == "interrupted", ended
     assert "worker          w1 on host-w1" in client.cli("show", child.run_id).stdout
     assert "w1 on host-w1" in client.cli("runs", "branchy").stdout
+
+
+def test_a_run_waiting_for_a_worker_is_listed_until_sigterm_withdraws_it(
+    temporal_server: TemporalServer, postgres_server: PostgresServer, space: str, tmp_path: Path
+) -> None:
+    """Guards item 4 end to end on the real servers: while a real `run counter` waits
+    for a worker (none polls its queue), `runs` on the same checkout lists its start as
+    queued; SIGTERM withdraws it (exit 143) and `runs` no longer lists it."""
+    cluster = Cluster(temporal_server.address, postgres_server.url(), tmp_path / "cluster")
+    try:
+        client = make_client(cluster, space, tmp_path)
+        client.add_flow("counter", COUNTER)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")}
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "flowdrop_tui", "--workspace", str(client.ws), "run", "counter"],
+            cwd=client.ws,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            rows = wait_for(
+                "the waiting start listed",
+                lambda: [row for row in client.json("runs") if row["run"] is None],
+            )
+            assert [(row["flow"], row["status"]) for row in rows] == [("counter", "pending")]
+            words = client.cli("runs", "counter").stdout
+            assert f"waiting for a worker on task queue {cluster.task_queue}" in words, words
+            waiting.send_signal(signal.SIGTERM)
+            assert waiting.wait(timeout=60) == 128 + signal.SIGTERM
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+        assert [row for row in client.json("runs") if row["run"] is None] == []
+        assert "queued" not in client.cli("runs").stdout
+    finally:
+        cluster.stop()
