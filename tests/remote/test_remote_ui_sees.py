@@ -135,7 +135,7 @@ async def test_a_paused_run_closed_elsewhere_leaves_the_runs_pane_on_its_own(
         text = main.detail.query_one("#detail-text", Static)
         await until(
             pilot,
-            lambda: "worker w1 on host-w1" in str(text.render()),
+            lambda: "worker w1 on " in str(text.render()),  # its host: the child's or ours
             timeout=WAIT,
             what="the Run pane naming the worker that ran it",
         )

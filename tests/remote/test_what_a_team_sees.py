@@ -92,9 +92,10 @@ def test_a_checkout_without_the_flow_sees_its_live_run_and_its_worker(
         table = client.cli("runs").stdout
         header, line = table.splitlines()[0], table.splitlines()[1]
         assert "WORKER" in header and line.startswith(child.run_id), table
-        assert "w1 on host-w1" in line, table
+        # The host: the one the run child reports of itself, or the test's set_live's.
+        assert " w1 on " in line, table
         shown = client.cli("show", child.run_id).stdout
-        assert "worker          w1 on host-w1" in shown, shown
+        assert "worker          w1 on " in shown, shown
     finally:
         child.kill()  # as a lost run: no longer live anywhere
         child.close()
@@ -104,8 +105,8 @@ def test_a_checkout_without_the_flow_sees_its_live_run_and_its_worker(
     )
     ended = client.json("show", child.run_id)
     assert ended["status"] == "interrupted", ended
-    assert "worker          w1 on host-w1" in client.cli("show", child.run_id).stdout
-    assert "w1 on host-w1" in client.cli("runs", "branchy").stdout
+    assert "worker          w1 on " in client.cli("show", child.run_id).stdout
+    assert " w1 on " in client.cli("runs", "branchy").stdout
 
 
 def test_a_run_waiting_for_a_worker_is_listed_until_sigterm_withdraws_it(

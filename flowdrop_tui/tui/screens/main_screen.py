@@ -12,7 +12,7 @@ as it is on disk — and the rest (describing, listing runs, git) fills in after
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -436,8 +436,8 @@ class MainScreen(LazyParts, Screen[None]):
     @shielded
     def on_run_detail_read(self, message: RunDetailRead) -> None:
         self.tracker.git[message.run_id] = message.git
-        extra = {"state": message.state, "sessions": message.sessions, "git": message.git}
-        extra["worker"] = message.worker
+        extra: dict[str, Any] = {"state": message.state, "sessions": message.sessions}
+        extra |= {"git": message.git, "worker": message.worker}
         self.detail.show_extra(message.run_id, extra)
 
     def _show_arrived(self, run_id: str) -> None:
