@@ -158,9 +158,11 @@ def flows_table(rows: list[dict[str, Any]]) -> str:
     return _table([*headers, "ABOUT"], table)
 
 
-def runs_table(rows: list[dict[str, Any]]) -> str:
-    """The run list; a USAGE column (tokens in/out) only when some run has usage."""
+def runs_table(rows: list[dict[str, Any]], workers: dict[str, str | None] | None = None) -> str:
+    """The run list; a USAGE column (tokens in/out) only when some run has usage, a
+    WORKER column (remote mode: the worker that runs or ran it) when some run has one."""
     metered = any(row.get("usage") for row in rows)
+    workers = {run: name for run, name in (workers or {}).items() if name}
     table = []
     for row in rows:
         cells = [
@@ -174,8 +176,11 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
             duration(row.get("duration")),
             str(row.get("picked_up_from") or "—"),
         ]
+        if workers:
+            cells.append(workers.get(str(row["run"])) or "—")
         table.append([*cells, usage_short(row.get("usage")) or "—"] if metered else cells)
     headers = ["RUN", "FLOW", "STATUS", "ROUNDS", "STARTED", "DURATION", "PICKED UP FROM"]
+    headers += ["WORKER"] if workers else []
     text = _table([*headers, "USAGE"] if metered else headers, table)
     why = [
         f"{row['run']} paused — {words}"
@@ -200,7 +205,8 @@ def refused_words(where: str, count: Any) -> str:
     return f"state value {where}: left out of {saves} in this run (its last saved value stands)"
 
 
-def show_text(detail: dict[str, Any]) -> str:
+def show_text(detail: dict[str, Any], worker: str | None = None) -> str:
+    """``show``'s words; ``worker``: the worker that runs or ran it (remote mode)."""
     lines = [
         f"run             {detail['run']}",
         f"flow            {detail.get('flow')}  ({detail.get('flow_path')})",
@@ -214,6 +220,8 @@ def show_text(detail: dict[str, Any]) -> str:
         f"started         {detail.get('started')}",
         f"ended           {_ended(detail)}",
     ]
+    if worker:
+        lines.append(f"worker          {worker}")
     lines.append(f"budget          {budget_words(detail.get('budget'))}")
     why = paused_by_words(detail.get("paused_by"))
     if why is not None:

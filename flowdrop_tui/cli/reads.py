@@ -17,10 +17,11 @@ from flowdrop_tui.cli.output import dump, err
 from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import InvalidNameError, UsageError
 from flowdrop_tui.core.paths import OUTPUT, Layout, check_run_ref
-from flowdrop_tui.core.records import key_runs, ledger, output_log, pins
+from flowdrop_tui.core.records import key_runs, ledger, output_log, pins, queued_starts
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE
+from flowdrop_tui.core.records.worker_mark import worker_of
 from flowdrop_tui.core.round_diff import round_diff
 from flowdrop_tui.core.state_diff import state_diff
 from flowdrop_tui.diff_words import diff_text, state_diff_text
@@ -65,15 +66,21 @@ def cmd_runs(args: argparse.Namespace) -> int:
     # More is what a script pages on: a run older than this page's oldest (one look).
     oldest = rows[-1]["run"] if rows else None
     more = oldest is not None and bool(views.run_page(layout, key, 1, oldest)[0])
+    # Starts no worker has taken yet (remote mode), newest first, above the newest run.
+    queued = queued_starts.read(layout, key)[::-1] if before is None else []
     if args.json and args.page:
         next_before = oldest if more else None
-        print(dump({"runs": rows, "total": total, "more": more, "next_before": next_before}))
+        listed = [*(start.runs_row() for start in queued), *rows]
+        print(dump({"runs": listed, "total": total, "more": more, "next_before": next_before}))
     elif args.json:
-        print(dump(rows))
+        print(dump([*(start.runs_row() for start in queued), *rows]))
     elif not rows:
         print("no runs yet" + (f" of {key}" if key else ""))
+        _print_queued(queued)
     else:
-        print(runs_table(rows))
+        workers = {str(row["run"]): worker_of(layout.run_dir(str(row["run"]))) for row in rows}
+        print(runs_table(rows, workers))
+        _print_queued(queued)
         if more:
             print(
                 f"{'the newest ' if before is None else ''}{len(rows)} of {total} runs; "
@@ -82,10 +89,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_queued(queued: list[queued_starts.QueuedStart]) -> None:
+    for start in queued:
+        print(f"queued    {queued_starts.queued_words(start)}")
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     layout = workspace.read_layout(args, run_refs=True, run=args.run)
     detail = views.run_detail(layout, args.run)
-    print(dump(detail) if args.json else show_text(detail))
+    worker = None if args.json else worker_of(layout.run_dir(str(detail["run"])))
+    print(dump(detail) if args.json else show_text(detail, worker))
     return 0
 
 

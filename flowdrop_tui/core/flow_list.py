@@ -40,6 +40,29 @@ def graph_threads(data: Any, named: set[str]) -> list[FlowInfo]:
     ]
 
 
+# The statuses whose runs a checkout lists even without their flow (an index entry's).
+_SHOWN_ABSENT = frozenset({"pending", "running"})
+
+
+def absent_threads(data: Any, named: set[str]) -> list[FlowInfo]:
+    """Keys whose last run is live but whose flow is not in this checkout (remote mode: a
+    flow added on another branch a worker runs), listed after the flows so their live
+    runs are seen here too — in ``flows`` and the UI's top line, as ``runs`` sees them."""
+    found = []
+    for key, entry in sorted(data["keys"].items()):
+        if key in named or not isinstance(entry, dict) or entry.get("flow") == GRAPH_FLOW:
+            continue
+        if entry.get("status") not in _SHOWN_ABSENT or not isinstance(entry.get("last_run"), str):
+            continue
+        path = str(entry.get("flow") or key)
+        error = (
+            f"not in this checkout: {path} is missing here; its runs are read from their "
+            "records (check out the branch that has it to run it from here)"
+        )
+        found.append(FlowInfo(key, path, None, "", error))
+    return found
+
+
 def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
     """The flow list as far as it can be told without starting a process or reading runs:
     names from discovery, declarations from the describe cache (``described`` is False
@@ -64,15 +87,17 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
                 "described": info is not None,
             }
         )
-    for graph in graph_threads(data, {ref.name for ref in refs}):
+    named = {ref.key for ref in refs}
+    extra = graph_threads(data, named)
+    for graph in [*extra, *absent_threads(data, named | {info.name for info in extra})]:
         entry = data["keys"][graph.name]
         rows.append(
             {
                 "name": graph.name,
-                "by_path": False,
+                "by_path": "/" in graph.name,
                 "path": graph.path,
-                "resumable": True,
-                "error": None,
+                "resumable": graph.resumable,
+                "error": graph.error,
                 "description": graph.description,
                 "round": int(entry.get("round") or 0),
                 "last_run": entry.get("last_run"),

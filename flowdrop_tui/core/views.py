@@ -21,6 +21,7 @@ from flowdrop_tui.core.errors import (
 
 # The flow list as the first frame shows it, and the threads listed with the flows:
 # in a module of their own, which the UI's start imports without this one.
+from flowdrop_tui.core.flow_list import absent_threads as _absent_threads
 from flowdrop_tui.core.flow_list import graph_threads as _graph_threads
 from flowdrop_tui.core.flow_list import quick_flow_rows as quick_flow_rows
 from flowdrop_tui.core.flow_list import thread_refs as thread_refs
@@ -56,7 +57,10 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
     data = index.load(layout)
     infos = describe(layout, thread_refs(layout, data)) if infos is None else infos
     rows = []
-    for info in [*infos, *_graph_threads(data, {info.name for info in infos})]:
+    named = {info.name for info in infos}
+    graphs = _graph_threads(data, named)
+    absent = _absent_threads(data, named | {info.name for info in graphs})
+    for info in [*infos, *graphs, *absent]:
         entry = data["keys"].get(info.name) or {}
         row: dict[str, Any] = {
             "name": info.name,
@@ -85,6 +89,8 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
                     if live and live_pid(layout.runs / last) is None
                     else recorded
                 )
+        if info in absent and row["status"] not in _LIVE_WORDS:
+            continue  # its run is no longer live: a flow not here is not listed for it
         run: RunInfo | None = None
         if isinstance(last, str):
             with contextlib.suppress(FlowdropError):
@@ -96,6 +102,9 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
         row["usage"] = usage.to_json() if usage is not None else None
         rows.append(row)
     return rows
+
+
+_LIVE_WORDS = frozenset(str(s) for s in LIVE)
 
 
 # A run that has ended never changes ("nothing rewrites a record afterwards"): the UI,

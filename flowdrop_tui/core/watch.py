@@ -35,6 +35,7 @@ from flowdrop_tui.core.paths import (
     Layout,
 )
 from flowdrop_tui.core.records.liveness import live_pid
+from flowdrop_tui.core.records.queued_starts import QUEUED
 
 # The followed runs' folders (and the records' top folders, watched flat): a change is
 # reported after this long without another. watchfiles' default is 50 ms; the UI
@@ -251,7 +252,8 @@ class WorkspaceWatch:
             if path.name == "runs":
                 self._records_stale = True
                 return IndexChanged()
-            return IndexChanged() if path.name == "index.json" else None
+            # queued.json: the starts waiting for a worker (remote mode) came or went
+            return IndexChanged() if path.name in ("index.json", QUEUED) else None
         if parent == self.runs:
             if not RUN_ID_RE.match(path.name):
                 return None

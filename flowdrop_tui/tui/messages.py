@@ -85,6 +85,7 @@ class RunDetailRead(Message):
     state: dict[str, Any]
     sessions: list[dict[str, Any]]
     git: dict[str, Any] | None
+    worker: str | None = None  # remote mode: the worker that runs or ran it
 
 
 @dataclass(eq=False)

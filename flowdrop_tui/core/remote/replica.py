@@ -45,9 +45,10 @@ from flowdrop_tui.core.paths import (
     SESSIONS,
     Layout,
 )
-from flowdrop_tui.core.records import index, key_runs, run_fold, trash
+from flowdrop_tui.core.records import index, key_runs, run_fold, trash, worker_mark
 from flowdrop_tui.core.records.event_lines import events_named, read_first_event
 from flowdrop_tui.core.records.folder import hidden_folder
+from flowdrop_tui.core.remote import queued_sync
 from flowdrop_tui.core.remote.store import CHANNEL, Change, PostgresStore
 
 CURSOR = "remote-replica.json"
@@ -59,7 +60,7 @@ _SYNC_WAIT = 30.0  # another process's sync in progress (or stopped with Ctrl-Z)
 _RELPATH_RE = re.compile(
     r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,200}(/[A-Za-z0-9_][A-Za-z0-9._-]{0,200}){0,3}$"
 )
-_NEVER_STORED = frozenset({LIVE_LOCK, REMOTE_LIVE, REQUESTS, SESSIONS})
+_NEVER_STORED = frozenset({LIVE_LOCK, REMOTE_LIVE, worker_mark.WORKER_MARK, REQUESTS, SESSIONS})
 
 
 @dataclass
@@ -135,6 +136,7 @@ def sync(layout: Layout, store: PostgresStore) -> SyncReport:
             report.last = last
             if len(changes) < _BATCH:
                 break
+        queued_sync.refresh(layout, store)  # the starts no worker took yet (`runs`, the UI)
     return report
 
 
@@ -281,6 +283,8 @@ def _mark(run_dir: Path, info: dict[str, Any] | None) -> None:
     """``remote-live.json`` while PostgreSQL says the run is live on a known process
     (the run child says so itself right after it publishes); none otherwise."""
     marker = run_dir / REMOTE_LIVE
+    if info is not None:
+        worker_mark.mark(run_dir, info.get("worker"), info.get("host"))  # kept once it ends
     if info is not None and info.get("live") and isinstance(info.get("pid"), int):
         data = {
             "v": 1,

@@ -53,6 +53,7 @@ from flowdrop_tui.core.paths import (
     STATE_LOG,
 )
 from flowdrop_tui.core.records import mirror
+from flowdrop_tui.core.records.worker_mark import WORKER_MARK
 from flowdrop_tui.core.remote import shared_files
 from flowdrop_tui.core.remote.remote_errors import Fenced, StoreUnreachableError
 from flowdrop_tui.core.remote.store import PostgresStore
@@ -78,8 +79,9 @@ _WORKER_ONLY = frozenset(
         ENV_VAR,
     }
 )
-# state.log: this machine's durability of a key set (PostgreSQL keeps the state itself)
-_NOT_MIRRORED = frozenset({LIVE_LOCK, REMOTE_LIVE, REQUESTS, SESSIONS, STATE_LOG})
+# state.log: this machine's durability of a key set (PostgreSQL keeps the state itself);
+# remote-worker.json: a replica's own note of the worker, from fd_runs
+_NOT_MIRRORED = frozenset({LIVE_LOCK, REMOTE_LIVE, WORKER_MARK, REQUESTS, SESSIONS, STATE_LOG})
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 5.0
 _SAY_EVERY = 30.0  # seconds between two "still unreachable" lines

@@ -12,7 +12,7 @@ as it is on disk — and the rest (describing, listing runs, git) fills in after
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -36,7 +36,7 @@ from flowdrop_tui.tui.screens.main_parts import LazyParts, live_statuses, lower_
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar, filtered_title
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.no_flows import NoFlows
-from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
+from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar, queued_names
 
 if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
     from flowdrop_tui.core.mode import Mode
@@ -257,12 +257,7 @@ class MainScreen(LazyParts, Screen[None]):
         for pane in ("#runs-pane", "#run-pane"):  # without flows, the how-to gets the room
             self.query_one(pane).display = has_flows
         self.flows.show_rows([dict(row) for row in rows])
-        self.tracker.saw_live(
-            str(row["last_run"])
-            for row in rows
-            if row.get("status") in {str(s) for s in live_statuses()}
-            and isinstance(row["last_run"], str)
-        )
+        self.reads.flows_shown(rows, self.runs.runs if self.ready else {})
         self._select_flow(self.flows.selected_name)
         self._refollow()
         self._show_summary()
@@ -277,7 +272,7 @@ class MainScreen(LazyParts, Screen[None]):
             if row.get("status") in live
         ]
         paused = [name for name, row in rows.items() if row.get("status") == "paused"]
-        self.query_one(WorkspaceBar).show_summary(running, paused)
+        self.query_one(WorkspaceBar).show_summary(running, paused, queued_names(rows))
 
     def on_flows_changed(self, _: FlowsChanged) -> None:
         self.reads.read_flows()
@@ -441,7 +436,8 @@ class MainScreen(LazyParts, Screen[None]):
     @shielded
     def on_run_detail_read(self, message: RunDetailRead) -> None:
         self.tracker.git[message.run_id] = message.git
-        extra = {"state": message.state, "sessions": message.sessions, "git": message.git}
+        extra: dict[str, Any] = {"state": message.state, "sessions": message.sessions}
+        extra |= {"git": message.git, "worker": message.worker}
         self.detail.show_extra(message.run_id, extra)
 
     def _show_arrived(self, run_id: str) -> None:

@@ -8,6 +8,7 @@ the screen shows (STYLE habits 2 and 3).
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from textual.worker import get_current_worker
 
@@ -16,10 +17,11 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached
 from flowdrop_tui.core.git import isolated
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import pins
+from flowdrop_tui.core.records import pins, queued_starts
 from flowdrop_tui.core.records.catalog import RunCatalog
 from flowdrop_tui.core.records.ledger import isolated_usage
-from flowdrop_tui.core.records.run_info import RunInfo
+from flowdrop_tui.core.records.run_info import LIVE, RunInfo
+from flowdrop_tui.core.records.worker_mark import worker_of
 from flowdrop_tui.core.watch import WorkspaceWatch
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,
@@ -73,12 +75,29 @@ class WorkspaceReads:
             row["described"] = info is not None
         for row in rows[len(cached) :]:  # LangGraph threads (SPEC §22): nothing to describe
             row["described"] = True
-        self.screen.post_message(FlowRowsRead(rows, described=not missing))
+        self.screen.post_message(FlowRowsRead(_queued(self.workspace, rows), described=not missing))
         if missing and not get_current_worker().is_cancelled:
             infos = describe(self.workspace, refs)
-            self.screen.post_message(
-                FlowRowsRead(views.flow_rows(self.workspace, infos), described=True)
-            )
+            rows = _queued(self.workspace, views.flow_rows(self.workspace, infos))
+            self.screen.post_message(FlowRowsRead(rows, described=True))
+
+    def flows_shown(self, rows: list[dict[str, Any]], shown: dict[str, RunInfo]) -> None:
+        """The flow list is on screen: follow each last run it shows live, and poll every
+        run the Runs pane shows whose status the flow list now says otherwise. A run's
+        status change always rewrites its index entry, while its own files are watched
+        only when it is selected or seen live: a paused run closed elsewhere (or by a
+        worker, in remote mode) is not, and its row kept `paused` until a key was pressed."""
+        live = {str(status) for status in LIVE}
+        self.tracker.saw_live(
+            str(row["last_run"])
+            for row in rows
+            if row.get("status") in live and isinstance(row["last_run"], str)
+        )
+        for row in rows:
+            last, status = row.get("last_run"), row.get("status")
+            info = shown.get(last) if isinstance(last, str) else None
+            if info is not None and status is not None and str(info.status) != status:
+                self.poll_run(info.run)
 
     @work_on_screen(thread=True, exclusive=True, group="workspace")
     def read_workspace(self) -> None:
@@ -142,9 +161,19 @@ class WorkspaceReads:
             git = views.git_of(self.workspace, info, isolated=True)  # no gitpython in here
         else:
             git = self.tracker.git.get(info.run)
-        self.screen.post_message(RunDetailRead(info.run, state, sessions, git))
+        worker = worker_of(self.workspace.run_dir(info.run))  # remote mode's; else None
+        self.screen.post_message(RunDetailRead(info.run, state, sessions, git, worker))
 
 
 def _cancelled() -> bool:
     """The worker this runs on was cancelled (the screen closing, the app quitting)."""
     return get_current_worker().is_cancelled
+
+
+def _queued(layout: Layout, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mark the flows a start waits for a worker for (remote mode): their row and the
+    top line say so until a worker takes it or it is withdrawn."""
+    waiting = {start.key for start in queued_starts.read(layout)}
+    for row in rows:
+        row["queued"] = row["name"] in waiting
+    return rows

@@ -11,7 +11,7 @@ from textual.widgets import DataTable
 from flowdrop_tui.format import round_label, usage_short
 from flowdrop_tui.tui.labels import short_error
 from flowdrop_tui.tui.textual_compat import scroll_cursor_into_view
-from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, status_text
+from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, queued, queued_text, status_text
 
 if TYPE_CHECKING:  # the records' classes load after the first frame (bench/README.md, (a))
     from flowdrop_tui.core.records.run_info import RunInfo
@@ -116,7 +116,7 @@ class FlowTable(DataTable[Text]):
             about = Text(str(row.get("description") or ""), style=muted)
         cells = {
             "flow": Text(str(row["name"])),
-            "status": status_text(self, row.get("status")),
+            "status": queued_text(self) if queued(row) else status_text(self, row.get("status")),
             "round": Text(round_label(int(row.get("round") or 0))),
             "resumable": resumable,
             "last_run": Text(str(row.get("last_run") or "—"), style=muted),

@@ -179,6 +179,8 @@ class RunDetail(VerticalScroll):
             self._about(about, self.info)
             self._output(printed, self.info)
             if self.extra is not None:
+                if self.extra.get("worker"):  # remote mode: where it runs or ran
+                    text.append(f"\nworker {self.extra['worker']}", style=self._style("muted"))
                 self._state(text, self.extra["state"])
                 self._sessions(text, self.extra["sessions"])
                 self._git(text, self.extra["git"])

@@ -29,3 +29,14 @@ def status_text(widget: Widget, status: Any) -> Text:
     name = str(status) if status in STATUSES else "never"
     style = widget.get_component_rich_style(f"status--{name}", partial=True)
     return Text(status_label(status), style=style)
+
+
+def queued(row: dict[str, Any]) -> bool:
+    """A flow row whose start waits for a worker (remote mode) and has no live run."""
+    return bool(row.get("queued")) and row.get("status") not in ("pending", "running")
+
+
+def queued_text(widget: Widget) -> Text:
+    """A queued start's status cell: not started yet, as ``pending`` is shown."""
+    style = widget.get_component_rich_style("status--pending", partial=True)
+    return Text("queued", style=style)

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from flowdrop_tui.format import usage_words
+from flowdrop_tui.tui.widgets.status import queued
 
 
 class WorkspaceBar(Static):
@@ -24,11 +25,15 @@ class WorkspaceBar(Static):
         self.usage_text = ""
         self.summary = ""
 
-    def show_summary(self, running: list[str], paused: list[str]) -> None:
-        """The flows whose last run is live, and those whose last run is paused."""
+    def show_summary(
+        self, running: list[str], paused: list[str], queued: list[str] | None = None
+    ) -> None:
+        """The flows whose last run is live, those whose last run is paused, and those
+        whose start waits for a worker (remote mode: ``queued_names``)."""
+        waiting = ("queued, waiting for a worker", queued or [])
         parts = [
             f"{len(names)} {what}: {', '.join(names)}"
-            for what, names in (("running", running), ("paused", paused))
+            for what, names in (("running", running), ("paused", paused), waiting)
             if names
         ]
         summary = " · ".join(parts) if parts else "nothing running"
@@ -62,3 +67,8 @@ class WorkspaceBar(Static):
             self.usage_text,
         ]
         self.update(Text(" · ".join(part for part in parts if part)))
+
+
+def queued_names(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The flows (of ``rows``, by name) whose start waits for a worker."""
+    return [name for name, row in rows.items() if queued(row)]
