@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     from flowdrop_tui.core.records.run_info import Status
     from flowdrop_tui.core.watch import WorkspaceWatch
     from flowdrop_tui.tui.run_tracker import RunTracker
+    from flowdrop_tui.tui.screens.launch_actions import LaunchActions
     from flowdrop_tui.tui.screens.open_files import OpenFiles
-    from flowdrop_tui.tui.screens.run_actions import RunActions
     from flowdrop_tui.tui.screens.selection import SelectionScreen
+    from flowdrop_tui.tui.screens.stop_actions import StopActions
     from flowdrop_tui.tui.screens.workspace_reads import WorkspaceReads
     from flowdrop_tui.tui.widgets.event_feed import EventFeed
     from flowdrop_tui.tui.widgets.run_detail import RunDetail
@@ -49,10 +50,16 @@ class LazyParts:
         return WorkspaceReads(self._selection(), self.watcher)
 
     @cached_property
-    def run_actions(self) -> RunActions:
-        from flowdrop_tui.tui.screens.run_actions import RunActions
+    def launch_actions(self) -> LaunchActions:
+        from flowdrop_tui.tui.screens.launch_actions import LaunchActions
 
-        return RunActions(self._selection())
+        return LaunchActions(self._selection())
+
+    @cached_property
+    def stop_actions(self) -> StopActions:
+        from flowdrop_tui.tui.screens.stop_actions import StopActions
+
+        return StopActions(self._selection())
 
     @cached_property
     def open_files(self) -> OpenFiles:

@@ -2,11 +2,11 @@
 
 This module lays the screen out and shows what arrives. Its parts hold it through
 the ``Selection`` protocol (``selection.py``): the reads (``workspace_reads.py``,
-workers that post messages), the keys that act on runs (``run_actions.py``) and
-those that open or copy things (``open_files.py``); its ``action_*`` methods hand
-keys to them. The watch says what changed and only that is read again. The first
-frame is painted from what costs nothing — discovery, the describe cache, the index
-as it is on disk — and the rest (describing, listing runs, git) fills in after it.
+workers that post messages), the keys that act on runs (``launch_actions.py``,
+``stop_actions.py``), those that open or copy things (``open_files.py``); its
+``action_*`` methods hand keys to them. The watch says what changed and only that is
+read again. The first frame is painted from what costs nothing — discovery, the
+describe cache, the index as it is on disk — and the rest fills in after it.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class MainScreen(LazyParts, Screen[None]):
         self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
         self.runs_shown_of: str | None = None  # the flow whose runs have been read
         self.after_runs: Callable[[], None] | None = None  # a key waiting for them
-        # watcher, tracker, reads, run_actions, open_files: made on first use (LazyParts)
+        # watcher, tracker, reads, the actions, open_files: made on first use (LazyParts)
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -548,36 +548,36 @@ class MainScreen(LazyParts, Screen[None]):
             for target in kept:
                 self._apply_filter(target, "")
             return
-        self.run_actions.stop_run(again=self.action_stop_run)
+        self.stop_actions.stop_run(again=self.action_stop_run)
 
     # -- the keys its parts answer -----------------------------------------------------------------
 
     def action_run_flow(self) -> None:
-        self.run_actions.run_flow()
+        self.launch_actions.run_flow()
 
     def action_pick_up_run(self) -> None:
-        self.run_actions.pick_up_run()
+        self.launch_actions.pick_up_run()
 
     def action_fresh_run(self) -> None:
-        self.run_actions.fresh_run()
+        self.launch_actions.fresh_run()
 
     def action_pause_run(self) -> None:
-        self.run_actions.pause_run()
+        self.stop_actions.pause_run()
 
     def action_resume_run(self) -> None:
-        self.run_actions.resume_run()
+        self.launch_actions.resume_run()
 
     def action_close_run(self) -> None:
-        self.run_actions.close_run()
+        self.stop_actions.close_run()
 
     def action_raise_budget(self) -> None:
-        self.run_actions.raise_budget()
+        self.launch_actions.raise_budget()
 
     def on_pick_up_planned(self, message: PickUpPlanned) -> None:
-        self.run_actions.pick_up_planned(message)
+        self.launch_actions.pick_up_planned(message)
 
     def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
-        self.run_actions.fresh_run_planned(message)
+        self.launch_actions.fresh_run_planned(message)
 
     def action_show_diff(self) -> None:
         self.open_files.show_diff()
