@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from flowdrop_tui.core.paths import Layout
     from flowdrop_tui.core.records.run_info import Status
     from flowdrop_tui.core.watch import WorkspaceWatch
+    from flowdrop_tui.tui.messages import FreshRunPlanned, PickUpPlanned
     from flowdrop_tui.tui.run_tracker import RunTracker
     from flowdrop_tui.tui.screens.launch_actions import LaunchActions
     from flowdrop_tui.tui.screens.open_files import OpenFiles
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 class LazyParts:
     """Mixed into ``MainScreen``: its parts made, and its panes' classes imported, on
-    first use."""
+    first use; the keys its parts answer handed to them."""
 
     workspace: Layout
 
@@ -66,6 +67,50 @@ class LazyParts:
         from flowdrop_tui.tui.screens.open_files import OpenFiles
 
         return OpenFiles(self._selection())
+
+    # -- the keys its parts answer (the bindings: main_keys.py, in MainScreen.BINDINGS) ----------
+
+    def action_run_flow(self) -> None:
+        self.launch_actions.run_flow()
+
+    def action_pick_up_run(self) -> None:
+        self.launch_actions.pick_up_run()
+
+    def action_fresh_run(self) -> None:
+        self.launch_actions.fresh_run()
+
+    def action_pause_run(self) -> None:
+        self.stop_actions.pause_run()
+
+    def action_resume_run(self) -> None:
+        self.launch_actions.resume_run()
+
+    def action_close_run(self) -> None:
+        self.stop_actions.close_run()
+
+    def action_raise_budget(self) -> None:
+        self.launch_actions.raise_budget()
+
+    def on_pick_up_planned(self, message: PickUpPlanned) -> None:
+        self.launch_actions.pick_up_planned(message)
+
+    def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
+        self.launch_actions.fresh_run_planned(message)
+
+    def action_show_diff(self) -> None:
+        self.open_files.show_diff()
+
+    def action_edit_flow(self) -> None:
+        self.open_files.edit_flow()
+
+    def action_open_state(self) -> None:
+        self.open_files.open_state()
+
+    def action_open_transcript(self) -> None:
+        self.open_files.open_transcript()
+
+    def action_copy_run_id(self) -> None:
+        self.open_files.copy_run_id()
 
     def _selection(self) -> SelectionScreen:
         return cast("SelectionScreen", self)
