@@ -332,11 +332,11 @@ async def test_m_reads_the_next_page_of_older_runs_until_all_are_shown(
 ) -> None:
     """Guards item 7: only the newest page of runs was reachable. ``m`` asks the core for
     the page older than the oldest shown, and adds it below (pages of 5 here)."""
-    from flowdrop_tui.tui.screens import main_screen, workspace_reads
+    from flowdrop_tui.tui.screens import main_selection, workspace_reads
     from tests.seeded_records import reindex, seed_run
 
     monkeypatch.setattr(workspace_reads, "RUNS_SHOWN", 5)
-    monkeypatch.setattr(main_screen, "RUNS_SHOWN", 5)
+    monkeypatch.setattr(main_selection, "RUNS_SHOWN", 5)
     write_flow(workspace, "tally", RETURNS_AT_ONCE)
     ids = [
         seed_run(workspace, f"20260817T{h:02d}0000.000Z-aaaa{h:02d}", "tally", minute=h * 60)

@@ -104,15 +104,20 @@ async def test_a_workspace_without_flows_shows_how_to_write_one_then_lists_it(
         help_text = app.main_screen.query_one(NoFlows)
         bar = app.main_screen.query_one("#workspace-bar", Static)
         await until(pilot, lambda: "not a git repository" in str(bar.render()), what="no git")
-        assert help_text.display
+        main = app.main_screen
+        panes = [main.flows, main.query_one("#runs-pane"), main.query_one("#run-pane")]
+        assert main.has_class("-no-flows") and help_text.display
         assert "flows/<name>/" in str(help_text.render())
-        assert not app.main_screen.flows.display
+        assert not any(pane.display for pane in panes)  # the how-to gets their room
+        assert main.selected_flow_name() is None
         folder = ws / "flows" / "first"
         folder.mkdir(parents=True)
         (folder / "flow.py").write_text(PLAIN.replace("\n    ", "\n"))
-        await until(pilot, lambda: "first" in app.main_screen.flows.rows_by_name, what="the flow")
-        assert app.main_screen.flows.display
+        await until(pilot, lambda: "first" in main.flows.rows_by_name, what="the flow")
+        assert not main.has_class("-no-flows")
+        await until(pilot, lambda: all(pane.display for pane in panes), what="the panes back")
         assert not help_text.display
+        assert main.selected_flow_name() == "first"
 
 
 async def test_an_unreadable_record_is_shown_where_it_belongs(

@@ -1,6 +1,7 @@
-"""The keys of the main screen's parts (``run_actions.py``, ``open_files.py``) and the
-size of a page of runs (``workspace_reads.py``), here so that the screen is built
-without importing the parts: they load after the first frame (bench/README.md, (c))."""
+"""The keys of the main screen's parts (``stop_actions.py``, ``launch_actions.py``,
+``open_files.py``) and the size of a page of runs (``workspace_reads.py``), here so
+that the screen is built without importing the parts: they load after the first
+frame (bench/README.md, (c))."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from textual.binding import Binding, BindingType
 RUNS_SHOWN = 500  # runs of a flow read at a time: the newest, then a page per "m"
 
 # Actions named for the main screen's delegating methods.
-RUN_KEYS: list[BindingType] = [
+STOP_KEYS: list[BindingType] = [
     Binding(
         "escape",
         "stop_run",
@@ -25,7 +26,6 @@ RUN_KEYS: list[BindingType] = [
         id="pause",
         tooltip="Pause the selected flow's run after its round",
     ),
-    Binding("r", "resume_run", "Resume", id="resume", tooltip="Resume the selected paused run"),
     Binding(
         "x",
         "close_run",
@@ -33,6 +33,10 @@ RUN_KEYS: list[BindingType] = [
         id="close",
         tooltip="Close the selected flow's paused run for good (asks first, naming it)",
     ),
+]
+
+LAUNCH_KEYS: list[BindingType] = [
+    Binding("r", "resume_run", "Resume", id="resume", tooltip="Resume the selected paused run"),
     Binding(
         "n",
         "fresh_run",
@@ -50,6 +54,9 @@ RUN_KEYS: list[BindingType] = [
         show=False,  # the footer has no room at 80 columns: help and the palette list it
     ),
 ]
+
+# In the footer's order: escape, p, r, x, n (b is in help and the palette).
+RUN_KEYS: list[BindingType] = [*STOP_KEYS[:2], LAUNCH_KEYS[0], STOP_KEYS[2], *LAUNCH_KEYS[1:]]
 
 FILE_KEYS: list[BindingType] = [
     Binding("e", "edit_flow", "Edit flow.py", show=False),

@@ -13,10 +13,12 @@ if TYPE_CHECKING:
     from flowdrop_tui.core.paths import Layout
     from flowdrop_tui.core.records.run_info import Status
     from flowdrop_tui.core.watch import WorkspaceWatch
+    from flowdrop_tui.tui.messages import FreshRunPlanned, PickUpPlanned
     from flowdrop_tui.tui.run_tracker import RunTracker
+    from flowdrop_tui.tui.screens.launch_actions import LaunchActions
     from flowdrop_tui.tui.screens.open_files import OpenFiles
-    from flowdrop_tui.tui.screens.run_actions import RunActions
     from flowdrop_tui.tui.screens.selection import SelectionScreen
+    from flowdrop_tui.tui.screens.stop_actions import StopActions
     from flowdrop_tui.tui.screens.workspace_reads import WorkspaceReads
     from flowdrop_tui.tui.widgets.event_feed import EventFeed
     from flowdrop_tui.tui.widgets.run_detail import RunDetail
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 class LazyParts:
     """Mixed into ``MainScreen``: its parts made, and its panes' classes imported, on
-    first use."""
+    first use; the keys its parts answer handed to them."""
 
     workspace: Layout
 
@@ -49,16 +51,66 @@ class LazyParts:
         return WorkspaceReads(self._selection(), self.watcher)
 
     @cached_property
-    def run_actions(self) -> RunActions:
-        from flowdrop_tui.tui.screens.run_actions import RunActions
+    def launch_actions(self) -> LaunchActions:
+        from flowdrop_tui.tui.screens.launch_actions import LaunchActions
 
-        return RunActions(self._selection())
+        return LaunchActions(self._selection())
+
+    @cached_property
+    def stop_actions(self) -> StopActions:
+        from flowdrop_tui.tui.screens.stop_actions import StopActions
+
+        return StopActions(self._selection())
 
     @cached_property
     def open_files(self) -> OpenFiles:
         from flowdrop_tui.tui.screens.open_files import OpenFiles
 
         return OpenFiles(self._selection())
+
+    # -- the keys its parts answer (the bindings: main_keys.py, in MainScreen.BINDINGS) ----------
+
+    def action_run_flow(self) -> None:
+        self.launch_actions.run_flow()
+
+    def action_pick_up_run(self) -> None:
+        self.launch_actions.pick_up_run()
+
+    def action_fresh_run(self) -> None:
+        self.launch_actions.fresh_run()
+
+    def action_pause_run(self) -> None:
+        self.stop_actions.pause_run()
+
+    def action_resume_run(self) -> None:
+        self.launch_actions.resume_run()
+
+    def action_close_run(self) -> None:
+        self.stop_actions.close_run()
+
+    def action_raise_budget(self) -> None:
+        self.launch_actions.raise_budget()
+
+    def on_pick_up_planned(self, message: PickUpPlanned) -> None:
+        self.launch_actions.pick_up_planned(message)
+
+    def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
+        self.launch_actions.fresh_run_planned(message)
+
+    def action_show_diff(self) -> None:
+        self.open_files.show_diff()
+
+    def action_edit_flow(self) -> None:
+        self.open_files.edit_flow()
+
+    def action_open_state(self) -> None:
+        self.open_files.open_state()
+
+    def action_open_transcript(self) -> None:
+        self.open_files.open_transcript()
+
+    def action_copy_run_id(self) -> None:
+        self.open_files.copy_run_id()
 
     def _selection(self) -> SelectionScreen:
         return cast("SelectionScreen", self)

@@ -1,17 +1,19 @@
 """The main screen: flows, the selected flow's runs, the selected run as it happens.
 
-This module lays the screen out and shows what arrives. Its parts hold it through
-the ``Selection`` protocol (``selection.py``): the reads (``workspace_reads.py``,
-workers that post messages), the keys that act on runs (``run_actions.py``) and
-those that open or copy things (``open_files.py``); its ``action_*`` methods hand
-keys to them. The watch says what changed and only that is read again. The first
-frame is painted from what costs nothing — discovery, the describe cache, the index
-as it is on disk — and the rest (describing, listing runs, git) fills in after it.
+This module lays the screen out and shows what arrives; it is built on its selection
+and filter (``MainSelection``, ``main_selection.py``), which its parts hold through the
+``Selection`` protocol (``selection.py``): the reads (``workspace_reads.py``, workers
+that post messages), the keys that act on runs (``launch_actions.py``,
+``stop_actions.py``) and those that open or copy things (``open_files.py``), made and
+handed their keys by ``LazyParts`` (``main_parts.py``). The watch says what changed
+and only that is read again. The first frame is painted from what costs nothing —
+discovery, the describe cache, the index as it is on disk — and the rest (describing,
+listing runs, git) fills in after it. Without flows the screen has the class
+``-no-flows``: the how-to in place of the panes (``flowdrop.tcss``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
@@ -19,9 +21,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.screen import Screen
 from textual.widget import MountError
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 from textual.worker import Worker
 
 from flowdrop_tui.core import gc_pause
@@ -29,11 +30,12 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flow_list import quick_flow_rows
 from flowdrop_tui.core.paths import FLOWS_DIR
 from flowdrop_tui.core.ui_memory import remembered_flow
-from flowdrop_tui.format import no_runs_words, waiting_words
+from flowdrop_tui.format import waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
-from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, RUN_KEYS, RUNS_SHOWN
-from flowdrop_tui.tui.screens.main_parts import LazyParts, live_statuses, lower_panes
-from flowdrop_tui.tui.widgets.filter_bar import FilterBar, filtered_title
+from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, RUN_KEYS
+from flowdrop_tui.tui.screens.main_parts import live_statuses, lower_panes
+from flowdrop_tui.tui.screens.main_selection import NO_FLOWS, MainSelection
+from flowdrop_tui.tui.widgets.filter_bar import FilterBar
 from flowdrop_tui.tui.widgets.flow_table import FlowTable
 from flowdrop_tui.tui.widgets.no_flows import NoFlows
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar, queued_names
@@ -41,20 +43,16 @@ from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar, queued_names
 if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
     from flowdrop_tui.core.mode import Mode
     from flowdrop_tui.core.records.follow import RunUpdate
-    from flowdrop_tui.core.records.run_info import RunInfo
     from flowdrop_tui.tui.messages import (
         FlowRowsRead,
         FlowsChanged,
-        FreshRunPlanned,
         IndexChanged,
-        PickUpPlanned,
         RunActionRefused,
         RunActionTaken,
         RunChanged,
         RunDetailRead,
         RunLaunched,
         RunPolled,
-        RunsRead,
         UsageRead,
         WorkspaceRead,
     )
@@ -71,7 +69,7 @@ def _size_classes(width: int, height: int) -> str:
     )
 
 
-class MainScreen(LazyParts, Screen[None]):
+class MainScreen(MainSelection):
     AUTO_FOCUS = "#flows"  # the app opens with the flow list focused on its first flow
     BINDINGS: ClassVar[list[BindingType]] = [
         *FILE_KEYS,
@@ -105,15 +103,10 @@ class MainScreen(LazyParts, Screen[None]):
         self.workspace = layout
         self.mode = mode  # chosen once, at the app's start: every run action asks it
         self.store = mode.store_label  # where the records come from (the top line)
-        self.selected_flow: str | None = None
-        self.selected_run: str | None = None
         self.arriving: str | None = None  # a run launched here: select it when it shows up
         self.waiting: dict[str, str] = {}  # flow → how its live run waits (SPEC §19)
-        self.ready = False  # the lower panes are mounted (just after the first frame)
-        self.runs_total = 0  # how many runs the selected flow has (the table shows a page)
-        self.runs_shown_of: str | None = None  # the flow whose runs have been read
-        self.after_runs: Callable[[], None] | None = None  # a key waiting for them
-        # watcher, tracker, reads, run_actions, open_files: made on first use (LazyParts)
+        # the selection's state is MainSelection's; watcher, tracker, reads, the actions,
+        # open_files: made on first use (LazyParts)
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -126,28 +119,18 @@ class MainScreen(LazyParts, Screen[None]):
         except (OSError, FlowdropError):
             rows = []
         last = remembered_flow(self.workspace)  # the flow selected when the UI was last open
+        self.set_class(not rows, NO_FLOWS)  # the how-to instead of the panes (flowdrop.tcss)
         yield WorkspaceBar(self.workspace.workspace.name, self.store)
         with Vertical(id="flows-pane") as flows_pane:
             flows_pane.border_title = "Flows"
             width = self.app.size.width  # fitted as _fit does
-            table = FlowTable(rows, id="flows", fit=(width < NARROW, width - 4), selected=last)
-            table.display = bool(rows)
-            yield table
-            how_to = NoFlows(FLOWS_DIR)
-            how_to.display = not rows
-            yield how_to
+            yield FlowTable(rows, id="flows", fit=(width < NARROW, width - 4), selected=last)
+            yield NoFlows(FLOWS_DIR)
         with Vertical(id="runs-pane") as runs_pane:
             runs_pane.border_title = "Runs"
-            runs_pane.display = bool(rows)
-        run_pane = Horizontal(id="run-pane")
-        run_pane.display = bool(rows)
-        yield run_pane
+        yield Horizontal(id="run-pane")
         narrow = self.has_class("-narrow")
         yield Footer(compact=narrow, show_command_palette=not narrow)  # as _fit sets them
-
-    @property
-    def flows(self) -> FlowTable:
-        return self.query_one(FlowTable)
 
     def on_mount(self) -> None:
         # Nothing here touches the panes' children: nested containers mount theirs after
@@ -206,44 +189,6 @@ class MainScreen(LazyParts, Screen[None]):
         # within this many seconds (each read is a short child process).
         self.set_interval(GIT_EVERY, self.reads.read_workspace)
 
-    # -- the Selection its parts act on (selection.py) --------------------------------------------
-
-    def selected_flow_name(self) -> str | None:
-        return self.flows.selected_name if self.flows.display else None
-
-    def runs_not_shown_yet(self, retry: Callable[[], None]) -> bool:
-        name = self.selected_flow_name()
-        if not self.ready or (name == self.selected_flow and self.runs_shown_of == name):
-            return False
-        self.after_runs = retry  # the latest key wins; on_runs_read calls it
-        if name != self.selected_flow:
-            self._select_flow(name)  # the highlight message is still on its way
-        return True
-
-    def read_runs_again(self, retry: Callable[[], None]) -> None:
-        if not self.ready or self.selected_flow is None:
-            return
-        self.after_runs = retry
-        self.reads.read_runs(self.selected_flow, synced=True)
-
-    def no_flow_text(self) -> str:
-        if self.flows.filter_text and self.flows.rows_by_name:
-            return f"no flow shows {self.flows.filter_text!r}: escape clears the filter"
-        return "no flow selected"
-
-    def selected_run_info(self) -> RunInfo | None:
-        if not self.ready:
-            return None
-        info = self.runs.selected_run
-        return info if info is not None and info.key == self.selected_flow_name() else None
-
-    def runs_of_selected_flow(self) -> list[RunInfo]:
-        if not self.ready:
-            return []
-        name = self.selected_flow_name()
-        runs = [info for info in self.runs.runs.values() if info.key == name]
-        return sorted(runs, key=lambda info: info.run, reverse=True)
-
     # -- the flow list ----------------------------------------------------------------------------
 
     @shielded
@@ -251,11 +196,7 @@ class MainScreen(LazyParts, Screen[None]):
         self._show_flows(message.rows)
 
     def _show_flows(self, rows: list[dict[str, object]]) -> None:
-        has_flows = bool(rows)
-        self.flows.display = has_flows
-        self.query_one(NoFlows).display = not has_flows
-        for pane in ("#runs-pane", "#run-pane"):  # without flows, the how-to gets the room
-            self.query_one(pane).display = has_flows
+        self.set_class(not rows, NO_FLOWS)  # without flows, the how-to gets the room
         self.flows.show_rows([dict(row) for row in rows])
         self.reads.flows_shown(rows, self.runs.runs if self.ready else {})
         self._select_flow(self.flows.selected_name)
@@ -289,108 +230,7 @@ class MainScreen(LazyParts, Screen[None]):
     def on_usage_read(self, message: UsageRead) -> None:
         self.query_one(WorkspaceBar).show_usage(message.runs, message.used)
 
-    # -- selection --------------------------------------------------------------------------------
-
-    # A highlight message may arrive after the table was rebuilt and its cursor moved
-    # again: follow where the cursor is now, not where the message says it was.
-    @on(DataTable.RowHighlighted, "#flows")
-    @shielded
-    def _flow_highlighted(self, _: DataTable.RowHighlighted) -> None:
-        if self.ready:
-            self._select_flow(self.flows.selected_name)
-
-    @on(DataTable.RowHighlighted, "#runs")
-    @shielded
-    def _run_highlighted(self, _: DataTable.RowHighlighted) -> None:
-        current = self.runs.selected_run
-        self._select_run(current.run if current else None)
-
-    def _select_flow(self, name: str | None) -> None:
-        if name == self.selected_flow:
-            return
-        self.selected_flow = name
-        self.reads.remember_flow(name)  # selected again when the UI next opens here
-        row = self.flows.rows_by_name.get(name or "")
-        self.query_one("#runs-pane").border_subtitle = ""
-        self._show_titles()
-        note = self.query_one("#flow-note", Static)
-        error = row.get("error") if row else None
-        note.update(f"cannot be loaded: {error}" if error else "")
-        note.display = bool(error)
-        self.runs.show_runs(name or "", [])
-        self.runs_shown_of = None
-        self._select_run(None)
-        if name is not None:
-            self.reads.read_runs(name)
-        elif self.flows.filter_text and self.flows.rows_by_name:
-            self.detail.show_empty(f"no flow shows {self.flows.filter_text!r}: escape clears it")
-        else:
-            self.detail.show_empty("no flow selected")
-
-    @shielded
-    def on_runs_read(self, message: RunsRead) -> None:
-        if message.key != self.selected_flow or (message.older and self.runs.key != message.key):
-            return
-        self.runs.pinned = message.pinned
-        runs = message.runs
-        if message.older:  # the next page goes below the runs already shown
-            shown_now = sorted(self.runs.runs.values(), key=lambda i: i.run, reverse=True)
-            runs = [*shown_now, *(i for i in runs if i.run not in self.runs.runs)]
-        self.runs.show_runs(message.key, runs)
-        self.tracker.saw_live(info.run for info in message.runs if info.status in live_statuses())
-        self.runs_total = message.total
-        self.runs_shown_of = message.key
-        self._show_more()
-        self._follow_run_cursor()
-        waiting, self.after_runs = self.after_runs, None
-        if waiting is not None:
-            waiting()
-        self._refollow()
-
-    def _show_more(self) -> None:
-        """Say how many runs are shown, and that ``m`` reads the next page."""
-        shown, total = len(self.runs.runs), self.runs_total
-        more = f"newest {shown} of {total} · m: {min(RUNS_SHOWN, total - shown)} more"
-        self.query_one("#runs-pane").border_subtitle = more if total > shown else ""
-
-    def action_more_runs(self) -> None:
-        """m: the next page of the selected flow's runs, older than the oldest shown."""
-        name = self.selected_flow
-        if not self.ready or name is None or self.runs.key != name:
-            return
-        if len(self.runs.runs) >= self.runs_total:
-            self.notify(f"all {self.runs_total} runs of {name} are shown", markup=False)
-            return
-        self.reads.read_older_runs(name, min(self.runs.runs))
-
-    def _follow_run_cursor(self) -> None:
-        """Select the run under the cursor; with none, say why the pane is empty."""
-        current = self.runs.selected_run
-        self._select_run(current.run if current else None)
-        if current is None and self.selected_flow is not None:
-            if self.runs.runs and self.runs.filter_text:
-                text = f"no run of {self.selected_flow} shows {self.runs.filter_text!r}"
-                self.detail.show_empty(text + ": escape clears the filter")
-            else:
-                row = self.flows.rows_by_name.get(self.selected_flow) or {}
-                self.detail.show_empty(no_runs_words(self.selected_flow, row.get("error")))
-
-    def _select_run(self, run_id: str | None) -> None:
-        if run_id == self.selected_run:
-            return
-        self.selected_run = run_id
-        self.feed.show_history(run_id, [], 0)
-        self._show_titles()
-        self.detail.show_run(self.runs.runs.get(run_id) if run_id else None)
-        self._refollow()
-        if run_id is not None:
-            self.reads.poll_run(run_id, history=True)
-
     # -- following runs ---------------------------------------------------------------------------
-
-    def _refollow(self) -> None:
-        """Watch the folders of the selected run and of every run seen live."""
-        self.watcher.follow(self.tracker.wanted(self.selected_run))
 
     def on_run_changed(self, message: RunChanged) -> None:
         if not (self.workspace.runs / message.run_id).is_dir():
@@ -487,53 +327,7 @@ class MainScreen(LazyParts, Screen[None]):
             timeout=7,
         )
 
-    # -- / and escape -----------------------------------------------------------------------------
-
-    def action_filter(self) -> None:
-        """Filter the focused table; the flows when neither table has focus."""
-        if not self.ready:
-            return
-        bar = self.query_one(FilterBar)
-        if self.focused is self.runs:
-            what = f"runs of {self.selected_flow}" if self.selected_flow else "runs"
-            bar.open_for("runs", what, self.runs.filter_text)
-        else:
-            bar.open_for("flows", "flows", self.flows.filter_text)
-        self.set_focus(bar)  # at once: Widget.focus() would wait for the keys already typed
-
-    @shielded
-    def on_input_changed(self, event: FilterBar.Changed) -> None:
-        bar = self.query_one(FilterBar)
-        if event.input is bar and bar.display:  # a late change after closing is not news
-            self._apply_filter(bar.target, event.value)
-
-    def _filter_closed(self, cleared: bool) -> None:
-        """Enter (keep) or escape (clear) in the bar, applied before the next key."""
-        bar = self.query_one(FilterBar)
-        bar.display = False
-        self._apply_filter(bar.target, "" if cleared else bar.value)
-        self.set_focus(self.runs if bar.target == "runs" else self.flows)
-
-    def _apply_filter(self, target: str, text: str) -> None:
-        if target == "runs":
-            self.runs.set_filter(text)
-            self._follow_run_cursor()
-        else:
-            self.flows.set_filter(text)
-            self._select_flow(self.flows.selected_name)
-        self._show_titles()
-
-    def _show_titles(self) -> None:
-        flows = self.query_one("#flows-pane")
-        flows.border_title = "Flows" + filtered_title(self.flows.filter_text)
-        runs = self.query_one("#runs-pane")
-        name = self.selected_flow
-        shown = self.runs.filter_text if self.ready else ""
-        runs.border_title = (f"Runs of {name}" if name else "Runs") + filtered_title(shown)
-        if self.ready:  # narrow: the id is in the Run pane; a title would cut it
-            run_id = self.selected_run
-            wide = run_id is not None and not self.has_class("-narrow")
-            self.feed.border_title = f"Events of {run_id}" if wide else "Events"
+    # -- escape -----------------------------------------------------------------------------------
 
     def action_stop_run(self) -> None:
         """Escape backs out first: a kept filter is cleared, and that is all it does."""
@@ -544,51 +338,7 @@ class MainScreen(LazyParts, Screen[None]):
             for target in kept:
                 self._apply_filter(target, "")
             return
-        self.run_actions.stop_run(again=self.action_stop_run)
-
-    # -- the keys its parts answer -----------------------------------------------------------------
-
-    def action_run_flow(self) -> None:
-        self.run_actions.run_flow()
-
-    def action_pick_up_run(self) -> None:
-        self.run_actions.pick_up_run()
-
-    def action_fresh_run(self) -> None:
-        self.run_actions.fresh_run()
-
-    def action_pause_run(self) -> None:
-        self.run_actions.pause_run()
-
-    def action_resume_run(self) -> None:
-        self.run_actions.resume_run()
-
-    def action_close_run(self) -> None:
-        self.run_actions.close_run()
-
-    def action_raise_budget(self) -> None:
-        self.run_actions.raise_budget()
-
-    def on_pick_up_planned(self, message: PickUpPlanned) -> None:
-        self.run_actions.pick_up_planned(message)
-
-    def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
-        self.run_actions.fresh_run_planned(message)
-
-    def action_show_diff(self) -> None:
-        self.open_files.show_diff()
-
-    def action_edit_flow(self) -> None:
-        self.open_files.edit_flow()
-
-    def action_open_state(self) -> None:
-        self.open_files.open_state()
-
-    def action_open_transcript(self) -> None:
-        self.open_files.open_transcript()
-
-    def action_copy_run_id(self) -> None:
-        self.open_files.copy_run_id()
+        self.stop_actions.stop_run(again=self.action_stop_run)
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:

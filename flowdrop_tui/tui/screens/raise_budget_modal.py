@@ -1,7 +1,7 @@
 """Raise a budget where its refusal is (SPEC §14): enter or ``r`` on a run refused for
 its budget (``BUDGET_EXHAUSTED``), or ``b``, asks for the new limit — the one reached,
 prefilled — and the resume or pick-up then goes ahead under it, as ``--max-KIND N``
-does on the command line (``RunActions`` passes exactly those flags on).
+does on the command line (``LaunchActions`` passes exactly those flags on).
 
 ``none`` lifts the budget: said once, as a question of its own (``LiftBudgetModal``),
 and done only on its ``y`` — as ``--max-KIND none`` asks on the command line."""

@@ -1,9 +1,10 @@
 """What the main screen's parts see of it: the ``Selection`` protocol.
 
-The parts (``RunActions``, ``WorkspaceReads``, ``OpenFiles``) each hold the screen
-as a ``SelectionScreen``: where the cursors are, and the few things a screen does
-for them — notify, post a message, run a worker. ``MainScreen`` implements it; a
-part never sees the widgets.
+The parts (``LaunchActions``, ``StopActions``, ``WorkspaceReads``, ``OpenFiles``) each
+hold the screen as a ``SelectionScreen``: where the cursors are, and the few things a
+screen does for them — notify, post a message, run a worker. ``MainSelection``
+(``main_selection.py``), which ``MainScreen`` is built on, implements it; a part never
+sees the widgets.
 
 Keys are answered from where the cursors are now: a key can arrive before the
 highlight messages of the cursor moves that preceded it have been handled.

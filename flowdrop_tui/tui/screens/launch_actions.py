@@ -1,4 +1,4 @@
-"""The keys that act on runs — enter, escape, p, r, n, x — and the workers behind them.
+"""The keys that launch runs — enter, r, n, b — and the workers behind them.
 
 Every action calls the core from a thread worker (process starts and record
 reads block) and answers with a message: ``RunLaunched``, ``RunActionTaken``,
@@ -9,30 +9,19 @@ detached (``core.control``): they outlive this screen.
 A run refused for its budget (``BUDGET_EXHAUSTED``) is offered the raise where the
 refusal is: enter, ``r`` or ``b`` ask for the new limit (``raise_budget_modal.py``)
 and go on under it, with the ``--max-KIND N`` the CLI would be given.
-
-Escape stops live runs only. A paused run is closed for good by ``x`` after a
-confirmation naming it; no sequence of escapes can close it (docs/decisions.md).
-
-Every action goes through the workspace's mode (``core/mode.py``, chosen once when
-the app started): today's launch and verbs locally; in remote mode runs start on
-workers, and stop and pause reach the worker holding the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import BudgetExhaustedError, FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
-from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.budget import KINDS, Limits, Reached
 from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
+from flowdrop_tui.core.records.run_info import LIVE, Status
 from flowdrop_tui.core.run import forecast, start_plan
-from flowdrop_tui.format import asked_text
 from flowdrop_tui.tui.messages import (
     FreshRunPlanned,
     PickUpPlanned,
@@ -41,61 +30,23 @@ from flowdrop_tui.tui.messages import (
     RunLaunched,
 )
 from flowdrop_tui.tui.screens.confirm_modal import ask
-from flowdrop_tui.tui.screens.main_keys import RUN_KEYS
+from flowdrop_tui.tui.screens.main_keys import LAUNCH_KEYS
 from flowdrop_tui.tui.screens.raise_budget_modal import limit_args
+from flowdrop_tui.tui.screens.run_part import RunPart
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
 from flowdrop_tui.tui.user_writes import user_write
 
-UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events
 
+class LaunchActions(RunPart):
+    """What the keys that start or resume runs do, on the screen's selection, and the
+    answers to the questions they ask."""
 
-class RunActions:
-    """What the keys that act on runs do, on the screen's selection (``MainScreen``'s
-    ``action_*`` methods call these)."""
-
-    BINDINGS = RUN_KEYS  # the main screen's, named for its delegating methods
+    BINDINGS = LAUNCH_KEYS  # the main screen's, named for its delegating methods
 
     def __init__(self, screen: SelectionScreen) -> None:
-        self.screen = screen
-        self.workspace: Layout = screen.workspace
-        self.mode: Mode = screen.mode  # chosen once, at the app's start
+        super().__init__(screen)
         # The keys whose plan is being read (a press meanwhile does nothing).
         self.planning: set[str] = set()
-        self.rereading = False  # a key's second look, after the records were synced
-
-    def _current_run(self, *statuses: Status) -> RunInfo | None:
-        """The selected flow's newest run in one of ``statuses`` (the selected run first)."""
-        selected = self.screen.selected_run_info()
-        if selected is not None and selected.status in statuses:
-            return selected
-        for info in self.screen.runs_of_selected_flow():
-            if info.status in statuses:
-                return info
-        return None
-
-    def _none_after_sync(self, retry: Callable[[], None]) -> bool:
-        """The key found no run in the state it acts on. The runs shown may be behind the
-        store (in remote mode this replica; anywhere, a change still being read): the
-        records are synced and read again and ``retry`` called once they are shown.
-        True when it then found none again (say so), False while they are read again."""
-        if self.rereading:
-            return True
-
-        def again() -> None:
-            self.rereading = True
-            try:
-                retry()
-            finally:
-                self.rereading = False
-
-        self.screen.read_runs_again(again)
-        return False
-
-    def _need_flow(self) -> str | None:
-        name = self.screen.selected_flow_name()
-        if name is None:
-            self.screen.notify(self.screen.no_flow_text(), severity="warning", markup=False)
-        return name
 
     # -- enter ----------------------------------------------------------------------------
 
@@ -125,10 +76,6 @@ class RunActions:
         """From the plan's worker thread, after it has posted its answer (a set's
         discard is atomic)."""
         self.planning.discard(key)
-
-    def _checked_ref(self, key: str) -> tuple[FlowRef, bool]:
-        ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
-        return ref, bool(forecast.runnable(self.workspace, ref).resumable)
 
     @work_on_screen(thread=True, group="control")
     @user_write
@@ -229,7 +176,7 @@ class RunActions:
     def plan_raise(self, key: str, paused: str | None, from_run: str | None) -> None:
         try:
             if paused is not None:
-                found = self._resume_forecast(paused, key)
+                found = resume_forecast(self.workspace, paused, key)
             else:
                 options = forecast.StartOptions(from_run=from_run)
                 found = forecast.forecast_flow(
@@ -243,7 +190,7 @@ class RunActions:
                     RunActionRefused(found.refusal.message, found.refusal.code)
                 )
                 return
-            reached = found.budget.reached() or self._nearest(found) if found.budget else None
+            reached = found.budget.reached() or nearest_budget(found) if found.budget else None
             if reached is None:
                 text = f"{key} has no budget to raise: it runs without a limit"
                 self.screen.post_message(RunActionTaken(paused or "", text))
@@ -252,17 +199,6 @@ class RunActions:
             self.screen.app.call_from_thread(self.offer_raise, *offer)
         finally:
             self._done_planning(f"raise {key}")
-
-    @staticmethod
-    def _nearest(found: forecast.Forecast) -> Reached | None:
-        """The limited budget with the least left, as a fraction of its limit."""
-        assert found.budget is not None
-        limited = [
-            Reached(kind, limit, found.budget.used.of(kind))
-            for kind in KINDS
-            if (limit := found.budget.limits.get(kind)) is not None
-        ]
-        return min(limited, key=lambda r: (r.limit - r.used) / r.limit, default=None)
 
     def pick_up_planned(self, message: PickUpPlanned) -> None:
         from flowdrop_tui.tui.screens.pick_up_modal import (
@@ -305,24 +241,6 @@ class RunActions:
             self.screen.post_message(RunActionTaken(str(answer.get("run")), f"warning: {warning}"))
         self.screen.post_message(RunLaunched(str(answer["run"]), key, what))
 
-    def _resume_forecast(
-        self, run_id: str, key: str, limits: Limits | None = None
-    ) -> forecast.Forecast | None:
-        try:
-            ref = resolve_flow(self.workspace, key, cwd=self.workspace.workspace)
-            described = forecast.runnable(self.workspace, ref)
-        except FlowdropError:
-            return None  # the launch reports it, as it always did
-        options = forecast.StartOptions(limits=limits or {})
-        return forecast.forecast_resume(
-            self.workspace,
-            run_id,
-            ref.folder,
-            declared=described.budget,
-            options=options,
-            isolated=True,
-        )
-
     # -- n --------------------------------------------------------------------------------
 
     def fresh_run(self) -> None:
@@ -341,7 +259,7 @@ class RunActions:
 
     def _plan_fresh(self, key: str) -> None:
         try:
-            ref, resumable = self._checked_ref(key)
+            ref, resumable = checked_ref(self.workspace, key)
         except FlowdropError as exc:
             self.screen.post_message(RunActionRefused(exc.message, exc.code))
             return
@@ -371,99 +289,7 @@ class RunActions:
 
         ask(self.screen.app, FreshRunModal(message.key, message.plan), answered)
 
-    # -- escape, p, r ---------------------------------------------------------------------------
-
-    def stop_run(self, again: Callable[[], None] | None = None) -> None:
-        """``again``: what to call once the runs are shown, when they are not yet (the
-        screen's escape, which backs out of a filter first; by default this)."""
-        name = self._need_flow()
-        if name is None or self.screen.runs_not_shown_yet(again or self.stop_run):
-            return
-        info = self._current_run(*LIVE)  # one live run per flow
-        if info is None and not self._none_after_sync(lambda: self.stop_run(again)):
-            return
-        if info is None:
-            paused = self._current_run(Status.PAUSED)
-            if paused is not None:
-                self.screen.notify(
-                    f"run {paused.run} of {name} is paused; escape leaves it so. "
-                    "r resumes it; x closes it for good (asks first)",
-                    markup=False,
-                )
-            else:
-                self.screen.notify(f"{name} has no live run to stop", markup=False)
-            return
-        now = info.run in self.screen.tracker.stop_asked
-        self.screen.tracker.stop_asked.add(info.run)
-        self.stop(info.run, now)
-
-    @work_on_screen(thread=True, group="control")
-    @user_write
-    def stop(self, run_id: str, now: bool) -> None:
-        """Escape: stop a live run. A run that paused meanwhile is refused, not closed."""
-        try:
-            asked = self.mode.stop(run_id, now=now, by=UI, keep_paused=True)
-        except FlowdropError as exc:
-            self.screen.post_message(RunActionRefused(exc.message, exc.code))
-            return
-        if asked.action == verbs.Action.STOP_NOW:
-            text = f"stopping run {run_id} now: round {asked.round} is interrupted"
-        else:
-            text = f"stopping after round {asked.round} — escape again to stop now"
-        self.screen.post_message(RunActionTaken(run_id, text))
-
-    # -- x: close a paused run, after asking -----------------------------------------------
-
-    def close_run(self) -> None:
-        name = self._need_flow()
-        if name is None or self.screen.runs_not_shown_yet(self.close_run):
-            return
-        info = self._current_run(Status.PAUSED)
-        if info is None and self._none_after_sync(self.close_run):
-            self.screen.notify(f"{name} has no paused run to close", markup=False)
-        if info is None:
-            return
-        from flowdrop_tui.tui.screens.close_run_modal import (  # loaded when first asked
-            CloseRunModal,
-        )
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.close_paused(info.run)
-
-        ask(self.screen.app, CloseRunModal(info), answered)
-
-    @work_on_screen(thread=True, group="control")
-    @user_write
-    def close_paused(self, run_id: str) -> None:
-        try:
-            asked = self.mode.stop(run_id, now=False, by=UI)
-        except FlowdropError as exc:
-            self.screen.post_message(RunActionRefused(exc.message, exc.code))
-            return
-        self.screen.post_message(RunActionTaken(run_id, asked_text(asked)))
-
-    def pause_run(self) -> None:
-        name = self._need_flow()
-        if name is None or self.screen.runs_not_shown_yet(self.pause_run):
-            return
-        info = self._current_run(*LIVE)
-        if info is None:
-            if self._none_after_sync(self.pause_run):
-                self.screen.notify(f"{name} has no live run to pause", markup=False)
-        else:
-            self.pause(info.run)
-
-    @work_on_screen(thread=True, group="control")
-    @user_write
-    def pause(self, run_id: str) -> None:
-        """The words and the round are the CLI's (``asked_text``): the round in flight."""
-        try:
-            asked = self.mode.pause(run_id, by=UI)
-        except FlowdropError as exc:
-            self.screen.post_message(RunActionRefused(exc.message, exc.code))
-            return
-        self.screen.post_message(RunActionTaken(run_id, f"{asked_text(asked)} — r resumes it"))
+    # -- r ---------------------------------------------------------------------------------------
 
     def resume_run(self) -> None:
         name = self._need_flow()
@@ -485,7 +311,7 @@ class RunActions:
         if not previewed:
             # Budgets and drift first (SPEC §14, §15): a refusal is said (a budget's is
             # offered its raise), a drift is shown.
-            found = self._resume_forecast(run_id, key, limits)
+            found = resume_forecast(self.workspace, run_id, key, limits)
             if found is not None and found.refusal is not None:
                 found.key = found.key or key
                 self._refused(found, None)
@@ -502,3 +328,41 @@ class RunActions:
             return
         what = f"resumed at round {info.next_round}"  # a question's round: again
         self.screen.post_message(RunLaunched(str(answer.get("run") or run_id), key, what))
+
+
+def resume_forecast(
+    workspace: Layout, run_id: str, key: str, limits: Limits | None = None
+) -> forecast.Forecast | None:
+    """What resuming ``run_id`` would meet (budgets, drift); None when its flow cannot
+    be described."""
+    try:
+        ref = resolve_flow(workspace, key, cwd=workspace.workspace)
+        described = forecast.runnable(workspace, ref)
+    except FlowdropError:
+        return None  # the launch reports it, as it always did
+    options = forecast.StartOptions(limits=limits or {})
+    return forecast.forecast_resume(
+        workspace,
+        run_id,
+        ref.folder,
+        declared=described.budget,
+        options=options,
+        isolated=True,
+    )
+
+
+def checked_ref(workspace: Layout, key: str) -> tuple[FlowRef, bool]:
+    """The flow named ``key``, and whether it is resumable (described in a child)."""
+    ref = resolve_flow(workspace, key, cwd=workspace.workspace)
+    return ref, bool(forecast.runnable(workspace, ref).resumable)
+
+
+def nearest_budget(found: forecast.Forecast) -> Reached | None:
+    """The limited budget with the least left, as a fraction of its limit."""
+    assert found.budget is not None
+    limited = [
+        Reached(kind, limit, found.budget.used.of(kind))
+        for kind in KINDS
+        if (limit := found.budget.limits.get(kind)) is not None
+    ]
+    return min(limited, key=lambda r: (r.limit - r.used) / r.limit, default=None)
