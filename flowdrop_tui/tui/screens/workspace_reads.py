@@ -8,6 +8,7 @@ the screen shows (STYLE habits 2 and 3).
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 from textual.worker import get_current_worker
@@ -47,6 +48,13 @@ class WorkspaceReads:
         self.watcher = watcher
         self.catalog = RunCatalog(screen.workspace)
         self.tracker = screen.tracker
+        # The header's git read: one at a time, never cancelled by the next — on a loaded
+        # machine or a big repository a read may take longer than the interval between
+        # them, and cancelling it for a newer one showed no branch at all. A read asked
+        # while one is in flight runs once more after it (``_workspace_again``).
+        self._workspace_lock = threading.Lock()
+        self._workspace_busy = False
+        self._workspace_again = False
 
     @work_on_screen(exclusive=True, group="watch")
     async def watch_workspace(self) -> None:
@@ -99,10 +107,30 @@ class WorkspaceReads:
             if info is not None and status is not None and str(info.status) != status:
                 self.poll_run(info.run)
 
-    @work_on_screen(thread=True, exclusive=True, group="workspace")
     def read_workspace(self) -> None:
-        found = isolated(self.workspace.workspace, "facts", cancelled=_cancelled)
-        self.screen.post_message(WorkspaceRead(found))
+        """Read git's facts for the header: now, or after the read in flight."""
+        with self._workspace_lock:
+            if self._workspace_busy:
+                self._workspace_again = True
+                return
+            self._workspace_busy = True
+        self._read_workspace()
+
+    @work_on_screen(thread=True, group="workspace")
+    def _read_workspace(self) -> None:
+        try:
+            while True:
+                found = isolated(self.workspace.workspace, "facts", cancelled=_cancelled)
+                self.screen.post_message(WorkspaceRead(found))
+                with self._workspace_lock:
+                    if not self._workspace_again or _cancelled():
+                        self._workspace_busy = False
+                        return
+                    self._workspace_again = False
+        except BaseException:
+            with self._workspace_lock:  # a failed read never stops the next ones
+                self._workspace_busy = False
+            raise
 
     @work_on_screen(thread=True, exclusive=True, group="remember-flow")
     def remember_flow(self, name: str | None) -> None:
