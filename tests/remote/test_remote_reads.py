@@ -44,6 +44,23 @@ def main(run):
         time.sleep(0.25)
 """
 
+# Prints its first line, then waits for a file named "go" in its workspace: a test reads
+# that line while the run is surely live (on a loaded machine a run of 3 s could end
+# before the follow had printed anything), then lets it finish.
+PRINTS_THEN_WAITS = """
+import time
+from pathlib import Path
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for r in run.rounds(range(12)):
+        print(f"tick {r}", flush=True)
+        run.state["ticks"] = r
+        while not Path("go").exists():
+            time.sleep(0.05)
+"""
+
 COMMITS_EACH_ROUND = """
 import subprocess
 import sys
@@ -59,6 +76,7 @@ def main(run):
 FLOWS = {
     "adder": adds_one_a_round("n", 3),
     "ticker": PRINTS_SLOWLY,
+    "held_ticker": PRINTS_THEN_WAITS,
     "forever": counts_rounds(sleep=0.2),
     "committer": COMMITS_EACH_ROUND,
 }
@@ -116,13 +134,14 @@ def test_logs_follow_shows_lines_printed_on_another_machine(
     """Guards ``logs -f`` across machines: lines a run prints on a worker reach a client
     while the run is still going, and the follow ends with the run's final status."""
     _, worker_ws, client = cluster
-    child = WorkerChild(worker_ws, postgres_url, space, "ticker")
+    child = WorkerChild(worker_ws, postgres_url, space, "held_ticker")
     try:
         follow = client.start("logs", child.run_id, "-f", "--json")
         assert follow.stdout is not None
         first = follow.stdout.readline()
         assert orjson.loads(first) == {"line": "tick 0"}
         assert child.proc.poll() is None  # seen while the run is live, not after
+        (worker_ws / "go").write_text("")  # the rest of its rounds now
         # From the same buffered reader as the first line (communicate would skip what
         # it already holds); stderr is one status line.
         watchdog = threading.Timer(60, follow.kill)  # a follow that never ends fails

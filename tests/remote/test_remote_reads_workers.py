@@ -16,9 +16,13 @@ from flowdrop_tui.core.remote.store import PostgresStore
 from tests.remote.cluster import Cluster, make_client, wait_for
 from tests.remote.git_origin import git
 
+# After its first line it waits for the file GO (an absolute path the test fills in), so
+# the client's first line is surely read while the run is live on the worker (a run of
+# 3 s could end before it on a loaded machine).
 PRINTS_AND_COMMITS = """
     import subprocess
     import time
+    from pathlib import Path
     from flowdrop_tui import flow
 
     @flow(resumable=True)
@@ -26,6 +30,8 @@ PRINTS_AND_COMMITS = """
         for r in run.rounds(range(10)):
             print(f"tick {r}", flush=True)
             run.state["r"] = r
+            while not Path(GO).exists():
+                time.sleep(0.05)
             if r == 2:
                 subprocess.run(
                     ["git", "-c", "user.name=w", "-c", "user.email=w@w", "commit", "-q",
@@ -44,7 +50,8 @@ def test_logs_follow_and_show_from_a_client_of_a_real_worker(
     the commit the run made on the worker, which the client's own HEAD never had."""
     worker = cluster.start_worker("a")
     client = make_client(cluster, space, tmp_path)
-    client.add_flow("ticker", PRINTS_AND_COMMITS)
+    go = tmp_path / "go"
+    client.add_flow("ticker", PRINTS_AND_COMMITS.replace("GO", repr(str(go))))
     worker.wait_polling()
     run_id = client.json("run", "ticker")["run"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")}
@@ -62,6 +69,7 @@ def test_logs_follow_and_show_from_a_client_of_a_real_worker(
         first = orjson.loads(follow.stdout.readline())
         assert first["line"].startswith("tick ")
         assert run_id in store.live_runs()  # printed here while it runs there
+        go.write_text("")  # the rest of its rounds now
         # From the same buffered reader as the first line (communicate would skip what
         # it already holds); stderr is one status line.
         watchdog = threading.Timer(120, follow.kill)  # a follow that never ends fails
