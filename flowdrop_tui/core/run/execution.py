@@ -1,8 +1,9 @@
-"""One run executed by this process: its rounds, its calls, and how it ends.
+"""One run executed by this process: its start, its calls, and how it ends; its
+rounds are ``rounds.Rounds``, the part of ``Execution`` a round's changes go to.
 
 The only writer of its record while it holds it. Requests from other processes
 and signals are ``signals.RunSignals``'s business; this module turns them into
-the run's outcome; its rounds are ``rounds.Rounds``'s (a part of ``Execution``).
+the run's outcome.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Outcome:
 
 
 class Execution(Rounds):
-    """One run being executed by this process."""
+    """One run being executed by this process (its rounds: ``Rounds``)."""
 
     def __init__(
         self,
