@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote import config
 
 if TYPE_CHECKING:  # each verb imports what it runs: `stop` never loads the launch side
     from flowdrop_tui.core import retention
@@ -258,14 +257,26 @@ def choose(layout: Layout) -> Mode:
     for remote mode (``.flowdrop/config.toml`` ``[remote]`` or ``FLOWDROP_*``). A run
     child a worker started is local (its writes go through the mirror that
     ``install_run_mirror`` put in place), whatever the config it inherited says."""
-    if _run_child or os.environ.get(REMOTE_RUN_ENV):
+    if _run_child or os.environ.get(REMOTE_RUN_ENV) or not _may_be_remote(layout):
         return LocalMode(layout)
+    from flowdrop_tui.core.remote import config  # only what may configure it: read it
+
     settings = config.load(layout)
     if settings is None:
         return LocalMode(layout)
     from flowdrop_tui.core.remote.remote_mode import RemoteMode  # temporalio, psycopg
 
     return RemoteMode(layout, settings)
+
+
+def _may_be_remote(layout: Layout) -> bool:
+    """Whether anything could configure remote mode here: a ``config.toml`` under
+    ``.flowdrop/`` or a ``FLOWDROP_*`` variable. Without either, ``config.load`` would
+    answer ``None`` having read nothing, so local mode loads no module of
+    ``core.remote`` (tests/test_boundary.py); with either, ``config.load`` decides."""
+    if any(name.startswith("FLOWDROP_") and value for name, value in os.environ.items()):
+        return True
+    return os.path.lexists(layout.config)
 
 
 def install_run_mirror() -> None:
@@ -294,7 +305,7 @@ def serve_worker(
     after any use of Temporal's client (``exit_without_teardown``)."""
     import asyncio
 
-    from flowdrop_tui.core.remote import worker  # temporalio, psycopg
+    from flowdrop_tui.core.remote import config, worker  # temporalio, psycopg
 
     found = config.worker_config(layout, **flags)
     settings = worker.WorkerSettings(
