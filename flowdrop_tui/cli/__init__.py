@@ -19,13 +19,12 @@ command exits quietly with the status it had (``output.stdout_closed``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 
-from flowdrop_tui.cli.output import Warnings, dump, err, out, stdout_closed, stdout_failed
+from flowdrop_tui.cli.ending import WithoutTeardown, failed, leave
+from flowdrop_tui.cli.output import Warnings, stdout_failed
 from flowdrop_tui.cli.parser import parse
 from flowdrop_tui.cli.workspace import chosen_mode
 from flowdrop_tui.core import gc_pause
@@ -57,9 +56,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 UI = ("serving", "cmd_ui")  # the bare command
 
 
-def handler(command: str | None) -> Callable[[argparse.Namespace], int]:
+def handler(command: str | None) -> Callable[[argparse.Namespace], int | WithoutTeardown]:
     module, name = COMMANDS.get(command or "", UI)
-    found: Callable[[argparse.Namespace], int] = getattr(
+    found: Callable[[argparse.Namespace], int | WithoutTeardown] = getattr(
         importlib.import_module(f"{__name__}.{module}"), name
     )
     return found
@@ -69,26 +68,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     holder: list[argparse.Namespace] = []
     gc_pause.pause()  # until the verb runs, or the UI's first frame (core/gc_pause.py)
     try:
-        code = _main(argv, holder)
+        ended = _main(argv, holder)
     finally:
         gc_pause.resume()
-    args = holder[0] if holder else None
-    mode = chosen_mode(args)
-    if getattr(args, "exit_without_teardown", False) or (
-        mode is not None and mode.exit_without_teardown
-    ):
-        # Remote mode's Temporal client leaves its core runtime's threads running, and
-        # letting the interpreter tear down under them aborts the process now and then
-        # (SIGSEGV/SIGABRT after the answer was printed, turning exit 0 into -11):
-        # everything is said and flushed, so leave without the teardown.
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+    mode = chosen_mode(holder[0] if holder else None)
+    code = ended.code if isinstance(ended, WithoutTeardown) else ended
+    if isinstance(ended, WithoutTeardown) or (mode is not None and mode.exit_without_teardown):
+        leave(code)
     return code
 
 
-def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
+def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int | WithoutTeardown:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     warnings = Warnings()
@@ -99,26 +89,11 @@ def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
         holder.append(args)
         if args.command is not None:
             gc_pause.resume()  # a verb may run a flow for hours: only the UI starts paused
-        code = handler(args.command)(args)
+        ended = handler(args.command)(args)
         try:
             sys.stdout.flush()  # here, not at exit: a failure is said, and the status kept
         except (OSError, ValueError) as exc:
             stdout_failed(exc)
-        return code
-    except FlowdropError as exc:
-        if as_json:
-            extra = {"warnings": warnings.items} if warnings.items else {}
-            out(dump({**exc.as_json(), **extra}))  # a closed pipe: quiet, the status kept
-        err(f"flowdrop-tui: {exc.message}")
-        return exc.exit_code
-    except KeyboardInterrupt as exc:
-        said = str(exc)  # what became of what it interrupted, when that needs saying
-        err(f"flowdrop-tui: interrupted; {said}" if said else "flowdrop-tui: interrupted")
-        code = getattr(exc, "exit_code", 130)  # a start ended by SIGTERM: 143, SIGHUP: 129
-        return code if isinstance(code, int) else 130
-    except BrokenPipeError:
-        # The reader stopped reading (``| head``) while the verb printed: what it was
-        # asked is done, so 0 (never the 141 a shell shows for SIGPIPE: a script's
-        # ``set -o pipefail`` would call a listing read in part a failure).
-        stdout_closed()
-        return 0
+        return ended
+    except (FlowdropError, KeyboardInterrupt, BrokenPipeError) as exc:
+        return failed(exc, as_json, warnings)

@@ -9,10 +9,11 @@ import argparse
 import sys
 
 from flowdrop_tui.cli import workspace
+from flowdrop_tui.cli.ending import WithoutTeardown
 from flowdrop_tui.core.errors import UsageError
 
 
-def cmd_ui(args: argparse.Namespace) -> int:
+def cmd_ui(args: argparse.Namespace) -> WithoutTeardown:
     # Remote mode: synced before the UI opens, so an unreachable server is one line here.
     workspace.read_layout(args)
     from flowdrop_tui.tui.app import run_app  # here, not at the top: commands never load Textual
@@ -21,8 +22,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     # The terminal is restored and what the user asked is written: leave without
     # joining the threads of reads still under way, nor tearing down the interpreter's
     # heap (docs/decisions.md, "Quitting the UI"; bench/quit_cold.py).
-    args.exit_without_teardown = True
-    return code
+    return WithoutTeardown(code)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
