@@ -21,7 +21,6 @@ from flowdrop_tui.core.records import key_runs, ledger, output_log, pins
 from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE
-from flowdrop_tui.core.round_diff import round_diff
 from flowdrop_tui.core.state_diff import state_diff
 from flowdrop_tui.diff_words import diff_text, state_diff_text
 from flowdrop_tui.format import flows_table, runs_table, show_text, usage_words
@@ -94,10 +93,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     that is still in the working tree (``core.round_diff``)."""
     if args.state or args.against is not None:
         return _state_diff(args)
-    layout = workspace.read_layout(args, run_refs=True)
+    workspace.read_layout(args, run_refs=True)
     if args.round is not None and args.round < 1:
         raise UsageError(f"--round takes a round number, 1 or more (not {args.round})")
-    found = round_diff(layout, args.run, args.round, worktree=workspace.mode(args).runs_here)
+    found = workspace.mode(args).round_diff(args.run, args.round)
     print(dump(found) if args.json else diff_text(found), end="" if not args.json else "\n")
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.launching import (
@@ -51,9 +51,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         if by_path is not None:
             args.warnings.add(by_path)
         mode = workspace.mode(args)
-        if args.detach or not mode.runs_here:
-            answer = mode.start(ref, asked, option_args(asked), say=err)
-            return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
+
+        def start() -> dict[str, Any]:
+            return mode.start(ref, asked, option_args(asked), say=err)
+
+        if args.detach:
+            return print_launched(start(), args, elsewhere=False)
+        elsewhere = mode.started_elsewhere(start)
+        if elsewhere is not None:
+            return print_launched(elsewhere, args, elsewhere=True)
 
     def make(warnings: Warnings) -> Execution:
         from flowdrop_tui.core.run.opening import open_run

@@ -42,9 +42,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     lifting_confirmed(args, asked)
     if args.handshake_fd is None:
         mode = workspace.mode(args)
-        if args.detach or not mode.runs_here:
-            answer = mode.resume(args.run, option_args(asked), say=err)
-            return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
+
+        def start() -> dict[str, Any]:
+            return mode.resume(args.run, option_args(asked), say=err)
+
+        if args.detach:
+            return print_launched(start(), args, elsewhere=False)
+        elsewhere = mode.started_elsewhere(start)
+        if elsewhere is not None:
+            return print_launched(elsewhere, args, elsewhere=True)
 
     def make(warnings: Warnings) -> Execution:
         # The flow is loaded in this process to continue the run: first in a child,

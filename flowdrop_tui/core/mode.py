@@ -2,9 +2,10 @@
 
 A face (the CLI's ``main``, the UI's start, ``serve``'s child — which is the CLI's
 ``main`` again) calls ``choose(layout)`` once and from then on asks the ``Mode`` it got:
-start and resume a run, carry stop and pause to it, bring the records up to date
-before a read, follow a run's output, pin, prune, name the store, follow the records
-live while a view is open, and close. The faces never import ``core.remote`` and never
+start and resume a run (a foreground one here, or elsewhere and followed:
+``started_elsewhere``), carry stop and pause to it, bring the records up to date
+before a read, diff a round, follow a run's output, pin, prune, name the store,
+follow the records live while a view is open, and close. The faces never import ``core.remote`` and never
 ask "am I remote?" (an import-linter contract holds the first).
 
 ``LocalMode`` is today's code: a detached child on this machine (``control.launch``)
@@ -55,12 +56,6 @@ class Mode(Protocol):
     layout: Layout
 
     @property
-    def runs_here(self) -> bool:
-        """Whether a foreground ``run``/``resume`` runs in this process (local) or is
-        started elsewhere and followed (remote: on a worker)."""
-        ...
-
-    @property
     def store_label(self) -> str:
         """Where the records come from, for the UI's top line ("" on this machine)."""
         ...
@@ -92,6 +87,19 @@ class Mode(Protocol):
         by: dict[str, Any] | None = None,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]: ...
+
+    def started_elsewhere(
+        self, start: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """A foreground ``run``/``resume``: ``None`` when it runs in this process (local
+        mode: ``start`` is not called), else ``start()``'s answer — the run was started
+        elsewhere (remote: on a worker), to be followed from here."""
+        ...
+
+    def round_diff(self, run_id: str, number: int | None = None) -> dict[str, Any]:
+        """SPEC §20: what one round of ``run_id`` changed (``core.round_diff``); what it
+        left uncommitted is looked for only where runs run in this working tree."""
+        ...
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
@@ -150,7 +158,6 @@ class Mode(Protocol):
 class LocalMode:
     """Runs on this machine; the files under ``.flowdrop/`` are the records."""
 
-    runs_here = True
     store_label = ""
     poll_every = 0.1
     exit_without_teardown = False
@@ -190,6 +197,16 @@ class LocalMode:
         from flowdrop_tui.core.control import launch
 
         return launch.launch_resume(self.layout, run_id, by=by, extra=extra)
+
+    def started_elsewhere(
+        self, start: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        return None  # the foreground run is this process
+
+    def round_diff(self, run_id: str, number: int | None = None) -> dict[str, Any]:
+        from flowdrop_tui.core.round_diff import round_diff
+
+        return round_diff(self.layout, run_id, number, worktree=True)
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None

@@ -32,7 +32,8 @@ def test_no_config_is_local_and_a_run_child_is_always_local(
     layout.root.mkdir()
     (layout.root / "config.toml").write_text(CONFIG)
     remote = choose(layout)
-    assert not remote.runs_here and type(remote).__name__ == "RemoteMode"
+    assert type(remote).__name__ == "RemoteMode"
+    assert remote.started_elsewhere(lambda: {"run": "r"}) == {"run": "r"}
     monkeypatch.setenv(REMOTE_RUN_ENV, '{"space": "s"}')
     assert isinstance(choose(layout), LocalMode)
 

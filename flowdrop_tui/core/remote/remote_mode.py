@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # temporalio: imported when stop or pause first needs it
 class RemoteMode:
     """One workspace configured for remote mode, for the life of one process."""
 
-    runs_here = False
     poll_every = 0.5
 
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
@@ -77,6 +76,15 @@ class RemoteMode:
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         return self._start_client(say).start(ref, options, extra)
+
+    def started_elsewhere(self, start: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        return start()  # on a worker: a foreground run is followed from here
+
+    def round_diff(self, run_id: str, number: int | None = None) -> dict[str, Any]:
+        from flowdrop_tui.core.round_diff import round_diff
+
+        # Runs ran in a worker's worktree: this working tree holds nothing they left.
+        return round_diff(self.layout, run_id, number, worktree=False)
 
     def resume(
         self,
