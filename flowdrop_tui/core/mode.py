@@ -310,6 +310,13 @@ def install_run_mirror() -> None:
         _run_child = _run_child or not os.environ.get(REMOTE_RUN_ENV)
 
 
+def preload_run_mirror() -> None:
+    """In a worker's warm run process (``flowdrop_tui/warm_run.py``), before its run is
+    handed over: load what ``install_run_mirror`` installs (the write-through mirror
+    and its PostgreSQL driver), so the run's start does not pay for it."""
+    from flowdrop_tui.core.remote import write_through  # noqa: F401  (psycopg)
+
+
 def serve_worker(
     layout: Layout | None,
     say: Callable[[str], None],
