@@ -2,11 +2,9 @@
 says a failure as one line (and, with ``--json``, ``{"error": {"code", "message"}}``).
 
 A module per group of verbs, each imported when its verb is asked (the terminal UI
-only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
-pause, answer), ``attention`` (inbox),
-``reads`` (flows, runs, show, diff, logs, snapshot, reindex), ``keeping`` (prune,
-pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve). The workspace's mode
-(local or remote) is chosen once per command, in ``workspace.mode``.
+only for the bare command), declaring its verbs' arguments and running them; which
+verb lives where is ``cli/verbs.py``, the registry. The workspace's mode (local or
+remote) is chosen once per command, in ``workspace.mode``.
 
 Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the
 flow failed or could not be loaded; 2 usage error or something named does not
@@ -26,42 +24,32 @@ from collections.abc import Callable, Sequence
 from flowdrop_tui.cli.ending import WithoutTeardown, failed, leave
 from flowdrop_tui.cli.output import Warnings, stdout_failed
 from flowdrop_tui.cli.parser import parse
+from flowdrop_tui.cli.verbs import BY_NAME, function_name
 from flowdrop_tui.cli.workspace import chosen_mode
 from flowdrop_tui.core import gc_pause
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import install_run_mirror
 
-# verb → (module in this package, function): imported only when that verb runs.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("starting", "cmd_run"),
-    "plan": ("starting", "cmd_plan"),
-    "resume": ("steering", "cmd_resume"),
-    "stop": ("steering", "cmd_stop"),
-    "pause": ("steering", "cmd_pause"),
-    "answer": ("steering", "cmd_answer"),
-    "inbox": ("attention", "cmd_inbox"),
-    "flows": ("reads", "cmd_flows"),
-    "runs": ("reads", "cmd_runs"),
-    "show": ("reads", "cmd_show"),
-    "diff": ("reads", "cmd_diff"),
-    "logs": ("reads", "cmd_logs"),
-    "snapshot": ("reads", "cmd_snapshot"),
-    "reindex": ("reads", "cmd_reindex"),
-    "prune": ("keeping", "cmd_prune"),
-    "pin": ("keeping", "cmd_pin"),
-    "unpin": ("keeping", "cmd_unpin"),
-    "worker": ("daemon", "cmd_worker"),
-    "serve": ("serving", "cmd_serve"),
-}
 UI = ("serving", "cmd_ui")  # the bare command
 
 
-def handler(command: str | None) -> Callable[[argparse.Namespace], int | WithoutTeardown]:
-    module, name = COMMANDS.get(command or "", UI)
+def handler(verb: str | None) -> Callable[[argparse.Namespace], int | WithoutTeardown]:
+    """``verb``'s ``cmd_*`` (``cli/verbs.py``), its module imported now; the UI's for none."""
+    found_verb = BY_NAME.get(verb or "")
+    module, name = (found_verb.module, f"cmd_{function_name(verb or '')}") if found_verb else UI
     found: Callable[[argparse.Namespace], int | WithoutTeardown] = getattr(
         importlib.import_module(f"{__name__}.{module}"), name
     )
     return found
+
+
+def verb_of(args: argparse.Namespace) -> str | None:
+    """The verb ``args`` asks: ``run``; ``remote grant`` for a verb of two words."""
+    command: str | None = args.command
+    if command is None:
+        return None
+    second = getattr(args, f"{function_name(command)}_command", None)
+    return f"{command} {second}" if second else command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,7 +77,7 @@ def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int |
         holder.append(args)
         if args.command is not None:
             gc_pause.resume()  # a verb may run a flow for hours: only the UI starts paused
-        ended = handler(args.command)(args)
+        ended = handler(verb_of(args))(args)
         try:
             sys.stdout.flush()  # here, not at exit: a failure is said, and the status kept
         except (OSError, ValueError) as exc:

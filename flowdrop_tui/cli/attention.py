@@ -6,6 +6,7 @@ import argparse
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import dump, err
+from flowdrop_tui.cli.parser import Parser
 from flowdrop_tui.core import inbox
 from flowdrop_tui.core.control import notify
 from flowdrop_tui.format import inbox_lines
@@ -31,3 +32,9 @@ def cmd_inbox(args: argparse.Namespace) -> int:
         for line in inbox_lines(found):
             print(line)
     return 0
+
+
+def inbox_arguments(verb: Parser) -> None:
+    verb.add_argument(
+        "--dismiss", metavar="ID", action="append", help="dismiss an item (repeatable)"
+    )

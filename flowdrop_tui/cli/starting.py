@@ -17,6 +17,7 @@ from flowdrop_tui.cli.launching import (
     print_launched,
 )
 from flowdrop_tui.cli.output import Warnings, dump, err
+from flowdrop_tui.cli.parser import Parser, budget, start_choice, yes
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
@@ -83,3 +84,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
             answer["warnings"].insert(0, by_path)
     print(dump(answer) if args.json else plan_text(answer))
     return found.refusal.exit_code if found.refusal is not None else 0
+
+
+def run_arguments(verb: Parser) -> None:
+    budget(verb)
+    start_choice(verb)
+    verb.add_argument("--detach", action="store_true", help="run in the background")
+    verb.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
+    yes(verb)
+
+
+def plan_arguments(verb: Parser) -> None:
+    budget(verb)
+    start_choice(verb)

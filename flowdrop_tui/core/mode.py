@@ -5,8 +5,9 @@ A face (the CLI's ``main``, the UI's start, ``serve``'s child — which is the C
 start and resume a run (a foreground one here, or elsewhere and followed:
 ``started_elsewhere``), carry stop and pause to it, bring the records up to date
 before a read, diff a round, follow a run's output, pin, prune, name the store,
-follow the records live while a view is open, and close. The faces never import ``core.remote`` and never
-ask "am I remote?" (an import-linter contract holds the first).
+follow the records live while a view is open, and close. The faces never import
+``core.remote`` and never ask "am I remote?" (an import-linter contract holds the
+first).
 
 ``LocalMode`` is today's code: a detached child on this machine (``control.launch``)
 and requests through the run's folder (``control.verbs``); reads need nothing first.
@@ -88,9 +89,7 @@ class Mode(Protocol):
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]: ...
 
-    def started_elsewhere(
-        self, start: Callable[[], dict[str, Any]]
-    ) -> dict[str, Any] | None:
+    def started_elsewhere(self, start: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         """A foreground ``run``/``resume``: ``None`` when it runs in this process (local
         mode: ``start`` is not called), else ``start()``'s answer — the run was started
         elsewhere (remote: on a worker), to be followed from here."""
@@ -198,9 +197,7 @@ class LocalMode:
 
         return launch.launch_resume(self.layout, run_id, by=by, extra=extra)
 
-    def started_elsewhere(
-        self, start: Callable[[], dict[str, Any]]
-    ) -> dict[str, Any] | None:
+    def started_elsewhere(self, start: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         return None  # the foreground run is this process
 
     def round_diff(self, run_id: str, number: int | None = None) -> dict[str, Any]:
