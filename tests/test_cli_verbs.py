@@ -1,4 +1,4 @@
-"""The verb registry (``cli/verbs.py``): a line per verb, its arguments and its command
+"""The verb registry (``cli/verb_registry.py``): a line per verb, its arguments and its command
 kept in its group's module, that module imported only when its verb is asked."""
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ from pathlib import Path
 import pytest
 
 from flowdrop_tui import cli
-from flowdrop_tui.cli import parser, verbs
+from flowdrop_tui.cli import parser, verb_registry
 from flowdrop_tui.core.errors import UsageError
 
 
 def test_every_verb_of_the_registry_has_its_arguments_and_its_command() -> None:
     """Guards a registry line whose module lacks ``<verb>_arguments`` or ``cmd_<verb>``
     (a typo there fails only when that verb is asked), and the order ``--help`` lists."""
-    for verb in verbs.VERBS:
+    for verb in verb_registry.VERBS:
         module = importlib.import_module(f"flowdrop_tui.cli.{verb.module}")
-        name = verbs.function_name(verb.name)
+        name = verb_registry.function_name(verb.name)
         assert callable(getattr(module, f"{name}_arguments", None)), verb
         assert callable(getattr(module, f"cmd_{name}", None)), verb
         assert cli.handler(verb.name) is getattr(module, f"cmd_{name}")
     shown = parser.grammar().format_help()
-    places = [shown.index(f"\n    {verb.name} ") for verb in verbs.VERBS]
+    places = [shown.index(f"\n    {verb.name} ") for verb in verb_registry.VERBS]
     assert places == sorted(places)
 
 
@@ -44,7 +44,7 @@ def test_a_command_imports_only_its_own_groups_module(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     loaded = done.stdout.strip().splitlines()[-1]
-    groups = {verb.module for verb in verbs.VERBS}
+    groups = {verb.module for verb in verb_registry.VERBS}
     assert "'flowdrop_tui.cli.reads'" in loaded
     assert [g for g in sorted(groups - {"reads"}) if f"'flowdrop_tui.cli.{g}'" in loaded] == []
 
@@ -66,10 +66,10 @@ def two_word_verb(monkeypatch: pytest.MonkeyPatch) -> list[argparse.Namespace]:
     module.remote_grant_arguments = remote_grant_arguments  # type: ignore[attr-defined]
     module.cmd_remote_grant = cmd_remote_grant  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    line = verbs.Verb("remote grant", "remote_grant", "let someone use the cluster")
-    monkeypatch.setattr(parser, "VERBS", (*verbs.VERBS, line))
+    line = verb_registry.Verb("remote grant", "remote_grant", "let someone use the cluster")
+    monkeypatch.setattr(parser, "VERBS", (*verb_registry.VERBS, line))
     monkeypatch.setitem(parser.WORDS, "remote", "remote mode's settings")
-    monkeypatch.setitem(verbs.BY_NAME, line.name, line)
+    monkeypatch.setitem(verb_registry.BY_NAME, line.name, line)
     return seen
 
 

@@ -3,7 +3,7 @@ says a failure as one line (and, with ``--json``, ``{"error": {"code", "message"
 
 A module per group of verbs, each imported when its verb is asked (the terminal UI
 only for the bare command), declaring its verbs' arguments and running them; which
-verb lives where is ``cli/verbs.py``, the registry. The workspace's mode (local or
+verb lives where is ``cli/verb_registry.py``, the registry. The workspace's mode (local or
 remote) is chosen once per command, in ``workspace.mode``.
 
 Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from flowdrop_tui.cli.ending import WithoutTeardown, failed, leave
 from flowdrop_tui.cli.output import Warnings, stdout_failed
 from flowdrop_tui.cli.parser import parse
-from flowdrop_tui.cli.verbs import BY_NAME, function_name
+from flowdrop_tui.cli.verb_registry import BY_NAME, function_name
 from flowdrop_tui.cli.workspace import chosen_mode
 from flowdrop_tui.core import gc_pause
 from flowdrop_tui.core.errors import FlowdropError
@@ -34,7 +34,7 @@ UI = ("serving", "cmd_ui")  # the bare command
 
 
 def handler(verb: str | None) -> Callable[[argparse.Namespace], int | WithoutTeardown]:
-    """``verb``'s ``cmd_*`` (``cli/verbs.py``), its module imported now; the UI's for none."""
+    """``verb``'s ``cmd_*`` (``cli/verb_registry.py``), its module imported now; none: the UI's."""
     found_verb = BY_NAME.get(verb or "")
     module, name = (found_verb.module, f"cmd_{function_name(verb or '')}") if found_verb else UI
     found: Callable[[argparse.Namespace], int | WithoutTeardown] = getattr(

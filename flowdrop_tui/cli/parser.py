@@ -1,5 +1,5 @@
 """The command line's grammar: the top level, and each verb's parser filled from its
-group's module when that verb is asked (``cli/verbs.py``, the registry).
+group's module when that verb is asked (``cli/verb_registry.py``, the registry).
 
 ``parse`` and ``grammar``, and the arguments several groups share (``json``,
 ``budget``, ``yes``, ``start_choice``). A usage error is a ``UsageError`` (exit 2),
@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from flowdrop_tui.cli.verbs import VERBS, WORDS, function_name
+from flowdrop_tui.cli.verb_registry import VERBS, WORDS, function_name
 from flowdrop_tui.core.errors import UsageError
 
 
