@@ -27,7 +27,8 @@ def test_every_verb_of_the_registry_has_its_arguments_and_its_command() -> None:
         assert callable(getattr(module, f"cmd_{name}", None)), verb
         assert cli.handler(verb.name) is getattr(module, f"cmd_{name}")
     shown = parser.grammar().format_help()
-    places = [shown.index(f"\n    {verb.name} ") for verb in verb_registry.VERBS]
+    firsts = dict.fromkeys(verb.name.split(" ")[0] for verb in verb_registry.VERBS)
+    places = [shown.index(f"\n    {word} ") for word in firsts]
     assert places == sorted(places)
 
 
@@ -51,8 +52,8 @@ def test_a_command_imports_only_its_own_groups_module(tmp_path: Path) -> None:
 
 @pytest.fixture
 def two_word_verb(monkeypatch: pytest.MonkeyPatch) -> list[argparse.Namespace]:
-    """A verb ``remote grant`` added as another engineer would: a module of its own and
-    a line in the registry (and its first word's help)."""
+    """A verb ``remote grant`` added as a contributor would: a module of its own and a
+    line in the registry (its first word, ``remote``, is there already)."""
     seen: list[argparse.Namespace] = []
     module = types.ModuleType("flowdrop_tui.cli.remote_grant")
 
@@ -68,7 +69,6 @@ def two_word_verb(monkeypatch: pytest.MonkeyPatch) -> list[argparse.Namespace]:
     monkeypatch.setitem(sys.modules, module.__name__, module)
     line = verb_registry.Verb("remote grant", "remote_grant", "let someone use the cluster")
     monkeypatch.setattr(parser, "VERBS", (*verb_registry.VERBS, line))
-    monkeypatch.setitem(parser.WORDS, "remote", "remote mode's settings")
     monkeypatch.setitem(verb_registry.BY_NAME, line.name, line)
     return seen
 
@@ -77,12 +77,17 @@ def test_a_verb_of_two_words_is_one_module_and_one_line(
     two_word_verb: list[argparse.Namespace], tmp_path: Path
 ) -> None:
     """Guards the way a verb is added (docs/architecture.md, "Where to add…"): its
-    arguments parsed, its command run, listed under its first word."""
+    arguments parsed, its command run, listed under its first word beside the verbs
+    already there (``remote config notify``)."""
     assert cli.main(["remote", "grant", "ann", "--workspace", str(tmp_path)]) == 0
     (args,) = two_word_verb
-    assert (args.command, args.remote_command, args.who) == ("remote", "grant", "ann")
-    assert "remote" in parser.grammar().format_help()
-    with pytest.raises(UsageError, match="required: COMMAND"):
+    assert (args.command, args.remote_group, args.who) == ("remote", "grant", "ann")
+    assert cli.verb_of(parser.parse(["remote", "config", "notify"])) == "remote config notify"
+    with pytest.raises(UsageError, match="required: GROUP"):
         parser.parse(["remote"])
     with pytest.raises(UsageError, match="required: WHO"):
         parser.parse(["remote", "grant"])
+    with pytest.raises(
+        UsageError, match="invalid choice: 'bogus' \\(choose from 'config', 'grant'\\)"
+    ):
+        parser.parse(["remote", "bogus"])

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from flowdrop_tui.cli.ending import WithoutTeardown, failed, leave
 from flowdrop_tui.cli.output import Warnings, stdout_failed
 from flowdrop_tui.cli.parser import parse
-from flowdrop_tui.cli.verb_registry import BY_NAME, function_name
+from flowdrop_tui.cli.verb_registry import BY_NAME, WORDS, function_name
 from flowdrop_tui.cli.workspace import chosen_mode
 from flowdrop_tui.core import gc_pause
 from flowdrop_tui.core.errors import FlowdropError
@@ -44,12 +44,11 @@ def handler(verb: str | None) -> Callable[[argparse.Namespace], int | WithoutTea
 
 
 def verb_of(args: argparse.Namespace) -> str | None:
-    """The verb ``args`` asks: ``run``; ``remote grant`` for a verb of two words."""
-    command: str | None = args.command
-    if command is None:
-        return None
-    second = getattr(args, f"{function_name(command)}_command", None)
-    return f"{command} {second}" if second else command
+    """The verb ``args`` asks: ``run``; ``remote config notify`` for one of several words."""
+    verb: str | None = args.command
+    while verb in WORDS:
+        verb = f"{verb} {getattr(args, WORDS[verb].dest)}"
+    return verb
 
 
 def main(argv: Sequence[str] | None = None) -> int:

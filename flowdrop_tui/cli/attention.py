@@ -8,7 +8,6 @@ from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import dump, err
 from flowdrop_tui.cli.parser import Parser
 from flowdrop_tui.core import inbox
-from flowdrop_tui.core.control import notify
 from flowdrop_tui.format import inbox_lines
 
 
@@ -16,7 +15,7 @@ def cmd_inbox(args: argparse.Namespace) -> int:
     mode = workspace.mode(args)
     mode.sync()
     layout = mode.layout
-    for problem in notify.settings(layout).problems:
+    for problem in mode.notice_problems():
         err(f"warning: {problem}")
     if args.dismiss:
         done = inbox.dismiss(layout, list(args.dismiss))
@@ -25,7 +24,9 @@ def cmd_inbox(args: argparse.Namespace) -> int:
         else:
             print(f"dismissed {', '.join(done)}")
         return 0
-    found = inbox.items(layout)
+    # Notices go from where runs run: locally this viewer sends a died run's; in
+    # remote mode the worker holding the run sends them all (docs/remote.md)
+    found = mode.inbox()
     if args.json:
         print(dump(found))
     else:

@@ -88,19 +88,20 @@ def grammar(*, verbs: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=VerbParser)
     if not verbs:
         return parser
-    under: dict[str, Any] = {}  # a verb's first word → its parser's sub-parsers
+    under: dict[str, Any] = {"": sub}  # leading words → their parser's sub-parsers
     for verb in VERBS:
-        word, _, rest = verb.name.partition(" ")
-        place = sub
-        if rest:
-            if word not in under:
-                group = sub.add_parser(word, help=WORDS[word])
-                common(group)
-                under[word] = group.add_subparsers(
-                    dest=f"{function_name(word)}_command", metavar="COMMAND", required=True
+        *words, last = verb.name.split(" ")
+        for depth in range(1, len(words) + 1):
+            lead = " ".join(words[:depth])
+            if lead not in under:
+                word = WORDS[lead]
+                made = under[" ".join(words[: depth - 1])].add_parser(
+                    words[depth - 1], help=word.help
                 )
-            place = under[word]
-        place.add_parser(rest or word, help=verb.help, verb=verb.name, module=verb.module)
+                under[lead] = made.add_subparsers(
+                    dest=word.dest, metavar=word.metavar, required=True
+                )
+        under[" ".join(words)].add_parser(last, help=verb.help, verb=verb.name, module=verb.module)
     return parser
 
 

@@ -6,8 +6,9 @@ arguments with it): ``<verb>_arguments(parser)`` declares its arguments (and its
 ``description``), ``cmd_<verb>(args)`` runs it. Both are looked up only when that
 verb is asked (``cli/parser.py``), so a command imports one group's module.
 
-A verb of two words (``remote grant``) sits under its first word's parser, made once
-from ``WORDS``; its functions join the words with ``_`` (``cmd_remote_grant``)."""
+A verb of several words (``remote config notify``) sits under its leading words'
+parsers, each made once from ``WORDS``; its functions join the words with ``_``
+(``cmd_remote_config_notify``)."""
 
 from __future__ import annotations
 
@@ -44,10 +45,27 @@ VERBS = (
     Verb("pin", "keeping", "never prune this run"),
     Verb("unpin", "keeping", "let prune delete it again"),
     Verb("worker", "daemon", "take runs from the cluster (remote mode; a daemon per machine)"),
+    Verb(
+        "remote config notify",
+        "remote_config",
+        "where the space's notices go (shown when given nothing)",
+    ),
 )
 
-# The first word of a two-word verb → its one line of help.
-WORDS: dict[str, str] = {}
+
+class Word(NamedTuple):
+    """The leading words of longer verbs: its help, and where the word after it goes
+    (``dest``, named in a usage error as ``metavar``)."""
+
+    help: str
+    dest: str
+    metavar: str
+
+
+WORDS = {
+    "remote": Word("remote mode's settings kept in PostgreSQL", "remote_group", "GROUP"),
+    "remote config": Word("a space's settings", "remote_setting", "SETTING"),
+}
 
 BY_NAME = {verb.name: verb for verb in VERBS}
 

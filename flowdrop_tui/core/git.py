@@ -383,9 +383,14 @@ class Snapshots:
     touched; the objects are unreferenced (git's gc keeps them ``gc.pruneExpire``, two
     weeks by default). Files over ``BIG_FILE`` stay as the index has them."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, folder: Path | None = None) -> None:
+        """``folder``: where the index copy lives (``.flowdrop/cache/snapshots``), named
+        for this process; copies left by a process that is gone (a kill -9, a power cut)
+        are removed here. ``None``: the system's temporary folder."""
         self.workspace = workspace
-        fd, name = tempfile.mkstemp(prefix="flowdrop-index-")
+        if folder is not None:
+            _sweep_orphans(folder)
+        fd, name = tempfile.mkstemp(prefix=f"index-{os.getpid()}-", dir=folder)
         os.close(fd)
         self._index = name
         self._source: tuple[int, int, int] | None = None  # the user's index when copied
@@ -461,6 +466,24 @@ class Snapshots:
 def _unlink(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
+
+
+def _sweep_orphans(folder: Path) -> None:
+    """Remove the snapshot index copies in ``folder`` whose process has ended."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) < 3 or parts[0] != "index" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            _unlink(os.path.join(folder, name))
+        except (PermissionError, OverflowError):
+            continue  # alive as another user, or not a pid: left alone
 
 
 def tree_of(workspace: Path, commit: str | None) -> str | None:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.paths import Layout
 
 if TYPE_CHECKING:  # each verb imports what it runs: `stop` never loads the launch side
@@ -140,6 +141,17 @@ class Mode(Protocol):
         dry_run: bool = False,
         include_replaced: bool = False,
     ) -> retention.PruneResult: ...
+
+    def inbox(self) -> list[dict[str, Any]]:
+        """SPEC §21: what waits on a person (``core.inbox.items``), sending the notices
+        no one has sent yet only where this process is the one to send them (local: the
+        first viewer sends a died run's; remote: the worker holding a run sends them)."""
+        ...
+
+    def notice_problems(self) -> list[str]:
+        """What is wrong with the notice settings this process would send by
+        (``.flowdrop/config.toml [notify]``); none where workers send the notices."""
+        ...
 
     def live_feed(self) -> LiveFeed | None:
         """A feed to run while a view is open, or None when the files here are the
@@ -262,6 +274,16 @@ class LocalMode:
             self.layout, keep, older_than, dry_run=dry_run, include_replaced=include_replaced
         )
 
+    def inbox(self) -> list[dict[str, Any]]:
+        from flowdrop_tui.core import inbox
+
+        return inbox.items(self.layout, send=True)
+
+    def notice_problems(self) -> list[str]:
+        from flowdrop_tui.core.control import notify
+
+        return notify.settings(self.layout).problems
+
     def live_feed(self) -> LiveFeed | None:
         return None
 
@@ -291,6 +313,28 @@ def _may_be_remote(layout: Layout) -> bool:
     if any(name.startswith("FLOWDROP_") and value for name, value in os.environ.items()):
         return True
     return os.path.lexists(layout.config)
+
+
+def space_notify(
+    layout: Layout, given: Sequence[str] = (), unset: Sequence[str] = ()
+) -> tuple[str, dict[str, Any]]:
+    """``remote config notify [KEY=VALUE …] [--unset KEY]``: the space and its notice
+    settings in PostgreSQL, changed first when asked (docs/remote.md, "Notices"); whatever
+    this process's mode, as ``worker`` is. Local mode has none: its ``[notify]`` is in
+    ``.flowdrop/config.toml``."""
+    from flowdrop_tui.core.remote import config
+
+    settings = config.load(layout)
+    if settings is None:
+        raise UsageError(
+            "remote config notify: this workspace is in local mode (no [remote] in "
+            ".flowdrop/config.toml, no FLOWDROP_POSTGRES); its notices are set in "
+            ".flowdrop/config.toml [notify]"
+        )
+    from flowdrop_tui.core.remote import notify_settings  # psycopg
+
+    changes = notify_settings.assignments(given)
+    return settings.space, notify_settings.change(settings, changes, unset)
 
 
 def install_run_mirror() -> None:
@@ -336,7 +380,7 @@ def serve_worker(
         worker_id=found.worker_id,
         home=found.home,
         max_runs=found.max_runs,
-        access=worker.PostgresAccess(found.postgres),
+        access=worker.PostgresAccess(found.postgres, found.home),
         spaces=found.spaces,
         origins=found.origins,
     )

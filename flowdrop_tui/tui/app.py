@@ -104,7 +104,8 @@ class FlowdropApp(App[int]):
 
     def on_mount(self) -> None:
         # SPEC §21: while the UI is open it is a viewer that notices (a died run's
-        # notices) and, with [notify] terminal = true, rings for what newly waits
+        # notices; in remote mode none: the worker holding a run sends them) and, with
+        # [notify] terminal = true, rings for what newly waits
         self.set_interval(NOTICE_EVERY, self._look_at_inbox)
         self.live_replica = self.mode.live_feed()
         if self.live_replica is None:
@@ -126,11 +127,10 @@ class FlowdropApp(App[int]):
 
     @work(thread=True, exclusive=True, group="inbox-look", exit_on_error=False)
     def _look_at_inbox(self) -> None:
-        from flowdrop_tui.core import inbox
         from flowdrop_tui.core.control import notify
 
         try:
-            found = {item["id"] for item in inbox.items(self.workspace)}
+            found = {item["id"] for item in self.mode.inbox()}
         except (OSError, FlowdropError):
             return
         new, self._inbox_seen = found - self._inbox_seen, found

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CLI, events, write_flow
+from tests.conftest import CLI, events, wait_for, write_flow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -445,3 +445,39 @@ def main(run):
     assert files(4) == []
     snapshots = [e["moved"]["snapshot"] for e in named(workspace, run_id, "round_ended")]
     assert snapshots[3]["start"] == snapshots[3]["end"] == snapshots[2]["end"]
+
+
+def test_a_killed_runs_snapshot_index_is_removed_by_the_next_run(workspace: Path, cli: CLI) -> None:
+    """The index copy a run's snapshots use lives in `.flowdrop/cache/snapshots/`, named
+    for its process: a kill -9 leaves it behind, and the next run's first snapshot
+    removes it (it used to stay in the system's temporary folder for good)."""
+    write_flow(
+        workspace,
+        "held",
+        AGENT
+        + """
+import time
+
+@flow(resumable=True)
+def main(run):
+    for n in run.rounds(range(3)):
+        run.session("writer", {f"notes{run.round}.txt": "x\\n"})
+        while run.round == 2 and not Path("go").exists():
+            time.sleep(0.05)
+""",
+    )
+    folder = workspace / ".flowdrop" / "cache" / "snapshots"
+    held = cli.start("run", "held")
+    try:
+        [left] = wait_for(lambda: list(folder.glob("index-*")) if folder.is_dir() else [])
+        pid = int(left.name.split("-")[1])
+        os.kill(pid, 9)
+        held.wait(timeout=60)
+    finally:
+        if held.poll() is None:
+            held.kill()
+    assert left.exists()  # what a kill -9 leaves
+    (workspace / "go").write_text("")
+    cli("run", "held", check=0)
+    assert not left.exists()
+    assert list(folder.glob("index-*")) == []  # the second run's own copy went at its end

@@ -35,6 +35,7 @@ import threading
 import time
 import tomllib
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,10 @@ DEBOUNCE = 2.0  # after a delivery, what arrives within this is held and merged
 DEBOUNCE_MAX = 10.0  # a spool that never goes quiet is delivered after this anyway
 SINK_TIMEOUT = 10.0  # one sink, at most
 MARKS = "notices"  # in a run's record folder: one file per notice sent
+# In a worker's worktree: the space's [notify] as a JSON table, placed by the worker
+# from PostgreSQL before each run (docs/remote.md, "Notices"); it stands for [notify].
+SPACE_SETTINGS = "space-notify.json"
+KNOWN = ("command", "webhook", "desktop", "terminal", "completed", "retry", "timeout")
 
 
 @dataclass
@@ -77,7 +82,13 @@ class Settings:
 
 def settings(layout: Layout) -> Settings:
     """``[notify]`` as configured; what cannot be used is left out and said in
-    ``problems`` (a notice setting never stops a run or a view)."""
+    ``problems`` (a notice setting never stops a run or a view). In a worker's worktree
+    the space's settings (``SPACE_SETTINGS``, placed from PostgreSQL) stand instead."""
+    if os.path.lexists(layout.root / SPACE_SETTINGS):
+        placed, problem = _placed(layout)
+        found = parsed(placed.get("notify") or {})
+        found.problems += [problem] if problem else []
+        return found
     found = Settings()
     path = layout.root / CONFIG
     try:
@@ -94,6 +105,36 @@ def settings(layout: Layout) -> Settings:
     if not isinstance(table, dict):
         found.problems.append(f"{path}: [notify] is not a table")
         return found
+    return parsed(table)
+
+
+def _placed(layout: Layout) -> tuple[dict[str, Any], str | None]:
+    """``SPACE_SETTINGS``: ``{"v": 1, "notify": {…}, "sender": folder or null}``."""
+    path = layout.root / SPACE_SETTINGS
+    try:
+        refuse_link(path)
+        placed = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        return {}, f"{path} could not be read: {exc}"
+    if not isinstance(placed, dict) or not isinstance(placed.get("notify"), dict):
+        return {}, f"{path} does not hold the space's [notify] table"
+    return placed, None
+
+
+def sending(layout: Layout) -> Layout:
+    """Where this workspace's notices are spooled and sent from: itself, or for a
+    worker's worktree the worker's own folder for the space (a worktree is moved or
+    removed once its run ends, maybe before its sender is done)."""
+    sender = _placed(layout)[0].get("sender")
+    return Layout(Path(sender)) if isinstance(sender, str) and sender else layout
+
+
+def parsed(table: dict[str, Any]) -> Settings:
+    """The settings a ``[notify]`` table names (the same keys locally and for a space);
+    what cannot be used is left out and said in ``problems``."""
+    found = Settings()
     command = table.get("command")
     if command is not None:
         if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
@@ -124,8 +165,7 @@ def settings(layout: Layout) -> Settings:
             found.timeout = float(timeout)
         else:
             found.problems.append("[notify] timeout must be seconds, more than 0")
-    known = {"command", "webhook", "desktop", "terminal", "completed", "retry", "timeout"}
-    unknown = sorted(set(table) - known)
+    unknown = sorted(set(table) - set(KNOWN))
     if unknown:
         found.problems.append(f"[notify] does not know {', '.join(unknown)}")
     return found
@@ -176,15 +216,22 @@ def announce(
     name: str,
     body: dict[str, Any],
     found: Settings | None = None,
+    *,
+    record: Callable[[], object] | None = None,
 ) -> bool:
     """Send ``body`` once, if this process is the first to claim it and a sink is
     configured (``found``: ``[notify]`` as already read). Whether this process sent it.
+    ``record``: write the ledger's line before the notice goes (a run on a worker: its
+    ``notice_sent`` is in PostgreSQL before anything is sent, so a worker that picks the
+    run up never sends it again; if it cannot be written, nothing is sent).
     Raises ``OSError`` when the mark cannot be written (the caller says so as a warning)."""
     found = settings(layout) if found is None else found
     if not found.sends:
         return False
     if not claim(run_dir, name, {**body, "by": os.getpid()}):
         return False
+    if record is not None:
+        record()
     spool(layout, body)
     return True
 
@@ -196,6 +243,7 @@ def _folder(layout: Layout, *parts: str) -> Path:
 def spool(layout: Layout, body: dict[str, Any]) -> None:
     """Hand a claimed notice to the sender, and start one (it exits at once when another
     is already delivering: that one takes this notice too)."""
+    layout = sending(layout)
     folder = _folder(layout, "spool")
     write_atomic(folder / f"{time.time_ns()}-{secrets.token_hex(4)}.json", orjson.dumps(body))
     start_sender(layout)

@@ -189,5 +189,13 @@ class RemoteMode:
             include_replaced=include_replaced,
         )
 
+    def inbox(self) -> list[dict[str, Any]]:
+        from flowdrop_tui.core import inbox
+
+        return inbox.items(self.layout, send=False)  # the worker holding a run sends
+
+    def notice_problems(self) -> list[str]:
+        return []  # workers send by the space's settings (remote config notify)
+
     def live_feed(self) -> reading.LiveReplica:
         return reading.LiveReplica(self.layout, self.settings)

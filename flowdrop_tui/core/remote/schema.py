@@ -16,8 +16,9 @@ from __future__ import annotations
 # writing the file's row once; 6: fd_bump ends the liveness of the runs it fences out
 # (a key bumped by hand no longer shows its run running for good); fd_starts.asked_by
 # (the database role that asked, set by a trigger), fd_grants, fd_may_operate (roles:
-# docs/remote.md, "Who can do what")
-SCHEMA_VERSION = 6
+# docs/remote.md, "Who can do what"); 7: fd_notify (a space's notice settings, set by
+# `remote config notify`, read by the worker that runs a run: docs/remote.md, "Notices")
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
@@ -102,6 +103,12 @@ CREATE TABLE IF NOT EXISTS fd_starts (
 CREATE INDEX IF NOT EXISTS fd_starts_open ON fd_starts (namespace, task_queue, asked)
     WHERE state IN ('asked', 'forwarding', 'taken');
 ALTER TABLE fd_starts ADD COLUMN IF NOT EXISTS asked_by text;
+CREATE TABLE IF NOT EXISTS fd_notify (
+    space text PRIMARY KEY,
+    settings jsonb NOT NULL,
+    updated timestamptz NOT NULL DEFAULT now(),
+    updated_by text NOT NULL DEFAULT current_user
+);
 CREATE TABLE IF NOT EXISTS fd_grants (
     space text NOT NULL,
     role text NOT NULL,

@@ -32,7 +32,7 @@ from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError, UsageError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote import replica, worktrees
+from flowdrop_tui.core.remote import notify_settings, replica, worktrees
 from flowdrop_tui.core.remote.activities import (
     RunStore,
     StoreAccess,
@@ -76,8 +76,9 @@ class PostgresAccess:
     """The worker's way to the records: PostgreSQL at ``url`` (the worker's own
     setting; a space's rows are named by each run's request)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, home: Path | None = None) -> None:
         self.url = url
+        self.home = home  # the worker's own folder: its runs' notices are sent from it
 
     def open(self, space: str) -> RunStore:
         store = PostgresStore(self.url, space)
@@ -90,6 +91,7 @@ class PostgresAccess:
 
     def sync(self, layout: Layout, store: RunStore) -> None:
         replica.sync(layout, store)
+        notify_settings.place(layout, store, self.home)  # this worker sends the run's notices
 
     def child_env(
         self, space: str, key: str, epoch: int, worker: str, tickets: Path
@@ -126,6 +128,7 @@ async def serve(
     lease = await asyncio.to_thread(Lease.take, settings.access.url, settings.worker_id)
     left = worktrees.sweep(settings.home)
     sweep_tickets(settings.home)
+    notify_settings.resume_senders(settings.home)  # retries its last run left waiting
     if left:
         say(f"worker {settings.worker_id}: removed {len(left)} worktrees a dead worker left")
     if password_shown(settings.access.url):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core import git
+from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.progress import COMPARED, digest, outcome_digest, value_digest
 
 ERROR_SHOWN = 300  # characters of a failure's words kept in the record (its tail)
@@ -67,7 +68,7 @@ class RoundMoves:
             seen = (scan.head, scan.tree)
             if seen != self._snapshot_of:
                 if self._snapshots is None:
-                    self._snapshots = git.Snapshots(self.workspace)
+                    self._snapshots = git.Snapshots(self.workspace, self._snapshot_folder())
                 self._snapshot = self._snapshots.take(scan)
                 self._snapshot_of = seen if self._snapshot is not None else None
             tree = self._snapshot
@@ -79,6 +80,15 @@ class RoundMoves:
             "snapshot": tree,
             "skipped": scan.skipped[:SKIPPED_KEPT] if scan is not None else [],
         }
+
+    def _snapshot_folder(self) -> Path | None:
+        """``.flowdrop/cache/snapshots``: in the workspace, so a copy a killed run leaves
+        is found and removed by the next run; ``None`` when it cannot be made."""
+        layout = Layout(self.workspace)
+        try:
+            return layout.folder(layout.cache / "snapshots")
+        except OSError:  # a link planted there is refused as one too
+            return None
 
     def close(self) -> None:
         """The run's process is done with its rounds: its snapshots' index goes (the

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from flowdrop_tui.core.control import notify
-from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.paths import CYCLE, Layout
+from flowdrop_tui.core.records import event_lines, mirror
 from flowdrop_tui.core.records.event_log import EventLog
 from flowdrop_tui.core.records.run_fold import fold_run
 from flowdrop_tui.core.records.run_info import Status
@@ -36,15 +37,37 @@ class Holder(Protocol):
 
 def announce(host: Holder, name: str, kind: str, message: str) -> None:
     """Send the notice ``name`` of this run if no one has (``notice_sent`` when it did);
-    a mark that cannot be written is a warning, never the run's end."""
+    a mark that cannot be written is a warning, never the run's end.
+
+    On a worker (a mirror writes the record through to PostgreSQL) the record is the
+    ledger across workers: a notice its record already says was sent is never sent
+    again, and ``notice_sent`` is committed — in PostgreSQL — before the notice goes, so
+    a worker that picks the run up after a loss finds it (docs/remote.md, "Notices")."""
     body = notify.notice(host.run_id, host.key, name, kind, message)
+    elsewhere = mirror.current() is not None
     try:
-        if notify.announce(host.layout, host.run_dir, name, body):
+        if elsewhere:
+            if _recorded(host.run_dir, body["id"]):
+                return
+            notify.announce(
+                host.layout,
+                host.run_dir,
+                name,
+                body,
+                record=lambda: host.log.commit("notice_sent", id=body["id"], kind=kind),
+            )
+        elif notify.announce(host.layout, host.run_dir, name, body):
             host.log.append("notice_sent", id=body["id"], kind=kind)
     except OSError as exc:
         host.log.append(
             "warning", kind="notice", message=f"the notice {body['id']} was not sent: {exc}"
         )
+
+
+def _recorded(run_dir: Path, notice_id: str) -> bool:
+    """Whether the record already holds ``notice_sent`` for ``notice_id``."""
+    sent = event_lines.events_named(run_dir / CYCLE, "notice_sent")
+    return any(event.get("id") == notice_id for event in sent)
 
 
 class Answers:
