@@ -7,13 +7,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,18 +108,6 @@ def state_of(ws: Path, run_id: str) -> Any:
     from flowdrop_tui.core.records.state import read_run_states
 
     return read_run_states(ws / ".flowdrop" / "runs" / run_id)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05) -> Any:
-    """Poll until ``predicate()`` is truthy; fail with a clear message otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
-        time.sleep(interval)
 
 
 def kill_live_runs(ws: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""The LangGraph side of tests/test_langgraph.py, run as a real process.
+"""The LangGraph side of tests/graphs/test_langgraph.py, run as a real process.
 
 ``python -m tests.graph_child WORKSPACE COMMAND [ARG]``:
 

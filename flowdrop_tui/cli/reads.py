@@ -83,7 +83,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    layout = workspace.read_layout(args, run_refs=True)
+    layout = workspace.read_layout(args, run_refs=True, run=args.run)
     detail = views.run_detail(layout, args.run)
     print(dump(detail) if args.json else show_text(detail))
     return 0
@@ -94,7 +94,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     that is still in the working tree (``core.round_diff``)."""
     if args.state or args.against is not None:
         return _state_diff(args)
-    workspace.read_layout(args, run_refs=True)
+    workspace.read_layout(args, run_refs=True, run=args.run)
     if args.round is not None and args.round < 1:
         raise UsageError(f"--round takes a round number, 1 or more (not {args.round})")
     found = workspace.mode(args).round_diff(args.run, args.round)

@@ -46,6 +46,9 @@ VERBS = (
     Verb("unpin", "keeping", "let prune delete it again"),
     Verb("worker", "daemon", "take runs from the cluster (remote mode; a daemon per machine)"),
     Verb(
+        "remote grant", "granting", "give a database role a flowdrop role (--revoke: take it back)"
+    ),
+    Verb(
         "remote config notify",
         "remote_config",
         "where the space's notices go (shown when given nothing)",

@@ -32,9 +32,12 @@ def chosen_mode(args: argparse.Namespace | None) -> Mode | None:
     return getattr(args, "mode", None) if args is not None else None
 
 
-def read_layout(args: argparse.Namespace, *, run_refs: bool = False) -> Layout:
+def read_layout(
+    args: argparse.Namespace, *, run_refs: bool = False, run: str | None = None
+) -> Layout:
     """The workspace to read; in remote mode its replica is brought up to date first
-    (``run_refs``: also the commits workers pushed), so every read answers as locally."""
-    for problem in mode(args).sync(run_refs=run_refs):
+    (``run_refs``: also the commits workers pushed, ``run``: only that run's), so every
+    read answers as locally."""
+    for problem in mode(args).sync(run_refs=run_refs, run=run):
         args.warnings.add(problem)
     return layout(args)

@@ -119,9 +119,10 @@ class Mode(Protocol):
 
     def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked: ...
 
-    def sync(self, *, run_refs: bool = False) -> list[str]:
+    def sync(self, *, run_refs: bool = False, run: str | None = None) -> list[str]:
         """Bring the records read here up to date; the problems met, as warnings
-        (``run_refs``: also the commits runs made elsewhere). Unreachable: exit 4."""
+        (``run_refs``: also the commits runs made elsewhere, ``run``: only that run's).
+        Unreachable: exit 4."""
         ...
 
     def following_output(self, run_id: str) -> contextlib.AbstractContextManager[Any]:
@@ -151,6 +152,13 @@ class Mode(Protocol):
     def notice_problems(self) -> list[str]:
         """What is wrong with the notice settings this process would send by
         (``.flowdrop/config.toml [notify]``); none where workers send the notices."""
+        ...
+
+    def grant(
+        self, role: str, dbrole: str, space: str | None, *, revoke: bool = False
+    ) -> dict[str, Any]:
+        """``remote grant``: make ``dbrole`` a ``role`` (``revoke``: no longer) in
+        ``space`` (None: this workspace's); local mode has no roles and refuses."""
         ...
 
     def live_feed(self) -> LiveFeed | None:
@@ -243,7 +251,7 @@ class LocalMode:
 
         return verbs.pause(self.layout, run_id, by=by)
 
-    def sync(self, *, run_refs: bool = False) -> list[str]:
+    def sync(self, *, run_refs: bool = False, run: str | None = None) -> list[str]:
         return []
 
     @contextlib.contextmanager
@@ -283,6 +291,17 @@ class LocalMode:
         from flowdrop_tui.core.control import notify
 
         return notify.settings(self.layout).problems
+
+    def grant(
+        self, role: str, dbrole: str, space: str | None, *, revoke: bool = False
+    ) -> dict[str, Any]:
+        from flowdrop_tui.core.errors import UsageError
+
+        raise UsageError(
+            "`remote grant`: this workspace is in local mode, which has no roles (who can "
+            "write its .flowdrop/ may do everything); configure [remote] in "
+            ".flowdrop/config.toml first"
+        )
 
     def live_feed(self) -> LiveFeed | None:
         return None

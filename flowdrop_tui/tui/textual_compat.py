@@ -2,7 +2,7 @@
 
 Textual has no public API for these; a Textual upgrade (it is pinned exactly, STYLE
 habit 13) must look here first. Each was checked against Textual 8.2.8.
-``tests/tui/test_textual_compat.py`` keeps every other module of ``tui/`` off
+``tests/unit/test_textual_compat.py`` keeps every other module of ``tui/`` off
 Textual's private names.
 
 What used to override a private handler (``App._on_key``, ``Input._on_key``,

@@ -3,7 +3,7 @@
 
 Each test names the numbered item of the durability work it guards; every one failed
 on the main that work started from (ea35e71). Power cuts (items 1 and 2) are in
-tests/test_powercut.py, on loop-mounted filesystem images.
+tests/harnesses/test_powercut.py, on loop-mounted filesystem images.
 """
 
 from __future__ import annotations

@@ -16,11 +16,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import wait_for
 
 BENCH = Path(__file__).resolve().parent.parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
@@ -40,13 +40,6 @@ def main(run):
             time.sleep(0.02)
         return 1
 """
-
-
-def _until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def _children(pid: int) -> list[int]:
@@ -87,9 +80,11 @@ def test_a_request_that_loses_the_race_with_the_runs_end_says_it_ended(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        _until(
-            "the asker frozen before it posts",
+        wait_for(
             lambda: trace.exists() and b"stopped by SIGSTOP" in trace.read_bytes(),
+            60,
+            interval=0.02,
+            what="the asker frozen before it posts",
         )
         go.touch()  # the run ends now, naturally, with no request to take
         assert run.wait(timeout=60) == 0

@@ -3,7 +3,7 @@ a plain loop (a counter, a batch, command sessions only) runs as the seeds say â
 stopped on its fortieth round says round 41 â€” and pays no `git status` a round. A run
 that completed ends the streaks. `diff --round N` shows what an agent round changed,
 committed or not. Real runs of the real CLI in real git repositories; the agent here
-is a plug-in backend that reports usage (the real Claude Code: tests/test_real_agents.py).
+is a plug-in backend that reports usage (the real Claude Code: tests/agents/test_real_agents.py).
 """
 
 from __future__ import annotations

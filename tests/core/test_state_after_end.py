@@ -12,6 +12,8 @@ from pathlib import Path
 
 import orjson
 
+from tests.conftest import CLI, write_flow
+
 FLOW = """
 import atexit, os, threading, time
 from flowdrop_tui import flow
@@ -81,3 +83,28 @@ def test_a_big_integer_another_tool_wrote_is_read_back_exactly(tmp_path: Path) -
     assert again.returncode == 0, again.stderr
     assert f"start {big}\n" in again.stdout, again.stdout
     assert f"saved {big + 1} round " in again.stdout, again.stdout
+
+
+def test_a_finished_run_leaves_only_state_json(workspace: Path) -> None:
+    """The state writer's spare files are gone once the run has ended."""
+    write_flow(
+        workspace,
+        "f",
+        """
+        from flowdrop_tui import flow
+
+        @flow()
+        def main(run):
+            for r in run.rounds(range(5)):
+                run.state["r"] = r
+    """,
+    )
+    out = CLI(workspace).json("run", "f")
+    folder = workspace / ".flowdrop" / "runs" / out["run"]
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == [
+        "cycle.jsonl",
+        "live.lock",
+        "output.log",
+        "state.json",
+    ]
+    assert orjson.loads((folder / "state.json").read_bytes()) == {"f": {"r": 4}}

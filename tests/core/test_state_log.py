@@ -1,6 +1,6 @@
 """The run's state log (records/state_log.py; issue 28): a key set durable at one flush.
 
-What a power cut can leave is tested by bench/powercut.py (tests/test_powercut.py); here,
+What a power cut can leave is tested by bench/powercut.py (tests/harnesses/test_powercut.py); here,
 the rules that make it hold: the newest whole record wins, a torn or foreign one never
 does, a wrap makes state.json durable first, every reader reads the log first, the run's
 end leaves state.json whole and no log, and a log a kill left is settled by the next run.

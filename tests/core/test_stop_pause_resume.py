@@ -355,11 +355,18 @@ def test_foreground_ctrl_c_stops_after_round_then_again_stops_now(
 
 
 def test_sigterm_ends_a_run_cancelled_with_state_saved(workspace: Path, cli: CLI) -> None:
+    """Guards SIGTERM as a stop: the run ends cancelled and its state is saved."""
     write_flow(workspace, "sleeper", SLEEPER)
     run_id = detach(cli, "sleeper")
     started(workspace, run_id)
     os.kill(cli.json("show", run_id)["pid"], signal.SIGTERM)
     wait_for(lambda: status(cli, run_id) == "cancelled")
+    # SPEC §5.2: saved when the run ends, however it ends: the round cut short had set
+    # "entered", and state.json itself holds it (the log folded in and removed).
+    assert state_of(workspace, run_id) == {"sleeper": {"entered": 1}}
+    folder = workspace / ".flowdrop" / "runs" / run_id
+    assert orjson.loads((folder / "state.json").read_bytes()) == {"sleeper": {"entered": 1}}
+    assert not (folder / "state.log").exists()
 
 
 def test_stop_requested_lets_a_flow_end_a_long_round_early(workspace: Path, cli: CLI) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.agents.test_real_agents import Agents
 from tests.conftest import CLI, REPO, events, state_of, wait_for
-from tests.test_real_agents import Agents
 
 pytestmark = pytest.mark.real_agents
 

@@ -244,10 +244,14 @@ def self_answer(cli: CLI, workspace: Path, scrub: str) -> dict[str, object]:
 
 
 def test_a_self_answer_from_a_detached_grandchild_is_refused(cli: CLI, workspace: Path) -> None:
+    """Proves, through ``self_answer``'s asserts, that a grandchild of the run in a
+    session of its own is refused GATE_SELF_ANSWER and the run stays paused for a person."""
     self_answer(cli, workspace, "0")
 
 
 def test_a_self_answer_through_a_scrubbed_environment_is_refused(cli: CLI, workspace: Path) -> None:
+    """Proves, through ``self_answer``'s asserts, the same refusal when the flow scrubs
+    ``FLOWDROP_*`` from the environment before it answers itself."""
     self_answer(cli, workspace, "1")
 
 

@@ -1,3 +1,3 @@
-"""The real-CLI fixtures of tests/test_real_agents.py, for the usage-limit tests here."""
+"""The real-CLI fixtures of tests/agents/test_real_agents.py, for the usage-limit tests here."""
 
-from tests.test_real_agents import agent_bin, agents  # noqa: F401  (fixtures)
+from tests.agents.test_real_agents import agent_bin, agents  # noqa: F401  (fixtures)

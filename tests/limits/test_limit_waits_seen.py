@@ -20,10 +20,10 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.times import parse_time
+from tests.agents.test_real_agents import Agents
 from tests.agents_mock.server import ANSWER
 from tests.conftest import CLI, events, state_of, wait_for
 from tests.limits.test_limits_real import write
-from tests.test_real_agents import Agents
 
 pytestmark = pytest.mark.real_agents
 

@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.agents.test_real_agents import Agents
 from tests.agents_mock.server import ANSWER, LIMIT_TALK, SAY_LIMIT
 from tests.conftest import CLI, events, state_of, wait_for
-from tests.test_real_agents import Agents
 
 pytestmark = pytest.mark.real_agents
 

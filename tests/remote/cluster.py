@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,18 +18,13 @@ from typing import Any
 
 import orjson
 
+from tests import waiting
 from tests.remote.git_origin import commit_all, git, make_origin
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
+    """``tests.waiting.wait_for`` with what is awaited named first, as servers are."""
+    return waiting.wait_for(check, timeout, interval=0.2, what=what)
 
 
 @dataclass

@@ -43,8 +43,8 @@ def test_the_file_gives_the_settings_and_defaults_fill_the_rest(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("origin", "space"),
     [
-        ("git@github.com:Team/repo.git", "github.com:Team:repo"),
-        ("https://user:secret@GitHub.com/Team/repo/", "github.com:Team:repo"),
+        ("git@github.com:Team/repo.git", "github.com:team:repo"),
+        ("https://user:secret@GitHub.com/Team/repo/", "github.com:team:repo"),
         ("ssh://git@git.internal:2222/a/b.git", "git.internal:2222:a:b"),
         ("/srv/git/repo.git", "local:srv:git:repo"),
         ("file:///srv/git/repo.git", "local:srv:git:repo"),

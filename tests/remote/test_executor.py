@@ -104,6 +104,8 @@ def test_a_worker_refuses_a_command_line_no_client_sends(mode: str, args: list[s
 
 
 def test_a_worker_takes_what_a_client_sends() -> None:
+    """Proves by not raising: every request shape ``StartClient`` sends (run, resume,
+    close) passes the worker's check — the refusals above do not catch its own words."""
     check_request(request("run", ["run", "flows/x", "--fresh", "--max-rounds", "3"]))
     check_request(request("resume", ["resume", "20260817T014455.212Z-9f21ab", "--by", "{}"]))
     check_request(request("close", ["stop", "20260817T014455.212Z-9f21ab"]))

@@ -160,6 +160,37 @@ def test_show_lists_commits_a_worker_pushed(
     )
 
 
+def test_show_fetches_only_the_runs_own_ref(
+    cluster: tuple[Path, Path, Machine], postgres_url: str, space: str
+) -> None:
+    """Guards every ``show`` fetching every run's ref from the origin (issue 38: a
+    team's origin holds one per run): ``show RUN`` fetches ``RUN``'s alone, and a run
+    that pushed none is no warning."""
+    _, worker_ws, client = cluster
+    child = WorkerChild(worker_ws, postgres_url, space, "committer")
+    try:
+        assert child.wait() == 0
+    finally:
+        child.close()
+    twin = child.run_id[:-1] + ("1" if child.run_id.endswith("0") else "0")
+    others = ["20260101T000000.000Z-aaaaaa", twin]
+    for run in [child.run_id, *others]:
+        git(worker_ws, "push", "-q", "origin", f"HEAD:refs/flowdrop/runs/{run}")
+    shown = client.cli("show", child.run_id, "--json")
+    assert [c["summary"] for c in orjson.loads(shown.stdout)["git"]["commits"]] == [
+        "round 0",
+        "round 1",
+    ]
+    fetched = git(client.ws, "for-each-ref", "--format=%(refname)", "refs/flowdrop/runs")
+    assert fetched.split() == [f"refs/flowdrop/runs/{child.run_id}"]
+    git(worker_ws, "push", "-q", "origin", f":refs/flowdrop/runs/{child.run_id}")
+    git(client.ws, "update-ref", "-d", f"refs/flowdrop/runs/{child.run_id}")
+    done = client.cli("show", child.run_id, "--json")  # its ref gone from the origin
+    assert orjson.loads(done.stdout)["run"] == child.run_id
+    assert "could not fetch" not in done.stderr, done.stderr
+    assert git(client.ws, "for-each-ref", "refs/flowdrop/runs") == ""
+
+
 def test_show_says_when_the_runs_commits_cannot_be_fetched(
     cluster: tuple[Path, Path, Machine], postgres_url: str, space: str, tmp_path: Path
 ) -> None:

@@ -6,6 +6,7 @@ server and real workers; the CLI only, as a team would type it."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from pathlib import Path
@@ -15,7 +16,7 @@ import orjson
 import psycopg
 import pytest
 
-from flowdrop_tui.core.remote import shared_files, shared_pins
+from flowdrop_tui.core.remote import grants, shared_files, shared_pins
 from flowdrop_tui.core.remote.store import PostgresStore
 from tests.remote.cluster import COUNTER, Client, Cluster, make_client, wait_for
 from tests.remote.servers import new_space
@@ -37,11 +38,11 @@ def configure(client: Client, url: str, space: str) -> None:
     config.write_text(text)
 
 
-def answer(client: Client, *args: str, code: int) -> dict[str, Any]:
+def answer(client: Client, *args: str, code: int) -> Any:
+    """The JSON answer of ``ARGS --json`` (an object, or a list of rows), exit ``code``."""
     done = client.cli(*args, "--json", check=False)
     assert done.returncode == code, f"{args}: {done.returncode}\n{done.stdout}{done.stderr}"
-    said: dict[str, Any] = orjson.loads(done.stdout)
-    return said
+    return orjson.loads(done.stdout)
 
 
 def not_permitted(client: Client, *args: str) -> str:
@@ -60,6 +61,23 @@ def ended_run(client: Client) -> str:
     return run
 
 
+def stop_through_temporal(cluster: Cluster, space: str, control: str | None) -> dict[str, Any]:
+    """The ``control`` Update of the key's workflow sent straight to Temporal, as one who
+    reaches the namespace could, naming the fd_controls row ``control``."""
+    from flowdrop_tui.core.remote.temporal_client import connect
+    from flowdrop_tui.core.remote.workflow import ControlRequest, FlowKeyWorkflow, workflow_id
+
+    async def send() -> dict[str, Any]:
+        client = await connect(cluster.temporal, "default")
+        handle = client.get_workflow_handle(workflow_id(space, "counter"))
+        said: dict[str, Any] = await handle.execute_update(
+            FlowKeyWorkflow.control, ControlRequest("stop_now", {}, control)
+        )
+        return said
+
+    return asyncio.run(send())
+
+
 def make_roles(url: str) -> str:
     """docs/remote.md's SQL, as written, on tables made as a worker makes them; a
     suffix for this test's login roles (roles are the whole server's)."""
@@ -73,7 +91,9 @@ def make_roles(url: str) -> str:
         conn.execute(shared_files.SCHEMA)
         found = SQL.search(DOC.read_text())
         assert found, "docs/remote.md lost its roles SQL"
-        conn.execute(found.group(1))
+        with conn.transaction():  # tests at once on one server: one grant at a time
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (grants.ROLES_LOCK,))
+            conn.execute(found.group(1))
     return uuid.uuid4().hex[:8]
 
 
@@ -93,10 +113,20 @@ def test_a_viewer_reads_and_is_refused_the_rest_and_an_operator_only_its_space(
         conn.execute("INSERT INTO fd_grants VALUES (%s, %s, 'operator')", (space, operator))
 
     # The viewer reads as anyone does, and is refused every write, in one line.
+    live = str(client.json("run", "counter")["run"])  # the team's, as the owner
     configure(client, as_role(cluster.postgres, viewer), space)
     rows = answer(client, "runs", "counter", code=0)
-    assert {r["run"] for r in rows} == {first, second}
-    assert "fd_starts" in not_permitted(client, "run", "counter")
+    assert {r["run"] for r in rows} == {first, second, live}
+    line = not_permitted(client, "run", "counter")
+    assert f"`run`: role {viewer} is a viewer in space {space}" in line
+    assert "fd_starts" in line and f"remote grant operator {viewer} --space {space}" in line
+    for verb in (("stop", live), ("stop", live, "--now"), ("pause", live)):
+        assert "fd_controls" in not_permitted(client, *verb), verb
+    assert f"`stop`: role {viewer} is a viewer" in not_permitted(client, "stop", live)
+    configure(client, cluster.postgres, space)
+    client.json("stop", live, "--now")
+    wait_for(f"{live} cancelled", lambda: client.json("show", live)["status"] == "cancelled")
+    configure(client, as_role(cluster.postgres, viewer), space)
     not_permitted(client, "pin", second)
     not_permitted(client, "prune", "--keep", "0")
     with psycopg.connect(as_role(cluster.postgres, viewer), autocommit=True) as conn:
@@ -104,14 +134,33 @@ def test_a_viewer_reads_and_is_refused_the_rest_and_an_operator_only_its_space(
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(call, (space,))
     # The start a viewer asked was never inserted: nothing was run.
-    assert {r["run"] for r in answer(client, "runs", "counter", code=0)} == {first, second}
+    assert {r["run"] for r in answer(client, "runs", "counter", code=0)} == {
+        first,
+        second,
+        live,
+    }
 
     # The operator starts, pins and stops in its space, and may not prune or bump.
     configure(client, as_role(cluster.postgres, operator), space)
     third = str(client.json("run", "counter")["run"])
     answer(client, "pin", third, code=0)
+    # The worker acts on a stop only through a row of fd_controls an operator of the
+    # run's space made: an Update through Temporal alone, or naming a row of another
+    # space, is refused by the worker and the run goes on.
+    assert stop_through_temporal(cluster, space, None)["error"]["code"] == "NOT_PERMITTED"
+    with psycopg.connect(as_role(cluster.postgres, operator), autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO fd_controls (id, space, run_id, verb)"
+            " VALUES (%s, 'x-other', %s, 'stop_now')",
+            (f"ctl-{suffix}", third),
+        )
+    refused = stop_through_temporal(cluster, space, f"ctl-{suffix}")["error"]
+    assert refused["code"] == "NOT_PERMITTED" and "not granted operator" in refused["message"]
+    assert client.json("show", third)["status"] == "running"
     client.json("stop", third, "--now")
-    not_permitted(client, "prune", "--keep", "0")
+    wait_for(f"{third} cancelled", lambda: client.json("show", third)["status"] == "cancelled")
+    line = not_permitted(client, "prune", "--keep", "0")
+    assert f"`prune`: role {operator} is an operator in space {space}" in line
     with psycopg.connect(as_role(cluster.postgres, operator), autocommit=True) as conn:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT fd_bump(%s, 'counter')", (space,))

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tests import waiting
 from tests.remote.git_origin import GIT_ENV, commit_all, make_origin
 from tests.remote.netns import Netns
 
@@ -67,14 +68,8 @@ def pid_alive(pid: int) -> bool:
 def wait_until(
     predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1
 ) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
+    """``tests.waiting.wait_for``, its timeout and what is awaited always given."""
+    return waiting.wait_for(predicate, timeout, interval, what)
 
 
 @dataclass

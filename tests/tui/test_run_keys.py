@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
+from textual.pilot import Pilot
 from textual.widgets import Button, Static
 
 from flowdrop_tui.core.paths import Layout
@@ -74,6 +77,20 @@ async def launched(pilot: object, app: RecordingApp) -> str:
     return str(await until(pilot, found, what="a launch"))  # type: ignore[arg-type]
 
 
+@contextlib.asynccontextmanager
+async def started_from_ui(
+    layout: Layout, flow_writer: Callable[[str, str], Path], name: str, body: str
+) -> AsyncIterator[tuple[RecordingApp, Pilot[Any], str]]:
+    """Flow ``name`` written, the UI open on it, enter pressed: the app, its pilot and
+    the run the launch started (the preamble of most tests here)."""
+    flow_writer(name, body)
+    app = RecordingApp(layout)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.main_screen.flows.selected_name == name, what="the flow")
+        await pilot.press("enter")
+        yield app, pilot, await launched(pilot, app)
+
+
 async def test_enter_runs_the_flow_and_its_events_arrive_then_escape_stops_it(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
@@ -113,13 +130,9 @@ async def test_escape_twice_stops_the_round_in_flight(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
     """Guards the second escape: it interrupts a round that would otherwise last minutes."""
-    flow_writer("slow", ONE_LONG_ROUND)
-    app = RecordingApp(layout)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started_from_ui(layout, flow_writer, "slow", ONE_LONG_ROUND) as started:
+        app, pilot, run_id = started
         main = app.main_screen
-        await until(pilot, lambda: main.flows.selected_name == "slow", what="the flow")
-        await pilot.press("enter")
-        run_id = await launched(pilot, app)
         await until(
             pilot,
             lambda: any("round_started" in line for line in main.feed.lines),
@@ -206,13 +219,8 @@ async def test_p_pauses_a_batch_and_r_resumes_it_in_the_same_run(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
     """Guards pause and resume from the keyboard, each announced with what happens next."""
-    flow_writer("batch", BATCH)
-    app = RecordingApp(layout)
-    async with app.run_test(size=SIZE) as pilot:
-        main = app.main_screen
-        await until(pilot, lambda: main.flows.selected_name == "batch", what="the flow")
-        await pilot.press("enter")
-        run_id = await launched(pilot, app)
+    async with started_from_ui(layout, flow_writer, "batch", BATCH) as started:
+        app, pilot, run_id = started
         await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
         await pilot.press("p")
         await until(pilot, lambda: app.heard("r resumes it"), what="the pause asked")
@@ -263,13 +271,9 @@ async def test_a_run_that_pauses_on_its_budget_is_announced(
 ) -> None:
     """Guards the notification when a watched run pauses on a budget: which, and how to
     go on; the run pane shows used/limit."""
-    flow_writer("capped", CAPPED)
-    app = RecordingApp(layout)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started_from_ui(layout, flow_writer, "capped", CAPPED) as started:
+        app, pilot, run_id = started
         main = app.main_screen
-        await until(pilot, lambda: main.flows.selected_name == "capped", what="the flow")
-        await pilot.press("enter")
-        run_id = await launched(pilot, app)
         await until(
             pilot,
             lambda: app.heard("rounds budget reached (2 of 2 used)"),
@@ -309,13 +313,8 @@ async def test_a_refusal_is_a_notification_in_plain_words(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
     """Guards refusals: enter on a flow that is already running says so and crashes nothing."""
-    flow_writer("slow", ONE_LONG_ROUND)
-    app = RecordingApp(layout)
-    async with app.run_test(size=SIZE) as pilot:
-        main = app.main_screen
-        await until(pilot, lambda: main.flows.selected_name == "slow", what="the flow")
-        await pilot.press("enter")
-        run_id = await launched(pilot, app)
+    async with started_from_ui(layout, flow_writer, "slow", ONE_LONG_ROUND) as started:
+        app, pilot, run_id = started
         await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
         await pilot.press("enter")
         await until(pilot, lambda: app.heard("is already running"), what="the refusal")
@@ -327,13 +326,8 @@ async def test_quitting_stops_nothing(
     layout: Layout, flow_writer: Callable[[str, str], Path]
 ) -> None:
     """Guards the promise that runs outlive the UI."""
-    flow_writer("tick", TICKING)
-    app = RecordingApp(layout)
-    async with app.run_test(size=SIZE) as pilot:
-        main = app.main_screen
-        await until(pilot, lambda: main.flows.selected_name == "tick", what="the flow")
-        await pilot.press("enter")
-        run_id = await launched(pilot, app)
+    async with started_from_ui(layout, flow_writer, "tick", TICKING) as started:
+        app, pilot, run_id = started
         await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
         await pilot.press("q")
     assert not app.is_running
@@ -351,13 +345,9 @@ async def test_a_run_killed_while_watched_shows_as_interrupted(
     import os
     import signal
 
-    flow_writer("slow", ONE_LONG_ROUND)
-    app = RecordingApp(layout)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started_from_ui(layout, flow_writer, "slow", ONE_LONG_ROUND) as started:
+        app, pilot, run_id = started
         main = app.main_screen
-        await until(pilot, lambda: main.flows.selected_name == "slow", what="the flow")
-        await pilot.press("enter")
-        run_id = await launched(pilot, app)
         await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
         pid = load_run(layout, run_id).live_pid
         assert pid is not None
@@ -380,13 +370,9 @@ async def test_escape_on_a_paused_run_leaves_it_paused_and_x_asks_before_closing
     """Guards docs/decisions.md, "The terminal UI's keys": escape never closes a paused
     run; x does, once confirmed, and the run is closed cancelled with its state kept for
     a pick-up."""
-    flow_writer("batch", BATCH)
-    app = RecordingApp(layout)
-    async with app.run_test(size=SIZE) as pilot:
+    async with started_from_ui(layout, flow_writer, "batch", BATCH) as started:
+        app, pilot, run_id = started
         main = app.main_screen
-        await until(pilot, lambda: main.flows.selected_name == "batch", what="the flow")
-        await pilot.press("enter")
-        run_id = await launched(pilot, app)
         await until(pilot, lambda: status(layout, run_id) == Status.RUNNING, what="running")
         await pilot.press("p")
         await until(pilot, lambda: status(layout, run_id) == Status.PAUSED, what="paused")

@@ -50,6 +50,8 @@ async def two_fit(pilot: object, app: RecordingApp, where: str) -> None:
 async def test_two_notifications_fit_apart_above_the_footer_at_80x24(
     workspace: Path, flow_writer: Callable[[str, str], Path]
 ) -> None:
+    """Proves, through ``two_fit``'s asserts, that two notifications fit apart above the
+    footer at 80×24 on the main screen, over a dialog and on the inbox."""
     flow_writer("counter", FLOW)
     app = RecordingApp(Layout(workspace))
     async with app.run_test(size=(WIDTH, HEIGHT), notifications=True) as pilot:

@@ -3,25 +3,24 @@ says, and seed run records with fixed ids and times so screens are reproducible.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
-from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.worker import WorkerState
 
+from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.app import FlowdropApp
 from flowdrop_tui.tui.keys import AsksFirst
 from flowdrop_tui.tui.screens.main_screen import MainScreen
+from tests.waiting import until  # noqa: F401  (the one wait; the UI tests import it from here)
 
 
 class RecordingApp(FlowdropApp):
     """The real app, remembering every notification it showed (toasts expire)."""
 
-    def __init__(self, layout: Layout) -> None:
-        super().__init__(layout)
+    def __init__(self, layout: Layout, mode: Mode | None = None) -> None:
+        super().__init__(layout, mode)
         self.said: list[str] = []
 
     def notify(self, message: str, **kwargs: Any) -> None:  # type: ignore[override]
@@ -46,22 +45,6 @@ def asked(app: FlowdropApp, kind: type[ScreenT]) -> ScreenT | None:
     if isinstance(screen, kind) and isinstance(screen, AsksFirst) and screen.shown_at:
         return screen
     return None
-
-
-async def until(
-    pilot: Pilot[Any], predicate: Callable[[], Any], timeout: float = 40.0, what: str = ""
-) -> Any:
-    """Let the app run until ``predicate()`` holds; fail naming what was awaited."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            app = pilot.app
-            said = getattr(app, "said", [])
-            raise AssertionError(f"timed out waiting for {what or predicate}; app said {said}")
-        await pilot.pause(0.05)
 
 
 def busy(app: FlowdropApp) -> bool:

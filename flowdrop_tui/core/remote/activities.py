@@ -33,6 +33,7 @@ from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError, error_for
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.remote import controls
 from flowdrop_tui.core.remote.config import space_of_origin
 from flowdrop_tui.core.remote.remote_errors import (
     Fenced,
@@ -457,6 +458,10 @@ class WorkerActivities:
         holding = self.runs.get(request.run)
         if holding is None or holding.child.poll() is not None:
             return {"ended": True}
+        try:  # only a request an operator of the run's space made through PostgreSQL
+            await asyncio.to_thread(controls.check, self.access, request, self.worker_id)
+        except FlowdropError as exc:
+            return _refusal(exc)
         return await asyncio.to_thread(_deliver, holding, request)
 
     # -- reap -------------------------------------------------------------------------

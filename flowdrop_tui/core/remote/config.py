@@ -53,6 +53,9 @@ class RemoteConfig:
     task_queue: str = DEFAULT_TASK_QUEUE
     space: str = ""  # never empty once loaded: given, or derived from the origin's URL
     origin: str | None = None
+    # A derived space's spelling before URLs were normalised, when it differs
+    # (``space_of_origin(legacy=True)``): where a team's runs may still be (``spaces``).
+    legacy_space: str | None = None
 
 
 def load(
@@ -106,11 +109,14 @@ def load(
         _check_space(space, where["space"])
     temporal = temporal_address(values["temporal"], where["temporal"])
     postgres = postgres_url(values["postgres"], where["postgres"])
+    legacy = None
     if space is None and not derive_space:
         space = ""
     elif space is None:
         assert layout is not None, "a space is derived only within a workspace"
-        space = space_of_origin(values.get("origin") or _git_origin(layout), layout.workspace)
+        url = values.get("origin") or _git_origin(layout)
+        space = space_of_origin(url, layout.workspace)
+        legacy = space_of_origin(url, layout.workspace, legacy=True)
         if not space:
             raise UsageError(
                 f"remote mode needs a space for this repository's records: set `space` in "
@@ -124,6 +130,7 @@ def load(
         task_queue=values.get("task_queue", DEFAULT_TASK_QUEUE),
         space=space,
         origin=values.get("origin"),
+        legacy_space=legacy if legacy and legacy != space else None,
     )
 
 
@@ -219,17 +226,24 @@ def _git_origin(layout: Layout) -> str | None:
 
 
 _SCP = re.compile(r"(?:[^@/]+@)?([^:/]+):(.*)", re.DOTALL)  # git's [user@]host:path
+# A port a URL names that is its scheme's default names no other server.
+_DEFAULT_PORTS = {"ssh": 22, "git+ssh": 22, "ssh+git": 22, "https": 443, "http": 80, "git": 9418}
 
 
-def space_of_origin(origin: str | None, base: Path | None = None) -> str:
+def space_of_origin(origin: str | None, base: Path | None = None, *, legacy: bool = False) -> str:
     """The space a repository's records get when ``space`` is unset: its origin's URL
-    normalised — host (lowercase, with a port if one is given) and path, without the
-    scheme, the credentials, a trailing ``.git`` or ``/``; ``/`` becomes ``:`` (a
-    space is one word: Workflow IDs are ``<space>/<key>``). The ssh and https URLs of
-    one repository give one space: ``git@host:team/repo.git`` and
-    ``https://user:token@host/team/repo`` are both ``host:team:repo``. A local path
-    is ``local:`` and its absolute path (a relative one from ``base``, the workspace,
-    as git reads it). ``""`` for no origin."""
+    normalised — host (lowercase; a port only when it is not the scheme's default) and
+    path (lowercase: GitHub, GitLab, Bitbucket, Gitea and Azure DevOps name a
+    repository case-insensitively), without the scheme, the credentials, a trailing
+    ``.git`` or ``/``; ``/`` becomes ``:`` (a space is one word: Workflow IDs are
+    ``<space>/<key>``). Every URL of one repository gives one space:
+    ``git@host:Team/Repo.git``, ``ssh://git@host:22/team/repo.git`` and
+    ``https://user:token@host/team/repo`` are all ``host:team:repo``. A local path
+    is ``local:`` and its absolute path, case kept (a relative one from ``base``, the
+    workspace, as git reads it). ``""`` for no origin.
+
+    ``legacy``: the space as it was derived before (the path's case and any port
+    kept), which a team's runs may still be under (``spaces.settle``)."""
     url = (origin or "").strip()
     if not url:
         return ""
@@ -240,11 +254,13 @@ def space_of_origin(origin: str | None, base: Path | None = None) -> str:
 
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
-        if parts.port is not None:
+        default = _DEFAULT_PORTS.get(scheme.group(1).lower())
+        if parts.port is not None and (legacy or parts.port != default):
             host += f":{parts.port}"
-        path = parts.path
+        path = parts.path if legacy else parts.path.lower()
     elif scp is not None and not url.startswith(("/", ".")):
         host, path = scp.group(1).lower(), scp.group(2)
+        path = path if legacy else path.lower()
     else:
         local = scheme.group(2) if scheme is not None else url
         host, path = "local", os.path.abspath(os.path.join(base or os.getcwd(), local))

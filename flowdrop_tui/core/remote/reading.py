@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.git import RUN_REFS
-from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.remote_errors import RemoteUnreachableError, StoreUnreachableError
 
@@ -116,24 +116,34 @@ def sync_once(layout: Layout, config: RemoteConfig) -> None:
         store.close()
 
 
-def synced(layout: Layout, config: RemoteConfig, *, run_refs: bool = False) -> list[str]:
+def synced(
+    layout: Layout, config: RemoteConfig, *, run_refs: bool = False, run: str | None = None
+) -> list[str]:
     """Bring the replica up to date before a read; with ``run_refs``, also fetch the
-    commits workers pushed. Returns warnings (a fetch that failed does not fail ``show``:
-    its commits are then listed as far as they are here)."""
+    commits workers pushed (``run``: only that run's). Returns warnings (a fetch that
+    failed does not fail ``show``: its commits are then listed as far as they are here)."""
     bounded(config, "the replica's sync", lambda: sync_once(layout, config), SYNC_TIMEOUT)
     if not run_refs:
         return []
-    problem = fetch_run_refs(layout.workspace, config.origin)
+    problem = fetch_run_refs(layout.workspace, config.origin, run)
     return [problem] if problem else []
 
 
-def fetch_run_refs(workspace: Path, origin: str | None) -> str | None:
+def fetch_run_refs(workspace: Path, origin: str | None, run: str | None = None) -> str | None:
     """``git fetch <origin> 'refs/flowdrop/runs/*:refs/flowdrop/runs/*'``: the commits
-    every worker pushed for its runs, so ``show`` lists them here. ``origin`` is the
-    configured URL, else the workspace's ``origin`` remote. Returns why it failed, or None."""
+    every worker pushed for its runs, so ``show`` lists them here — or only ``run``'s
+    (``show RUN`` and ``diff RUN`` read no other run's ref, and a team's origin holds one
+    per run). ``origin`` is the configured URL, else the workspace's ``origin`` remote.
+    Returns why it failed, or None."""
+    if run is not None and not check_run_ref(run):
+        return None  # names no run: no ref to fetch (the read says so)
     source = origin or "origin"
     fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
-    fetch += ["--", source, f"+{RUN_REFS}/*:{RUN_REFS}/*"]
+    # One run's ref as a pattern (``<run>*``: run ids have one length, so it matches
+    # that ref alone): a run that pushed no commit has none, and a pattern that matches
+    # nothing is not an error where a ref that is not there would be.
+    wanted = "*" if run is None else f"{run}*"
+    fetch += ["--", source, f"+{RUN_REFS}/{wanted}:{RUN_REFS}/{wanted}"]
     try:
         done = _git(workspace, fetch)
     except subprocess.TimeoutExpired:

@@ -19,7 +19,7 @@ from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.liveness import remote_holder
-from flowdrop_tui.core.remote import reading
+from flowdrop_tui.core.remote import grants, reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.run.forecast import StartOptions
 
@@ -34,8 +34,13 @@ class RemoteMode:
     poll_every = 0.5
 
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
+        from flowdrop_tui.core.remote import spaces
+
         self.layout = layout
-        self.settings = settings
+        # A space derived as it was before URLs were normalised, while only it holds
+        # runs: used, and said with every read and start (core/remote/spaces.py).
+        self.settings, note = spaces.settle(settings)
+        self.notes = [note] if note else []
         # Made on first use: reads never load temporalio, starts neither (they are
         # asked through PostgreSQL: start_client), only stop and pause of a live run.
         self._executor: TemporalExecutor | None = None
@@ -75,7 +80,8 @@ class RemoteMode:
         *,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        return self._start_client(say).start(ref, options, extra)
+        with grants.worded(self.settings, "run"):
+            return self._noted(self._start_client(say).start(ref, options, extra))
 
     def started_elsewhere(self, start: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return start()  # on a worker: a foreground run is followed from here
@@ -94,7 +100,13 @@ class RemoteMode:
         by: dict[str, Any] | None = None,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
-        return self._start_client(say).resume(run_id, extra, by=by)
+        with grants.worded(self.settings, "resume"):
+            return self._noted(self._start_client(say).resume(run_id, extra, by=by))
+
+    def _noted(self, answer: dict[str, Any]) -> dict[str, Any]:
+        if not self.notes:
+            return answer
+        return {**answer, "warnings": [*self.notes, *(answer.get("warnings") or [])]}
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
@@ -107,7 +119,8 @@ class RemoteMode:
         self.sync()
         found = gates.check_answer(self.layout, run_id, answer, gate)
         given = orjson.dumps({"gate": found["gate"], "answer": answer}).decode()
-        started = self.resume(run_id, ["--answer", given], by=by)
+        with grants.worded(self.settings, "answer"):
+            started = self._start_client(None).resume(run_id, ["--answer", given], by=by)
         return {**started, "gate": found["gate"], "answer": answer}
 
     def stop(
@@ -118,15 +131,20 @@ class RemoteMode:
         by: dict[str, Any] | None = None,
         keep_paused: bool = False,
     ) -> verbs.Asked:
-        return self._runs().stop(run_id, now=now, by=by, keep_paused=keep_paused)
+        with grants.worded(self.settings, "stop"):
+            return self._runs().stop(run_id, now=now, by=by, keep_paused=keep_paused)
 
     def pause(self, run_id: str, *, by: dict[str, Any] | None = None) -> verbs.Asked:
-        return self._runs().pause(run_id, by=by)
+        with grants.worded(self.settings, "pause"):
+            return self._runs().pause(run_id, by=by)
 
     # -- reads --------------------------------------------------------------------------
 
-    def sync(self, *, run_refs: bool = False) -> list[str]:
-        return reading.synced(self.layout, self.settings, run_refs=run_refs)
+    def sync(self, *, run_refs: bool = False, run: str | None = None) -> list[str]:
+        return [
+            *self.notes,
+            *reading.synced(self.layout, self.settings, run_refs=run_refs, run=run),
+        ]
 
     @contextlib.contextmanager
     def following_output(self, run_id: str) -> Iterator[Callable[[], bool]]:
@@ -163,12 +181,13 @@ class RemoteMode:
         from flowdrop_tui.core.remote import shared_pins
 
         change = shared_pins.pin if pinned else shared_pins.unpin
-        return reading.bounded(
-            self.settings,
-            "the pin",
-            lambda: change(self.layout, self.settings, run_id),
-            reading.SYNC_TIMEOUT,
-        )
+        with grants.worded(self.settings, "pin" if pinned else "unpin"):
+            return reading.bounded(
+                self.settings,
+                "the pin",
+                lambda: change(self.layout, self.settings, run_id),
+                reading.SYNC_TIMEOUT,
+            )
 
     def prune(
         self,
@@ -180,13 +199,24 @@ class RemoteMode:
     ) -> retention.PruneResult:
         from flowdrop_tui.core.remote import pruning
 
-        return pruning.prune(
-            self.layout,
+        with grants.worded(self.settings, "prune"):
+            return pruning.prune(
+                self.layout,
+                self.settings,
+                keep,
+                older_than,
+                dry_run=dry_run,
+                include_replaced=include_replaced,
+            )
+
+    def grant(
+        self, role: str, dbrole: str, space: str | None, *, revoke: bool = False
+    ) -> dict[str, Any]:
+        return reading.bounded(
             self.settings,
-            keep,
-            older_than,
-            dry_run=dry_run,
-            include_replaced=include_replaced,
+            "the grant",
+            lambda: grants.grant(self.settings, role, dbrole, space, revoke=revoke),
+            reading.SYNC_TIMEOUT,
         )
 
     def inbox(self) -> list[dict[str, Any]]:

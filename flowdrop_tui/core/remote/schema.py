@@ -17,8 +17,10 @@ from __future__ import annotations
 # (a key bumped by hand no longer shows its run running for good); fd_starts.asked_by
 # (the database role that asked, set by a trigger), fd_grants, fd_may_operate (roles:
 # docs/remote.md, "Who can do what"); 7: fd_notify (a space's notice settings, set by
-# `remote config notify`, read by the worker that runs a run: docs/remote.md, "Notices")
-SCHEMA_VERSION = 7
+# `remote config notify`, read by the worker that runs a run: docs/remote.md, "Notices");
+# 8: fd_controls (a stop or pause asked through PostgreSQL, so a role's grants decide
+# it: core/remote/controls.py)
+SCHEMA_VERSION = 8
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_schema (version integer NOT NULL);
@@ -128,6 +130,20 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE OR REPLACE TRIGGER fd_starts_asker BEFORE INSERT OR UPDATE ON fd_starts
+    FOR EACH ROW EXECUTE FUNCTION fd_starts_asker();
+
+-- a stop or pause of a live run (core/remote/controls.py): the row is what the holding
+-- worker acts on, once (it deletes it), and only when asked_by, set as for fd_starts,
+-- may operate in the run's space; a request through Temporal alone names no row
+CREATE TABLE IF NOT EXISTS fd_controls (
+    id text PRIMARY KEY,
+    space text NOT NULL,
+    run_id text NOT NULL,
+    verb text NOT NULL CHECK (verb IN ('stop', 'stop_now', 'pause')),
+    asked timestamptz NOT NULL DEFAULT now(),
+    asked_by text
+);
+CREATE OR REPLACE TRIGGER fd_controls_asker BEFORE INSERT OR UPDATE ON fd_controls
     FOR EACH ROW EXECUTE FUNCTION fd_starts_asker();
 
 -- whether role p_role may have runs started in p_space: a superuser, the tables'

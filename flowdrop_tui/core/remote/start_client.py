@@ -208,7 +208,16 @@ class StartClient:
         self.used_temporal = True
 
         async def forward() -> dict[str, Any]:
-            client = await connect(self.settings.temporal, self.settings.namespace)
+            try:
+                client = await connect(self.settings.temporal, self.settings.namespace)
+            except TemporalUnreachableError as exc:
+                # Withdrawn, or a worker that comes later would run what was refused.
+                if await asyncio.to_thread(table.withdraw, request_id):
+                    raise
+                raise TemporalUnreachableError(
+                    f"{exc.message} (a worker took the start of {key} meanwhile: see it "
+                    f"with flowdrop-tui runs {key})"
+                ) from exc
             here = StartForwarder(
                 client,
                 self.settings.postgres,

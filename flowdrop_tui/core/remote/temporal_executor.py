@@ -26,12 +26,13 @@ from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.records.event_log import who
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
-from flowdrop_tui.core.remote import reading
+from flowdrop_tui.core.remote import controls, reading
 from flowdrop_tui.core.remote.config import RemoteConfig
 from flowdrop_tui.core.remote.start_client import StartClient
 from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.temporal_client import connect
+from flowdrop_tui.core.remote.temporal_client import connect, within
 from flowdrop_tui.core.remote.workflow import (
+    DELIVER_LIMIT,
     HEARTBEAT_TIMEOUT,
     ControlRequest,
     FlowKeyWorkflow,
@@ -39,6 +40,10 @@ from flowdrop_tui.core.remote.workflow import (
 )
 
 SETTLE_LIMIT = 10.0  # seconds a run its worker let go of may still read live here
+# The control Update's whole wait: the workflow gives a holding worker that is gone
+# DELIVER_LIMIT before it answers WORKER_UNREACHABLE; past this, Temporal is not
+# answering (docs/remote.md, "When the Temporal server cannot be reached").
+UPDATE_LIMIT = DELIVER_LIMIT.total_seconds() + 10.0
 
 
 class TemporalExecutor:
@@ -91,9 +96,24 @@ class TemporalExecutor:
         live, and under which key); else the run's replicated info, for today's verbs
         to answer from (it is not live)."""
         check_run_ref(run_id)
-        row = self._row(run_id)
-        if row is not None and row.get("live"):
-            answer = asyncio.run(self._control(str(row["key"]), verb, by))
+        # Asked through PostgreSQL first: its grants refuse a viewer here, and the
+        # holding worker acts only on this row (core/remote/controls.py).
+        store = PostgresStore(self.settings.postgres, self.settings.space)
+        try:  # one connection for the row, the run's liveness and the withdrawal
+            control = controls.ask(store, run_id, verb)
+            try:
+                row = store.run_info(run_id)
+                live = row is not None and bool(row.get("live"))
+                answer = (
+                    asyncio.run(self._control(str(row["key"]), verb, by, control))
+                    if row and live
+                    else {}
+                )
+            finally:
+                controls.withdraw(store, control)  # taken already, or never to be
+        finally:
+            store.close()
+        if answer:
             asked = answer.get("asked")
             if isinstance(asked, dict):
                 return _asked(asked)
@@ -116,20 +136,19 @@ class TemporalExecutor:
             )
         return info
 
-    def _row(self, run_id: str) -> dict[str, Any] | None:
-        store = PostgresStore(self.settings.postgres, self.settings.space)
-        try:
-            store.ensure_schema()
-            return store.run_info(run_id)
-        finally:
-            store.close()
-
-    async def _control(self, key: str, verb: str, by: dict[str, Any] | None) -> dict[str, Any]:
+    async def _control(
+        self, key: str, verb: str, by: dict[str, Any] | None, control: str
+    ) -> dict[str, Any]:
         client = await self._client()
         handle = client.get_workflow_handle(workflow_id(self.settings.space, key))
         try:
-            answer: dict[str, Any] = await handle.execute_update(
-                FlowKeyWorkflow.control, ControlRequest(verb, {**who(), "via": "cli", **(by or {})})
+            answer: dict[str, Any] = await within(
+                handle.execute_update(
+                    FlowKeyWorkflow.control,
+                    ControlRequest(verb, {**who(), "via": "cli", **(by or {})}, control),
+                ),
+                UPDATE_LIMIT,
+                self.settings.temporal,
             )
         except (RPCError, WorkflowUpdateFailedError):
             return {"ended": True}  # no open workflow for the key: the run is not held

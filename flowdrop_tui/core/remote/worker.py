@@ -32,7 +32,7 @@ from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError, UsageError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote import notify_settings, replica, worktrees
+from flowdrop_tui.core.remote import notify_settings, replica, worker_log, worktrees
 from flowdrop_tui.core.remote.activities import (
     RunStore,
     StoreAccess,
@@ -120,6 +120,7 @@ async def serve(
     """Poll until SIGTERM/SIGINT; then drain the runs held here and exit 0. ``ready``:
     told once it polls (``worker --json``'s line: its id, queues, runs at once, home)."""
     say = stamped(say)
+    worker_log.install()  # the SDK's lines plain and timestamped, before its client
     settings.home.mkdir(parents=True, exist_ok=True)
     hold_home(settings.home, settings.worker_id)
     # Both servers answer before anything is polled (a worker that cannot write the

@@ -78,6 +78,7 @@ class FlowInput:
 class ControlRequest:
     verb: str  # "stop" | "stop_now" | "pause"
     by: dict[str, Any] = field(default_factory=dict)
+    control: str | None = None  # its fd_controls row (core/remote/controls.py)
 
 
 @dataclass
@@ -85,6 +86,8 @@ class DeliverInput:
     run: str
     verb: str
     by: dict[str, Any] = field(default_factory=dict)
+    control: str | None = None  # the request's fd_controls row, checked by the worker
+    space: str = ""  # the run's space: the workflow's, never the requester's
 
 
 @dataclass
@@ -119,9 +122,11 @@ class FlowKeyWorkflow:
         self._epoch: int | None = None  # the key's epoch ``run_flow`` claimed
         self._done = False
         self._child_ended = False
+        self._space = ""  # the space of the start this workflow runs
 
     @workflow.run
     async def run(self, request: FlowInput) -> dict[str, Any]:
+        self._space = request.space
         try:
             result: dict[str, Any] = await workflow.execute_activity(
                 "run_flow",
@@ -265,7 +270,9 @@ class FlowKeyWorkflow:
         try:
             answer: dict[str, Any] = await workflow.execute_activity(
                 "deliver",
-                DeliverInput(str(started.get("run")), request.verb, request.by),
+                DeliverInput(
+                    str(started.get("run")), request.verb, request.by, request.control, self._space
+                ),
                 task_queue=queue,
                 schedule_to_close_timeout=DELIVER_LIMIT,
                 retry_policy=RetryPolicy(maximum_attempts=1),

@@ -92,7 +92,7 @@ class DiffScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="diff")
     def load(self, number: int | None) -> None:
         try:
-            self.mode.sync(run_refs=True)  # remote mode: the commits workers pushed, too
+            self.mode.sync(run_refs=True, run=self.run_id)  # remote mode: the run's pushed commits
             found = self.mode.round_diff(self.run_id, number)
         except FlowdropError as exc:
             self.app.call_from_thread(self.show_error, exc.message)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 from faults import can_run as can_strace  # noqa: E402
 from powercut import FLOW, Disk, can_run, run_cli, sh  # noqa: E402

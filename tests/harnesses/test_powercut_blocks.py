@@ -9,7 +9,7 @@ was synced, and after a power cut `e2fsck` read the folder's names as block numb
 log's blocks are now given back durably before its name goes: its inode on disk lists
 none once the removal returns, whatever the allocator does next.
 
-A real loop-mounted ext2 (tests/powercut_disk.py; needs root, loop devices and strace,
+A real loop-mounted ext2 (tests/harnesses/powercut_disk.py; needs root, loop devices and strace,
 skipped, saying why, where impossible). The cut is exact: `strace -P` stops the run
 right after the one call on the path named (the `fsync` of the run's folder that ends
 the log's removal, the `fsync` that makes the new record's name durable).
@@ -30,8 +30,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests import powercut_disk
-from tests.powercut_disk import Disk, cut_env, run_cli, sh
+from tests.harnesses import powercut_disk
+from tests.harnesses.powercut_disk import Disk, cut_env, run_cli, sh
 
 WHY = powercut_disk.WHY or powercut_disk.can_strace()
 

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def harness(script: str, tmp_path: Path, *args: str, timeout: float) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 from faults import can_run  # noqa: E402
 

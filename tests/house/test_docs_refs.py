@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "docs" / "spec.md"
 DECISIONS = ROOT / "docs" / "decisions.md"
 SCANNED = ("flowdrop_tui", "tests", "bench", "docs", "README.md")

@@ -7,7 +7,7 @@ on ext2 and ext4 without a journal a power cut right after it had left a deleted
 name as a plain file holding a run list, folders in `lost+found`, and deleted runs
 back; such a stray is never read as a run and is cleaned by the next prune or reindex.
 
-Real loop-mounted filesystems as in tests/test_powercut_pins.py (needs root and loop
+Real loop-mounted filesystems as in tests/harnesses/test_powercut_pins.py (needs root and loop
 devices; skipped, saying why, where impossible).
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests import powercut_disk
-from tests.powercut_disk import (
+from tests.harnesses import powercut_disk
+from tests.harnesses.powercut_disk import (
     FLOW,
     Disk,
     cut_env,

@@ -2,7 +2,7 @@
 
 The lines are what Claude Code 2.1.332 and Codex 0.171.0 printed and wrote against
 the mock model refusing as the services do (tests/agents_mock/server.py), trimmed
-of fields that play no part; tests/test_limits_real.py runs the real CLIs.
+of fields that play no part; tests/limits/test_limits_real.py runs the real CLIs.
 """
 
 from __future__ import annotations

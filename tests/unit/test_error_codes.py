@@ -13,7 +13,7 @@ import flowdrop_tui
 from flowdrop_tui.core import errors
 from flowdrop_tui.core.errors import FlowdropError, error_for, exit_code
 
-SPEC = Path(__file__).resolve().parents[1] / "docs" / "spec.md"
+SPEC = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
 ROW = re.compile(r"^\| `([A-Z_]+)` \| (\d+) \|", re.MULTILINE)
 
 

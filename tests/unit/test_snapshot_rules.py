@@ -97,6 +97,7 @@ def test_int14_terminal_snapshot_is_refused_naming_it_and_its_status(status: str
 
 @pytest.mark.parametrize("status", [None, "paused", "interrupted"])
 def test_non_terminal_snapshot_is_accepted(status: str | None) -> None:
+    """Proves by not raising: INT-14 refuses only the three terminal statuses."""
     ensure_resumable({"status": status}, "x")
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import powercut_disk
-from tests.powercut_disk import (
+from tests.harnesses import powercut_disk
+from tests.harnesses.powercut_disk import (
     Disk,
     cut_env,
     power_back,

@@ -5,7 +5,7 @@ it cannot be written (a full disk), `stop` says so and claims nothing.
 The full disk: the real `stop` under `strace`, every `write` to the run's
 `cycle.jsonl` failing with ENOSPC (`-P` names the file). The power cut: real
 loop-mounted ext4 (journaled, `commit=600`), ext4 without a journal and ext2, as in
-tests/test_powercut_pins.py. Each is skipped, saying why, where it is impossible.
+tests/harnesses/test_powercut_pins.py. Each is skipped, saying why, where it is impossible.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests import powercut_disk
-from tests.powercut_disk import (
+from tests.harnesses import powercut_disk
+from tests.harnesses.powercut_disk import (
     FLOW,
     Disk,
     can_strace,

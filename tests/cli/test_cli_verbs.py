@@ -52,22 +52,22 @@ def test_a_command_imports_only_its_own_groups_module(tmp_path: Path) -> None:
 
 @pytest.fixture
 def two_word_verb(monkeypatch: pytest.MonkeyPatch) -> list[argparse.Namespace]:
-    """A verb ``remote grant`` added as a contributor would: a module of its own and a
+    """A verb ``remote hello`` added as a contributor would: a module of its own and a
     line in the registry (its first word, ``remote``, is there already)."""
     seen: list[argparse.Namespace] = []
-    module = types.ModuleType("flowdrop_tui.cli.remote_grant")
+    module = types.ModuleType("flowdrop_tui.cli.remote_hello")
 
-    def remote_grant_arguments(verb: parser.Parser) -> None:
+    def remote_hello_arguments(verb: parser.Parser) -> None:
         verb.add_argument("who", metavar="WHO")
 
-    def cmd_remote_grant(args: argparse.Namespace) -> int:
+    def cmd_remote_hello(args: argparse.Namespace) -> int:
         seen.append(args)
         return 0
 
-    module.remote_grant_arguments = remote_grant_arguments  # type: ignore[attr-defined]
-    module.cmd_remote_grant = cmd_remote_grant  # type: ignore[attr-defined]
+    module.remote_hello_arguments = remote_hello_arguments  # type: ignore[attr-defined]
+    module.cmd_remote_hello = cmd_remote_hello  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    line = verb_registry.Verb("remote grant", "remote_grant", "let someone use the cluster")
+    line = verb_registry.Verb("remote hello", "remote_hello", "let someone use the cluster")
     monkeypatch.setattr(parser, "VERBS", (*verb_registry.VERBS, line))
     monkeypatch.setitem(verb_registry.BY_NAME, line.name, line)
     return seen
@@ -79,15 +79,15 @@ def test_a_verb_of_two_words_is_one_module_and_one_line(
     """Guards the way a verb is added (docs/architecture.md, "Where to add…"): its
     arguments parsed, its command run, listed under its first word beside the verbs
     already there (``remote config notify``)."""
-    assert cli.main(["remote", "grant", "ann", "--workspace", str(tmp_path)]) == 0
+    assert cli.main(["remote", "hello", "ann", "--workspace", str(tmp_path)]) == 0
     (args,) = two_word_verb
-    assert (args.command, args.remote_group, args.who) == ("remote", "grant", "ann")
+    assert (args.command, args.remote_group, args.who) == ("remote", "hello", "ann")
     assert cli.verb_of(parser.parse(["remote", "config", "notify"])) == "remote config notify"
     with pytest.raises(UsageError, match="required: GROUP"):
         parser.parse(["remote"])
     with pytest.raises(UsageError, match="required: WHO"):
-        parser.parse(["remote", "grant"])
+        parser.parse(["remote", "hello"])
     with pytest.raises(
-        UsageError, match="invalid choice: 'bogus' \\(choose from 'config', 'grant'\\)"
+        UsageError, match="invalid choice: 'bogus' \\(choose from 'grant', 'config', 'hello'\\)"
     ):
         parser.parse(["remote", "bogus"])

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import CLI, events, state_of, wait_for
 
-FAKES = Path(__file__).resolve().parent / "fakes" / "bin"
+FAKES = Path(__file__).resolve().parent.parent / "fakes" / "bin"
 
 AGENT_FLOW = """
 from flowdrop_tui import flow

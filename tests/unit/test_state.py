@@ -179,30 +179,3 @@ def test_two_keys_share_one_file_and_neither_overwrites_the_other(tmp_path: Path
     a["x"] = 1
     b["passes"] = 4
     assert _on_disk(tmp_path) == {"caller": {"x": 1}, "lint": {"passes": 4}}
-
-
-def test_a_finished_run_leaves_only_state_json(workspace: Path) -> None:
-    """The state writer's spare files are gone once the run has ended."""
-    from tests.conftest import CLI, write_flow
-
-    write_flow(
-        workspace,
-        "f",
-        """
-        from flowdrop_tui import flow
-
-        @flow()
-        def main(run):
-            for r in run.rounds(range(5)):
-                run.state["r"] = r
-    """,
-    )
-    out = CLI(workspace).json("run", "f")
-    folder = workspace / ".flowdrop" / "runs" / out["run"]
-    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == [
-        "cycle.jsonl",
-        "live.lock",
-        "output.log",
-        "state.json",
-    ]
-    assert _on_disk(folder) == {"f": {"r": 4}}

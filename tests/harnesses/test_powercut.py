@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 from powercut import can_run  # noqa: E402
 
