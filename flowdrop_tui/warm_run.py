@@ -11,8 +11,9 @@ the command line a cold child would have been given after ``python -m flowdrop_t
 the same handshake, the same records. Stdin at its end without a run (the worker
 went): it exits 0, having done nothing.
 
-Not a layer of the package (like ``__main__``): an entry point, which loads the CLI
-and, ahead of need, the remote module the CLI's seam loads in a run child.
+An entry point above the CLI (the import contract's top layer), and a face like the
+others: what it loads of remote mode ahead of need — the write-through mirror the
+CLI's seam installs in a run child — it asks of the seam (``core/mode.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def main() -> int:
     import orjson
 
     from flowdrop_tui import cli
-    from flowdrop_tui.core.remote import write_through  # noqa: F401  (psycopg, loaded now)
+    from flowdrop_tui.core.mode import preload_run_mirror
+
+    preload_run_mirror()  # psycopg, loaded now
 
     for verb in ("run", "resume"):
         cli.handler(verb)  # the command's module, loaded now

@@ -2,12 +2,9 @@
 says a failure as one line (and, with ``--json``, ``{"error": {"code", "message"}}``).
 
 A module per group of verbs, each imported when its verb is asked (the terminal UI
-only for the bare command): ``starting`` (run, plan), ``steering`` (resume, stop,
-pause, answer), ``attention`` (inbox),
-``reads`` (flows, runs, show, diff, logs, snapshot, reindex), ``keeping`` (prune,
-pin, unpin), ``daemon`` (worker), ``serving`` (the UI, serve), ``remote_config`` (remote config
-notify; ``remote grant`` in ``granting``). The workspace's mode
-(local or remote) is chosen once per command, in ``workspace.mode``.
+only for the bare command), declaring its verbs' arguments and running them; which
+verb lives where is ``cli/verb_registry.py``, the registry. The workspace's mode (local or
+remote) is chosen once per command, in ``workspace.mode``.
 
 Exit codes (SPEC §11): 0 done (completed, paused, or started detached); 1 the
 flow failed or could not be loaded; 2 usage error or something named does not
@@ -20,77 +17,55 @@ command exits quietly with the status it had (``output.stdout_closed``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 
-from flowdrop_tui.cli.output import Warnings, dump, err, out, stdout_closed, stdout_failed
+from flowdrop_tui.cli.ending import WithoutTeardown, failed, leave
+from flowdrop_tui.cli.output import Warnings, stdout_failed
 from flowdrop_tui.cli.parser import parse
+from flowdrop_tui.cli.verb_registry import BY_NAME, WORDS, function_name
 from flowdrop_tui.cli.workspace import chosen_mode
 from flowdrop_tui.core import gc_pause
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import install_run_mirror
 
-# verb → (module in this package, function): imported only when that verb runs.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("starting", "cmd_run"),
-    "plan": ("starting", "cmd_plan"),
-    "resume": ("steering", "cmd_resume"),
-    "stop": ("steering", "cmd_stop"),
-    "pause": ("steering", "cmd_pause"),
-    "answer": ("steering", "cmd_answer"),
-    "inbox": ("attention", "cmd_inbox"),
-    "flows": ("reads", "cmd_flows"),
-    "runs": ("reads", "cmd_runs"),
-    "show": ("reads", "cmd_show"),
-    "diff": ("reads", "cmd_diff"),
-    "logs": ("reads", "cmd_logs"),
-    "snapshot": ("reads", "cmd_snapshot"),
-    "reindex": ("reads", "cmd_reindex"),
-    "prune": ("keeping", "cmd_prune"),
-    "pin": ("keeping", "cmd_pin"),
-    "unpin": ("keeping", "cmd_unpin"),
-    "worker": ("daemon", "cmd_worker"),
-    "remote": ("remote_config", "cmd_remote"),
-    "serve": ("serving", "cmd_serve"),
-}
 UI = ("serving", "cmd_ui")  # the bare command
 
 
-def handler(command: str | None) -> Callable[[argparse.Namespace], int]:
-    module, name = COMMANDS.get(command or "", UI)
-    found: Callable[[argparse.Namespace], int] = getattr(
+def handler(verb: str | None) -> Callable[[argparse.Namespace], int | WithoutTeardown]:
+    """``verb``'s ``cmd_*`` (``cli/verb_registry.py``), its module imported now; none: the UI's."""
+    found_verb = BY_NAME.get(verb or "")
+    module, name = (found_verb.module, f"cmd_{function_name(verb or '')}") if found_verb else UI
+    found: Callable[[argparse.Namespace], int | WithoutTeardown] = getattr(
         importlib.import_module(f"{__name__}.{module}"), name
     )
     return found
+
+
+def verb_of(args: argparse.Namespace) -> str | None:
+    """The verb ``args`` asks: ``run``; ``remote config notify`` for one of several words."""
+    verb: str | None = args.command
+    while verb in WORDS:
+        verb = f"{verb} {getattr(args, WORDS[verb].dest)}"
+    return verb
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     holder: list[argparse.Namespace] = []
     gc_pause.pause()  # until the verb runs, or the UI's first frame (core/gc_pause.py)
     try:
-        code = _main(argv, holder)
+        ended = _main(argv, holder)
     finally:
         gc_pause.resume()
-    args = holder[0] if holder else None
-    mode = chosen_mode(args)
-    if getattr(args, "exit_without_teardown", False) or (
-        mode is not None and mode.exit_without_teardown
-    ):
-        # Remote mode's Temporal client leaves its core runtime's threads running, and
-        # letting the interpreter tear down under them aborts the process now and then
-        # (SIGSEGV/SIGABRT after the answer was printed, turning exit 0 into -11):
-        # everything is said and flushed, so leave without the teardown.
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+    mode = chosen_mode(holder[0] if holder else None)
+    code = ended.code if isinstance(ended, WithoutTeardown) else ended
+    if isinstance(ended, WithoutTeardown) or (mode is not None and mode.exit_without_teardown):
+        leave(code)
     return code
 
 
-def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
+def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int | WithoutTeardown:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     warnings = Warnings()
@@ -101,26 +76,11 @@ def _main(argv: Sequence[str] | None, holder: list[argparse.Namespace]) -> int:
         holder.append(args)
         if args.command is not None:
             gc_pause.resume()  # a verb may run a flow for hours: only the UI starts paused
-        code = handler(args.command)(args)
+        ended = handler(verb_of(args))(args)
         try:
             sys.stdout.flush()  # here, not at exit: a failure is said, and the status kept
         except (OSError, ValueError) as exc:
             stdout_failed(exc)
-        return code
-    except FlowdropError as exc:
-        if as_json:
-            extra = {"warnings": warnings.items} if warnings.items else {}
-            out(dump({**exc.as_json(), **extra}))  # a closed pipe: quiet, the status kept
-        err(f"flowdrop-tui: {exc.message}")
-        return exc.exit_code
-    except KeyboardInterrupt as exc:
-        said = str(exc)  # what became of what it interrupted, when that needs saying
-        err(f"flowdrop-tui: interrupted; {said}" if said else "flowdrop-tui: interrupted")
-        code = getattr(exc, "exit_code", 130)  # a start ended by SIGTERM: 143, SIGHUP: 129
-        return code if isinstance(code, int) else 130
-    except BrokenPipeError:
-        # The reader stopped reading (``| head``) while the verb printed: what it was
-        # asked is done, so 0 (never the 141 a shell shows for SIGPIPE: a script's
-        # ``set -o pipefail`` would call a listing read in part a failure).
-        stdout_closed()
-        return 0
+        return ended
+    except (FlowdropError, KeyboardInterrupt, BrokenPipeError) as exc:
+        return failed(exc, as_json, warnings)

@@ -1,5 +1,5 @@
 """``remote grant``: who may do what in remote mode (docs/remote.md, "Who can do
-what"), its grammar and its handler in one place.
+what"), its arguments and its handler in one place (``cli/verb_registry.py``).
 
 ``flowdrop-tui remote grant ROLE DBROLE [--space S] [--revoke]`` makes the four roles
 (the SQL docs/remote.md shows), makes the PostgreSQL role ``DBROLE`` a member of
@@ -9,35 +9,32 @@ has no roles: it refuses (exit 2)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from flowdrop_tui.cli.output import dump
+from flowdrop_tui.cli.parser import Parser
 from flowdrop_tui.core.errors import UsageError
 
 ROLES = ("viewer", "operator", "worker", "admin")  # core/remote/grants.py's, in order
 
 
-def add_to(groups: Any, *parents: argparse.ArgumentParser) -> None:
-    """``grant`` under ``remote`` (``groups``: its subparsers, ``cli/remote_config.py``)."""
-    grant = groups.add_parser(
-        "grant",
-        parents=list(parents),
-        help="give a database role a flowdrop role (--revoke: take it back)",
-        description="Make DBROLE a viewer (reads), operator (starts, stops, pauses, answers,"
+def remote_grant_arguments(verb: Parser) -> None:
+    """``remote grant ROLE DBROLE [--space S] [--revoke]``."""
+    verb.description = (
+        "Make DBROLE a viewer (reads), operator (starts, stops, pauses, answers,"
         " pins in --space), worker (what a worker writes) or admin (prune, bump, reap, grants)."
-        " Run as the tables' owner with CREATEROLE, or a superuser.",
+        " Run as the tables' owner with CREATEROLE, or a superuser."
     )
-    grant.add_argument("role", metavar="ROLE", help="viewer, operator, worker or admin")
-    grant.add_argument("dbrole", metavar="DBROLE", help="the PostgreSQL role (it must exist)")
-    grant.add_argument(
+    verb.add_argument("role", metavar="ROLE", help="viewer, operator, worker or admin")
+    verb.add_argument("dbrole", metavar="DBROLE", help="the PostgreSQL role (it must exist)")
+    verb.add_argument(
         "--space",
         metavar="SPACE",
         help="an operator's space (default: this workspace's; *: every space)",
     )
-    grant.add_argument("--revoke", action="store_true", help="take the role back")
+    verb.add_argument("--revoke", action="store_true", help="take the role back")
 
 
-def cmd_grant(args: argparse.Namespace) -> int:
+def cmd_remote_grant(args: argparse.Namespace) -> int:
     if args.role not in ROLES:
         raise UsageError(f"unknown role {args.role!r}: give one of {', '.join(ROLES)}")
     from flowdrop_tui.cli import workspace

@@ -6,7 +6,8 @@ import argparse
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import dump
-from flowdrop_tui.core import retention
+from flowdrop_tui.cli.parser import Parser, run_id
+from flowdrop_tui.core import defaults, retention
 from flowdrop_tui.format import prune_text
 
 
@@ -37,3 +38,37 @@ def _said(args: argparse.Namespace, changed: bool, done: str) -> int:
     else:
         print(message)
     return 0
+
+
+pin_arguments = unpin_arguments = run_id
+
+
+def prune_arguments(verb: Parser) -> None:
+    verb.add_argument(
+        "--keep",
+        type=_count,
+        default=defaults.DEFAULT_KEEP,
+        metavar="N",
+        help=f"keep the newest N runs of each flow (default {defaults.DEFAULT_KEEP})",
+    )
+    verb.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="delete only runs that ended longer ago than this (30d, 12h, 1d12h)",
+    )
+    verb.add_argument(
+        "--include-replaced",
+        action="store_true",
+        help="let go of the runs a fresh start looked past (an unresolved --resume)",
+    )
+    verb.add_argument("--dry-run", action="store_true", help="say what would go; delete nothing")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs (0 or more)")
+    return value

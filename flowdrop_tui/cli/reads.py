@@ -14,7 +14,8 @@ import orjson
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import dump, err
-from flowdrop_tui.core import views
+from flowdrop_tui.cli.parser import Parser, no_arguments, run_id
+from flowdrop_tui.core import defaults, views
 from flowdrop_tui.core.errors import InvalidNameError, UsageError
 from flowdrop_tui.core.paths import OUTPUT, Layout, check_run_ref
 from flowdrop_tui.core.records import key_runs, ledger, output_log, pins, queued_starts
@@ -22,7 +23,6 @@ from flowdrop_tui.core.records.follow import RunFollower
 from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
 from flowdrop_tui.core.records.run_info import LIVE
 from flowdrop_tui.core.records.worker_mark import worker_of
-from flowdrop_tui.core.round_diff import round_diff
 from flowdrop_tui.core.state_diff import state_diff
 from flowdrop_tui.diff_words import diff_text, state_diff_text
 from flowdrop_tui.format import flows_table, runs_table, show_text, usage_words
@@ -107,10 +107,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     that is still in the working tree (``core.round_diff``)."""
     if args.state or args.against is not None:
         return _state_diff(args)
-    layout = workspace.read_layout(args, run_refs=True, run=args.run)
+    workspace.read_layout(args, run_refs=True, run=args.run)
     if args.round is not None and args.round < 1:
         raise UsageError(f"--round takes a round number, 1 or more (not {args.round})")
-    found = round_diff(layout, args.run, args.round, worktree=workspace.mode(args).runs_here)
+    found = workspace.mode(args).round_diff(args.run, args.round)
     print(dump(found) if args.json else diff_text(found), end="" if not args.json else "\n")
     return 0
 
@@ -247,3 +247,63 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     else:
         print(f"rebuilt {layout.index} from {count} runs ({len(data['keys'])} keys)")
     return 0
+
+
+flows_arguments = reindex_arguments = no_arguments
+show_arguments = snapshot_arguments = run_id
+
+
+def runs_arguments(verb: Parser) -> None:
+    verb.add_argument("flow", metavar="FLOW", nargs="?")
+    page = verb.add_mutually_exclusive_group()
+    page.add_argument(
+        "--limit", type=int, metavar="N", default=defaults.RUNS_PAGE, help="the newest N (50)"
+    )
+    page.add_argument("--all", action="store_true", help="every run")
+    verb.add_argument(
+        "--before", metavar="RUN", help="only runs older than this one (the next page)"
+    )
+    verb.add_argument(
+        "--page",
+        action="store_true",
+        help='with --json: {"runs", "total", "more", "next_before"} instead of the bare list',
+    )
+
+
+def diff_arguments(verb: Parser) -> None:
+    run_id(verb)
+    verb.add_argument(
+        "--round",
+        type=int,
+        metavar="N",
+        help="the round (default: the run's last); its commits, plus what it left "
+        "uncommitted when it is the workspace's latest run's last round",
+    )
+    verb.add_argument(
+        "--state",
+        action="store_true",
+        help="what the run's state changed instead: added, removed and changed names",
+    )
+    verb.add_argument(
+        "--against",
+        metavar="OTHER",
+        help="with --state: the run to compare with (default: the run it was picked up from)",
+    )
+
+
+def logs_arguments(verb: Parser) -> None:
+    run_id(verb)
+    verb.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run stops"
+    )
+    verb.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+    verb.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help=f"at most N lines (with --json: {defaults.LOG_PAGE} unless given; its next_after "
+        "says where the next page starts)",
+    )
+    verb.add_argument(
+        "--after", type=int, metavar="N", help="begin after line N (the page before's next_after)"
+    )

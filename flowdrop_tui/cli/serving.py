@@ -9,10 +9,12 @@ import argparse
 import sys
 
 from flowdrop_tui.cli import workspace
+from flowdrop_tui.cli.ending import WithoutTeardown
+from flowdrop_tui.cli.parser import Parser
 from flowdrop_tui.core.errors import UsageError
 
 
-def cmd_ui(args: argparse.Namespace) -> int:
+def cmd_ui(args: argparse.Namespace) -> WithoutTeardown:
     # Remote mode: synced before the UI opens, so an unreachable server is one line here.
     workspace.read_layout(args)
     from flowdrop_tui.tui.app import run_app  # here, not at the top: commands never load Textual
@@ -21,8 +23,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     # The terminal is restored and what the user asked is written: leave without
     # joining the threads of reads still under way, nor tearing down the interpreter's
     # heap (docs/decisions.md, "Quitting the UI"; bench/quit_cold.py).
-    args.exit_without_teardown = True
-    return code
+    return WithoutTeardown(code)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -42,3 +43,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = token_for(args.host, args.token)
     access = Access(token=token, port=args.port)
     return serve(layout, args.host, args.port, access, as_json=args.json)
+
+
+def serve_arguments(verb: Parser) -> None:
+    verb.description = (
+        "Serve this workspace's UI to a browser. Whoever opens the URL can start"
+        " and stop runs here: any address but loopback needs the token. Ctrl-C stops"
+        " serving; runs go on."
+    )
+    verb.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    verb.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks one)")
+    verb.add_argument(
+        "--token",
+        help="the secret a browser must bring (default: $FLOWDROP_SERVE_TOKEN, or one made"
+        " up when the address is not loopback); prefer the variable: every user's ps shows"
+        " a command line",
+    )

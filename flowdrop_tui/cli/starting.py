@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.launching import (
@@ -17,6 +17,7 @@ from flowdrop_tui.cli.launching import (
     print_launched,
 )
 from flowdrop_tui.cli.output import Warnings, dump, err
+from flowdrop_tui.cli.parser import Parser, budget, start_choice, yes
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
@@ -51,9 +52,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         if by_path is not None:
             args.warnings.add(by_path)
         mode = workspace.mode(args)
-        if args.detach or not mode.runs_here:
-            answer = mode.start(ref, asked, option_args(asked), say=err)
-            return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
+
+        def start() -> dict[str, Any]:
+            return mode.start(ref, asked, option_args(asked), say=err)
+
+        if args.detach:
+            return print_launched(start(), args, elsewhere=False)
+        elsewhere = mode.started_elsewhere(start)
+        if elsewhere is not None:
+            return print_launched(elsewhere, args, elsewhere=True)
 
     def make(warnings: Warnings) -> Execution:
         from flowdrop_tui.core.run.opening import open_run
@@ -77,3 +84,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
             answer["warnings"].insert(0, by_path)
     print(dump(answer) if args.json else plan_text(answer))
     return found.refusal.exit_code if found.refusal is not None else 0
+
+
+def run_arguments(verb: Parser) -> None:
+    budget(verb)
+    start_choice(verb)
+    verb.add_argument("--detach", action="store_true", help="run in the background")
+    verb.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
+    yes(verb)
+
+
+def plan_arguments(verb: Parser) -> None:
+    budget(verb)
+    start_choice(verb)

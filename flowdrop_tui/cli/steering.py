@@ -11,6 +11,7 @@ import orjson
 
 from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import Warnings, dump, err
+from flowdrop_tui.cli.parser import Parser, budget, run_id, yes
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.records.run_fold import load_run
 from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
@@ -42,9 +43,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     lifting_confirmed(args, asked)
     if args.handshake_fd is None:
         mode = workspace.mode(args)
-        if args.detach or not mode.runs_here:
-            answer = mode.resume(args.run, option_args(asked), say=err)
-            return print_launched(answer, args, elsewhere=not mode.runs_here and not args.detach)
+
+        def start() -> dict[str, Any]:
+            return mode.resume(args.run, option_args(asked), say=err)
+
+        if args.detach:
+            return print_launched(start(), args, elsewhere=False)
+        elsewhere = mode.started_elsewhere(start)
+        if elsewhere is not None:
+            return print_launched(elsewhere, args, elsewhere=True)
 
     def make(warnings: Warnings) -> Execution:
         # The flow is loaded in this process to continue the run: first in a child,
@@ -137,3 +144,34 @@ def _wait(mode: Mode, run_id: str, done: Callable[[Status], bool], timeout: floa
         if done(status) or time.monotonic() > deadline:
             return status
         time.sleep(mode.poll_every)
+
+
+def stop_arguments(verb: Parser) -> None:
+    run_id(verb)
+    verb.add_argument("--now", action="store_true", help="interrupt the round in flight")
+    verb.add_argument("--wait", action="store_true", help="return once the run has ended")
+
+
+def pause_arguments(verb: Parser) -> None:
+    run_id(verb)
+    verb.add_argument("--wait", action="store_true", help="return once the run has paused")
+
+
+def resume_arguments(verb: Parser) -> None:
+    budget(verb)
+    run_id(verb)
+    verb.add_argument("--detach", action="store_true", help="continue in the background")
+    verb.add_argument("--handshake-fd", type=int, help=argparse.SUPPRESS)
+    verb.add_argument("--by", help=argparse.SUPPRESS)  # who asked, for a detached resume
+    verb.add_argument("--answer", help=argparse.SUPPRESS)  # {"gate", "answer"}: SPEC §21
+    yes(verb)
+
+
+def answer_arguments(verb: Parser) -> None:
+    verb.description = (
+        "Answer the question a paused run asked (run.ask) and resume the same run"
+        " in the background: the round that asked runs again and ask returns the answer."
+    )
+    run_id(verb)
+    verb.add_argument("choice", metavar="ANSWER", help="the answer (one of its choices, if any)")
+    verb.add_argument("--gate", metavar="ID", help="the question's id (default: the open one)")

@@ -2,10 +2,12 @@
 
 A face (the CLI's ``main``, the UI's start, ``serve``'s child — which is the CLI's
 ``main`` again) calls ``choose(layout)`` once and from then on asks the ``Mode`` it got:
-start and resume a run, carry stop and pause to it, bring the records up to date
-before a read, follow a run's output, pin, prune, name the store, follow the records
-live while a view is open, and close. The faces never import ``core.remote`` and never
-ask "am I remote?" (an import-linter contract holds the first).
+start and resume a run (a foreground one here, or elsewhere and followed:
+``started_elsewhere``), carry stop and pause to it, bring the records up to date
+before a read, diff a round, follow a run's output, pin, prune, name the store,
+follow the records live while a view is open, and close. The faces never import
+``core.remote`` and never ask "am I remote?" (an import-linter contract holds the
+first).
 
 ``LocalMode`` is today's code: a detached child on this machine (``control.launch``)
 and requests through the run's folder (``control.verbs``); reads need nothing first.
@@ -24,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote import config
 
 if TYPE_CHECKING:  # each verb imports what it runs: `stop` never loads the launch side
     from flowdrop_tui.core import retention
@@ -55,12 +56,6 @@ class Mode(Protocol):
     ``FlowdropError``s with the same codes in both modes."""
 
     layout: Layout
-
-    @property
-    def runs_here(self) -> bool:
-        """Whether a foreground ``run``/``resume`` runs in this process (local) or is
-        started elsewhere and followed (remote: on a worker)."""
-        ...
 
     @property
     def store_label(self) -> str:
@@ -94,6 +89,17 @@ class Mode(Protocol):
         by: dict[str, Any] | None = None,
         say: Callable[[str], None] | None = None,
     ) -> dict[str, Any]: ...
+
+    def started_elsewhere(self, start: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        """A foreground ``run``/``resume``: ``None`` when it runs in this process (local
+        mode: ``start`` is not called), else ``start()``'s answer — the run was started
+        elsewhere (remote: on a worker), to be followed from here."""
+        ...
+
+    def round_diff(self, run_id: str, number: int | None = None) -> dict[str, Any]:
+        """SPEC §20: what one round of ``run_id`` changed (``core.round_diff``); what it
+        left uncommitted is looked for only where runs run in this working tree."""
+        ...
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
@@ -137,6 +143,17 @@ class Mode(Protocol):
         include_replaced: bool = False,
     ) -> retention.PruneResult: ...
 
+    def inbox(self) -> list[dict[str, Any]]:
+        """SPEC §21: what waits on a person (``core.inbox.items``), sending the notices
+        no one has sent yet only where this process is the one to send them (local: the
+        first viewer sends a died run's; remote: the worker holding a run sends them)."""
+        ...
+
+    def notice_problems(self) -> list[str]:
+        """What is wrong with the notice settings this process would send by
+        (``.flowdrop/config.toml [notify]``); none where workers send the notices."""
+        ...
+
     def grant(
         self, role: str, dbrole: str, space: str | None, *, revoke: bool = False
     ) -> dict[str, Any]:
@@ -160,7 +177,6 @@ class Mode(Protocol):
 class LocalMode:
     """Runs on this machine; the files under ``.flowdrop/`` are the records."""
 
-    runs_here = True
     store_label = ""
     poll_every = 0.1
     exit_without_teardown = False
@@ -200,6 +216,14 @@ class LocalMode:
         from flowdrop_tui.core.control import launch
 
         return launch.launch_resume(self.layout, run_id, by=by, extra=extra)
+
+    def started_elsewhere(self, start: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        return None  # the foreground run is this process
+
+    def round_diff(self, run_id: str, number: int | None = None) -> dict[str, Any]:
+        from flowdrop_tui.core.round_diff import round_diff
+
+        return round_diff(self.layout, run_id, number, worktree=True)
 
     def answer(
         self, run_id: str, answer: str, *, gate: str | None = None, by: dict[str, Any] | None = None
@@ -258,6 +282,16 @@ class LocalMode:
             self.layout, keep, older_than, dry_run=dry_run, include_replaced=include_replaced
         )
 
+    def inbox(self) -> list[dict[str, Any]]:
+        from flowdrop_tui.core import inbox
+
+        return inbox.items(self.layout, send=True)
+
+    def notice_problems(self) -> list[str]:
+        from flowdrop_tui.core.control import notify
+
+        return notify.settings(self.layout).problems
+
     def grant(
         self, role: str, dbrole: str, space: str | None, *, revoke: bool = False
     ) -> dict[str, Any]:
@@ -278,14 +312,26 @@ def choose(layout: Layout) -> Mode:
     for remote mode (``.flowdrop/config.toml`` ``[remote]`` or ``FLOWDROP_*``). A run
     child a worker started is local (its writes go through the mirror that
     ``install_run_mirror`` put in place), whatever the config it inherited says."""
-    if _run_child or os.environ.get(REMOTE_RUN_ENV):
+    if _run_child or os.environ.get(REMOTE_RUN_ENV) or not _may_be_remote(layout):
         return LocalMode(layout)
+    from flowdrop_tui.core.remote import config  # only what may configure it: read it
+
     settings = config.load(layout)
     if settings is None:
         return LocalMode(layout)
     from flowdrop_tui.core.remote.remote_mode import RemoteMode  # temporalio, psycopg
 
     return RemoteMode(layout, settings)
+
+
+def _may_be_remote(layout: Layout) -> bool:
+    """Whether anything could configure remote mode here: a ``config.toml`` under
+    ``.flowdrop/`` or a ``FLOWDROP_*`` variable. Without either, ``config.load`` would
+    answer ``None`` having read nothing, so local mode loads no module of
+    ``core.remote`` (tests/test_boundary.py); with either, ``config.load`` decides."""
+    if any(name.startswith("FLOWDROP_") and value for name, value in os.environ.items()):
+        return True
+    return os.path.lexists(layout.config)
 
 
 def space_notify(
@@ -295,6 +341,8 @@ def space_notify(
     settings in PostgreSQL, changed first when asked (docs/remote.md, "Notices"); whatever
     this process's mode, as ``worker`` is. Local mode has none: its ``[notify]`` is in
     ``.flowdrop/config.toml``."""
+    from flowdrop_tui.core.remote import config
+
     settings = config.load(layout)
     if settings is None:
         raise UsageError(
@@ -322,6 +370,13 @@ def install_run_mirror() -> None:
         _run_child = _run_child or not os.environ.get(REMOTE_RUN_ENV)
 
 
+def preload_run_mirror() -> None:
+    """In a worker's warm run process (``flowdrop_tui/warm_run.py``), before its run is
+    handed over: load what ``install_run_mirror`` installs (the write-through mirror
+    and its PostgreSQL driver), so the run's start does not pay for it."""
+    from flowdrop_tui.core.remote import write_through  # noqa: F401  (psycopg)
+
+
 def serve_worker(
     layout: Layout | None,
     say: Callable[[str], None],
@@ -334,7 +389,7 @@ def serve_worker(
     after any use of Temporal's client (``exit_without_teardown``)."""
     import asyncio
 
-    from flowdrop_tui.core.remote import worker  # temporalio, psycopg
+    from flowdrop_tui.core.remote import config, worker  # temporalio, psycopg
 
     found = config.worker_config(layout, **flags)
     settings = worker.WorkerSettings(

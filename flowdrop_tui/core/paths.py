@@ -155,6 +155,11 @@ class Layout:
         return self.root / "runs"
 
     @property
+    def config(self) -> Path:
+        """The workspace's settings: ``[remote]`` (remote mode), ``[notify]``."""
+        return self.root / "config.toml"
+
+    @property
     def index(self) -> Path:
         return self.root / "index.json"
 

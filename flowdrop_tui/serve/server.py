@@ -31,6 +31,7 @@ from textual_serve.server import Server, to_int
 from flowdrop_tui.core.errors import FlowdropError, UsageError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.serve.access import TOKEN_ENV, Access
+from flowdrop_tui.serve.textual_serve_compat import base_app, base_environment, relay_messages
 
 TEMPLATES = Path(__file__).with_name("templates")
 QUIT_GRACE = 5.0  # seconds a UI process has to quit before it is killed
@@ -52,20 +53,21 @@ class UiProcess(AppService):
         self.argv = argv
         self.cwd = cwd
 
-    def _build_environment(self, width: int = 80, height: int = 24) -> dict[str, str]:
-        environment = super()._build_environment(width=width, height=height)
+    def environment(self, width: int, height: int) -> dict[str, str]:
+        environment = base_environment(self, width, height)
         # The UI's runs, and the agents they start, have no use for the secret.
         environment.pop(TOKEN_ENV, None)
         return environment
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> Process:
+        # textual-serve's hook (textual_serve_compat.HOOKS): its own starts a shell.
         self._process = process = await asyncio.create_subprocess_exec(
             *self.argv,
             cwd=self.cwd,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=self._build_environment(width=width, height=height),
+            env=self.environment(width, height),
             start_new_session=True,
         )
         assert process.stdin is not None
@@ -111,8 +113,9 @@ class FlowdropServer(Server):
         self.open_uis = 0  # counted before the handshake: two at once cannot both pass
         self.as_json = False  # ``serve --json``: the address as one JSON line
 
-    async def _make_app(self) -> web.Application:
-        app = await super()._make_app()
+    async def make_app(self) -> web.Application:
+        """textual-serve's application, every request passing the access checks first."""
+        app = await base_app(self)
         app.middlewares.append(self.access.middleware)
         return app
 
@@ -169,7 +172,7 @@ class FlowdropServer(Server):
         self.uis.add(ui)
         try:
             await ui.start(width, height)
-            await self._process_messages(websocket, ui)
+            await relay_messages(self, websocket, ui)
         except (asyncio.CancelledError, ConnectionError):
             pass
         except Exception:
@@ -210,7 +213,7 @@ async def _serve(server: FlowdropServer) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(signum, stopping.set)
-    app = await server._make_app()
+    app = await server.make_app()
     runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=QUIT_GRACE)
     await runner.setup()
     try:

@@ -127,11 +127,10 @@ class FlowdropApp(App[int]):
 
     @work(thread=True, exclusive=True, group="inbox-look", exit_on_error=False)
     def _look_at_inbox(self) -> None:
-        from flowdrop_tui.core import inbox
         from flowdrop_tui.core.control import notify
 
         try:
-            found = {item["id"] for item in inbox.items(self.workspace, send=self.mode.runs_here)}
+            found = {item["id"] for item in self.mode.inbox()}
         except (OSError, FlowdropError):
             return
         new, self._inbox_seen = found - self._inbox_seen, found

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from flowdrop_tui.cli.parser import build_parser, parse
+from flowdrop_tui.cli.parser import grammar, parse
 from flowdrop_tui.core.errors import UsageError
 
 
 def _parsed(argv: list[str], *, whole: bool) -> object:
     try:
-        args = build_parser().parse_args(argv) if whole else parse(argv)
+        args = grammar().parse_args(argv) if whole else parse(argv)
     except UsageError as exc:
         return ("usage", exc.message)
     except SystemExit as exc:  # --help, --version: argparse's own answer

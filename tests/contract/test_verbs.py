@@ -4,6 +4,7 @@ the same answers, codes and exit statuses in local and remote mode (SPEC §10, �
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -234,3 +235,33 @@ def test_an_answer_reruns_its_own_round_and_a_later_round_asks_anew(mode: Mode) 
     mode.json("answer", run, "stop")
     done = mode.wait_status(run, "completed")
     assert done["result"] == {"round 3": "yes", "round 6": "stop"} and done["rounds"] == 6
+
+
+TWO_ROUNDS = """
+    from flowdrop_tui import flow
+
+    @flow(resumable=True)
+    def main(run):
+        for r in run.rounds(range(2)):
+            run.state["round"] = r
+"""
+
+
+def test_a_foreground_run_runs_here_or_is_started_elsewhere_to_be_followed(mode: Mode) -> None:
+    """Guards the seam's one start-and-follow question (``Mode.started_elsewhere``): a
+    `run` without --detach runs to its end in this process in local mode, and in
+    remote mode is started on a worker, the line naming it and how to follow it —
+    the run completing both ways, its rounds the same."""
+    mode.add_flow("two", TWO_ROUNDS)
+    done = mode.cli("run", "two")
+    assert done.returncode == 0, done.stdout + done.stderr
+    if mode.name == "local":
+        said = re.search(r"run (\S+) completed \(rounds 1–2\)", done.stdout + done.stderr)
+        assert said is not None, done.stdout + done.stderr
+        run = said.group(1)
+    else:
+        run = done.stdout.strip()
+        assert f"run {run} is on worker " in done.stderr, done.stderr
+        assert f"follow it with: flowdrop-tui logs -f {run}" in done.stderr, done.stderr
+    shown = mode.wait_status(run, "completed")
+    assert (shown["first_round"], shown["last_round"]) == (1, 2), shown

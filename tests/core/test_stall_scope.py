@@ -447,9 +447,7 @@ def main(run):
     assert snapshots[3]["start"] == snapshots[3]["end"] == snapshots[2]["end"]
 
 
-def test_a_killed_runs_snapshot_index_is_removed_by_the_next_run(
-    workspace: Path, cli: CLI
-) -> None:
+def test_a_killed_runs_snapshot_index_is_removed_by_the_next_run(workspace: Path, cli: CLI) -> None:
     """The index copy a run's snapshots use lives in `.flowdrop/cache/snapshots/`, named
     for its process: a kill -9 leaves it behind, and the next run's first snapshot
     removes it (it used to stay in the system's temporary folder for good)."""

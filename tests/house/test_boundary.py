@@ -36,8 +36,10 @@ def test_importing_every_core_module_loads_no_ui_library() -> None:
 
 
 def test_local_mode_never_imports_the_remote_drivers(tmp_path: Path) -> None:
-    """Guards local mode's cost: `flows` and a whole `run` with no remote config load
-    neither psycopg nor temporalio (SPEC §18: local mode does not change at all)."""
+    """Guards local mode's cost: `flows --json` and a whole `run` with no remote config
+    load no module of `core.remote` (its config included: the seam reads it only when
+    something could configure it), nor psycopg nor temporalio (SPEC §18: local mode
+    does not change at all)."""
     ws = tmp_path / "ws"
     (ws / "flows" / "one").mkdir(parents=True)
     (ws / "flows" / "one" / "flow.py").write_text(
@@ -50,9 +52,10 @@ def test_local_mode_never_imports_the_remote_drivers(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from flowdrop_tui import cli\n"
-        "for argv in (['flows'], ['run', 'one']):\n"
+        "for argv in (['flows', '--json'], ['run', 'one']):\n"
         "    assert cli.main(argv) == 0, argv\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'temporalio'))\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'temporalio')"
+        " or m.startswith('flowdrop_tui.core.remote'))\n"
         "print('LOADED', ','.join(bad))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWDROP_")}

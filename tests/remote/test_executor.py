@@ -32,9 +32,24 @@ def test_no_config_is_local_and_a_run_child_is_always_local(
     layout.root.mkdir()
     (layout.root / "config.toml").write_text(CONFIG)
     remote = choose(layout)
-    assert not remote.runs_here and type(remote).__name__ == "RemoteMode"
+    assert type(remote).__name__ == "RemoteMode"
+    assert remote.started_elsewhere(lambda: {"run": "r"}) == {"run": "r"}
     monkeypatch.setenv(REMOTE_RUN_ENV, '{"space": "s"}')
     assert isinstance(choose(layout), LocalMode)
+
+
+@pytest.mark.parametrize("var", ["FLOWDROP_TEMPORAL", "FLOWDROP_POSTGRES"])
+def test_a_variable_alone_still_reaches_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, var: str
+) -> None:
+    """Guards the seam's shortcut (no config file, no ``FLOWDROP_*``: local without
+    reading the config) from swallowing a remote mode given by the environment alone:
+    half of it is refused as before, never taken for local mode."""
+    for name in [v for v in os.environ if v.startswith("FLOWDROP_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(var, "127.0.0.1:1")
+    with pytest.raises(UsageError, match="half configured"):
+        choose(Layout(tmp_path))
 
 
 def test_local_stop_and_detached_run_never_import_the_remote_drivers(tmp_path: Path) -> None:

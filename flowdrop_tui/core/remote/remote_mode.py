@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # temporalio: imported when stop or pause first needs it
 class RemoteMode:
     """One workspace configured for remote mode, for the life of one process."""
 
-    runs_here = False
     poll_every = 0.5
 
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
@@ -83,6 +82,15 @@ class RemoteMode:
     ) -> dict[str, Any]:
         with grants.worded(self.settings, "run"):
             return self._noted(self._start_client(say).start(ref, options, extra))
+
+    def started_elsewhere(self, start: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        return start()  # on a worker: a foreground run is followed from here
+
+    def round_diff(self, run_id: str, number: int | None = None) -> dict[str, Any]:
+        from flowdrop_tui.core.round_diff import round_diff
+
+        # Runs ran in a worker's worktree: this working tree holds nothing they left.
+        return round_diff(self.layout, run_id, number, worktree=False)
 
     def resume(
         self,
@@ -210,6 +218,14 @@ class RemoteMode:
             lambda: grants.grant(self.settings, role, dbrole, space, revoke=revoke),
             reading.SYNC_TIMEOUT,
         )
+
+    def inbox(self) -> list[dict[str, Any]]:
+        from flowdrop_tui.core import inbox
+
+        return inbox.items(self.layout, send=False)  # the worker holding a run sends
+
+    def notice_problems(self) -> list[str]:
+        return []  # workers send by the space's settings (remote config notify)
 
     def live_feed(self) -> reading.LiveReplica:
         return reading.LiveReplica(self.layout, self.settings)

@@ -18,7 +18,6 @@ from textual.widgets import Footer, Static
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.mode import Mode
-from flowdrop_tui.core.round_diff import round_diff
 from flowdrop_tui.core.state_diff import state_diff
 from flowdrop_tui.diff_words import diff_head, diff_notes, diff_nothing, state_diff_lines
 
@@ -94,7 +93,7 @@ class DiffScreen(Screen[None]):
     def load(self, number: int | None) -> None:
         try:
             self.mode.sync(run_refs=True, run=self.run_id)  # remote mode: the run's pushed commits
-            found = round_diff(self.mode.layout, self.run_id, number, worktree=self.mode.runs_here)
+            found = self.mode.round_diff(self.run_id, number)
         except FlowdropError as exc:
             self.app.call_from_thread(self.show_error, exc.message)
             return

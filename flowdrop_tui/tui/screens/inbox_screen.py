@@ -73,7 +73,7 @@ class InboxScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="inbox-read", exit_on_error=False)
     def read(self) -> None:
         self.mode.sync()
-        found = inbox.items(self.mode.layout, send=self.mode.runs_here)  # remote: workers send
+        found = self.mode.inbox()  # remote: workers send the notices
         self.app.call_from_thread(self.show, found)
 
     def show(self, found: list[dict[str, Any]]) -> None:
