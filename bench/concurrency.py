@@ -35,8 +35,8 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
 
 LOOP = """
 import time

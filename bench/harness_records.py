@@ -26,9 +26,9 @@ def engine() -> tuple[Any, Any, Any]:
     given a run's ``state.json`` path, reading the run's state as the engine does (its
     state log first, where the engine keeps one)."""
     try:
-        folding = importlib.import_module("flowdrop_tui.core.records.run_fold")
-        lines = importlib.import_module("flowdrop_tui.core.records.event_lines")
-        state = importlib.import_module("flowdrop_tui.core.records.state")
+        folding = importlib.import_module("flowdrop_tui.core.records.run_record.run_fold")
+        lines = importlib.import_module("flowdrop_tui.core.records.log.event_lines")
+        state = importlib.import_module("flowdrop_tui.core.records.flow_state.state")
         if hasattr(state, "read_run_states"):  # the state log (issue 28): its newest first
             return folding.fold, lines.read_events, lambda path: state.read_run_states(path.parent)
         return folding.fold, lines.read_events, state.read_states
@@ -36,7 +36,7 @@ def engine() -> tuple[Any, Any, Any]:
         pass
     try:
         events = importlib.import_module("flowdrop_tui.core.records.events")
-        state = importlib.import_module("flowdrop_tui.core.records.state")
+        state = importlib.import_module("flowdrop_tui.core.records.flow_state.state")
     except ImportError:  # an older checkout's layout (docs/decisions.md, "One home per fact")
         events = importlib.import_module("flowdrop_tui.core.records")
         state = importlib.import_module("flowdrop_tui.core.state")

@@ -26,7 +26,7 @@ from resolve import real_runs, workspace
 
 from flowdrop_tui.core import inbox
 from flowdrop_tui.core.paths import CYCLE, Layout
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.listing import index
 
 GOAL = 1.2
 

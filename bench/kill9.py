@@ -61,11 +61,11 @@ from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_lines import parse_lines, read_events
-from flowdrop_tui.core.records.run_fold import fold, list_run_ids
-from flowdrop_tui.core.records.run_info import Status
-from flowdrop_tui.core.records.state import read_run_states, read_states
+from flowdrop_tui.core.records.flow_state.state import read_run_states, read_states
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.log.event_lines import parse_lines, read_events
+from flowdrop_tui.core.records.run_record.run_fold import fold, list_run_ids
+from flowdrop_tui.core.records.run_record.run_info import Status
 from flowdrop_tui.core.run import start_plan
 
 KEY = "kill9"
@@ -89,7 +89,7 @@ def main(run):
 INDEX_WRITER = """
 import sys, itertools
 from pathlib import Path
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.listing import index
 from flowdrop_tui.core.paths import Layout
 layout = Layout(Path(sys.argv[1]))
 for i in itertools.count():

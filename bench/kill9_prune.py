@@ -42,8 +42,9 @@ from prune import Generator, plans  # bench/prune.py
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, Layout
-from flowdrop_tui.core.records import index, trash
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.run_record import trash
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
 
 FLOWS = 5
 KEEPS = (0, 1, 3, 5)

@@ -43,8 +43,9 @@ import orjson
 from flowdrop_tui.core import retention
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index, ledger, trash
-from flowdrop_tui.core.records.run_fold import list_run_ids
+from flowdrop_tui.core.records.listing import index, ledger
+from flowdrop_tui.core.records.run_record import trash
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids
 from flowdrop_tui.core.run import start_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -3,7 +3,7 @@ reads still run (issue 28; goal: within 1 s).
 
 The workspace is ``ui_workspace.py``'s (50 flows, 100,000 runs) with its ledger
 (``.flowdrop/cache/runs.json``) deleted, as after an upgrade or a copied workspace:
-the UI's size count (a niced child, ``python -m flowdrop_tui.core.records.ledger``)
+the UI's size count (a niced child, ``python -m flowdrop_tui.core.records.listing.ledger``)
 then reads every run. The UI opens in tmux at 120x40; once the flow list is painted
 and the size count's child is running, ``q`` is sent, and the time to the UI's exit
 is measured, ``--rounds`` times, the ledger deleted before each. It also checks that
@@ -30,7 +30,7 @@ from ui_workspace import make  # noqa: E402
 
 GOAL = 1.0  # seconds
 TMUX = ["tmux", "-L", f"flowdrop-quit-{os.getpid()}"]
-COUNT = "flowdrop_tui.core.records.ledger"
+COUNT = "flowdrop_tui.core.records.listing.ledger"
 
 
 def counting(workspace: Path) -> list[int]:

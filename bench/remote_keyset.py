@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from flowdrop_tui.core.records import mirror  # noqa: E402
-from flowdrop_tui.core.records.state import StateFile  # noqa: E402
-from flowdrop_tui.core.remote.store import PostgresStore  # noqa: E402
-from flowdrop_tui.core.remote.write_through import RemoteMirror, RunTicket  # noqa: E402
+from flowdrop_tui.core.records.flow_state.state import StateFile  # noqa: E402
+from flowdrop_tui.core.remote.daemon.write_through import RemoteMirror, RunTicket  # noqa: E402
+from flowdrop_tui.core.remote.postgres.store import PostgresStore  # noqa: E402
 from tests.remote.servers import PostgresServer, new_space  # noqa: E402
 
 RUN = "20261130T120000.000Z-aaaaaa"

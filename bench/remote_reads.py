@@ -36,8 +36,8 @@ import orjson  # noqa: E402
 
 from flowdrop_tui.core.paths import Layout  # noqa: E402
 from flowdrop_tui.core.remote import replica  # noqa: E402
-from flowdrop_tui.core.remote.store import PostgresStore  # noqa: E402
-from flowdrop_tui.core.remote.write_through import record_files  # noqa: E402
+from flowdrop_tui.core.remote.daemon.write_through import record_files  # noqa: E402
+from flowdrop_tui.core.remote.postgres.store import PostgresStore  # noqa: E402
 from tests.remote.servers import PostgresServer, new_space  # noqa: E402
 from tests.seeded_records import reindex, seed_run  # noqa: E402
 

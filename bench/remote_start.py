@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from temporalio.client import Client  # noqa: E402
 
-from flowdrop_tui.core.remote.store import PostgresStore  # noqa: E402
+from flowdrop_tui.core.remote.postgres.store import PostgresStore  # noqa: E402
 from flowdrop_tui.core.remote.workflow import workflow_id  # noqa: E402
 from tests.remote.cluster import Cluster, make_client, wait_for  # noqa: E402
 from tests.remote.git_origin import git  # noqa: E402

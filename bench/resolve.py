@@ -38,9 +38,9 @@ import orjson
 
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, OUTPUT, SESSIONS, STATE, Layout, new_run_id
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.run_fold import list_run_ids
-from flowdrop_tui.core.records.state import encode, read_states
+from flowdrop_tui.core.records.flow_state.state import encode, read_states
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids
 from flowdrop_tui.core.run.start_plan import plan
 
 GOAL = 1.2

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from flowdrop_tui.core.records.state import StateFile
+from flowdrop_tui.core.records.flow_state.state import StateFile
 from flowdrop_tui.core.run.moved import NOTHING, RoundMoves
 
 GOAL_MS = 20.0  # a round that counts

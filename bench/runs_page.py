@@ -33,7 +33,7 @@ from ui_workspace import _record, _run_id  # noqa: E402
 
 from flowdrop_tui.core import views  # noqa: E402
 from flowdrop_tui.core.paths import Layout  # noqa: E402
-from flowdrop_tui.core.records import index  # noqa: E402
+from flowdrop_tui.core.records.listing import index  # noqa: E402
 
 GOAL = 1.2
 

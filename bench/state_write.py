@@ -4,7 +4,7 @@ What is timed, per operation, at the same durability:
 
 - ours: ``state["count"] = n`` on the ``State`` a run's flow gets — the real
   path: ``State.__setitem__`` → ``StateFile.save`` → ``encode`` →
-  ``Keeper.keep`` (``core/records/state_log.py``): one record written into the
+  ``Keeper.keep`` (``core/records/flow_state/state_log.py``): one record written into the
   run's pre-allocated ``state.log`` and ``fdatasync``'d, then ``state.json``
   replaced by an unsynced rename before the key set returns — when the key set
   returns it survives a power cut, as a SQLite commit does (bench/powercut.py
@@ -40,7 +40,7 @@ from typing import Any
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from flowdrop_tui.core.records.state import State, StateFile, read_run_states
+from flowdrop_tui.core.records.flow_state.state import State, StateFile, read_run_states
 
 GOAL = 1.0
 KEY = "nightly"

@@ -35,8 +35,8 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.control import launch, verbs
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import LIVE
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

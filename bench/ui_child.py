@@ -252,7 +252,7 @@ def latency_bare(run_dir: str, out: str, samples: int) -> None:
     from textual.widgets import Log
     from watchfiles import awatch
 
-    from flowdrop_tui.core.records.tail import EventTail
+    from flowdrop_tui.core.records.log.tail import EventTail
 
     found: list[float] = []
     waiting: dict[int, float] = {}  # line index in the log -> the tick's own timestamp

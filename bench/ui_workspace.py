@@ -19,9 +19,9 @@ import orjson
 
 from flowdrop_tui.core.flows.discovery import describe, discover
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import Status
 
 FLOWS = 50
 RUNS = 10_000

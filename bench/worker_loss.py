@@ -26,7 +26,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from flowdrop_tui.core.remote.store import PostgresStore  # noqa: E402
+from flowdrop_tui.core.remote.postgres.store import PostgresStore  # noqa: E402
 from flowdrop_tui.core.remote.workflow import HEARTBEAT_TIMEOUT  # noqa: E402
 from tests.remote.cluster import (  # noqa: E402
     COUNTER,

@@ -34,12 +34,12 @@ from flowdrop_tui.core.errors import (
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.flows.declaration import flow
-    from flowdrop_tui.core.records.snapshot import ensure_resumable, seed_next_turn
+    from flowdrop_tui.core.records.flow_state.snapshot import ensure_resumable, seed_next_turn
 
 _LAZY = {
     "flow": "flowdrop_tui.core.flows.declaration",
-    "ensure_resumable": "flowdrop_tui.core.records.snapshot",
-    "seed_next_turn": "flowdrop_tui.core.records.snapshot",
+    "ensure_resumable": "flowdrop_tui.core.records.flow_state.snapshot",
+    "seed_next_turn": "flowdrop_tui.core.records.flow_state.snapshot",
 }
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """``python -m flowdrop_tui.warm_run``: a run process a worker starts before its run.
 
-A worker keeps one of these ready (``core/remote/warm.py``): started with the
+A worker keeps one of these ready (``core/remote/daemon/warm.py``): started with the
 environment a run child gets (the worker's, less its secrets: ``flow_env``), in its
 own session, it loads what every run child loads (the CLI, the run's engine, the
 write-through mirror and its PostgreSQL driver) and then waits on its stdin. A start

@@ -104,8 +104,8 @@ def events(ws: Path, run_id: str) -> list[dict[str, Any]]:
 
 
 def state_of(ws: Path, run_id: str) -> Any:
-    """The run's state as saved (its log while it has one: records/state_log.py)."""
-    from flowdrop_tui.core.records.state import read_run_states
+    """The run's state as saved (its log while it has one: records/flow_state/state_log.py)."""
+    from flowdrop_tui.core.records.flow_state.state import read_run_states
 
     return read_run_states(ws / ".flowdrop" / "runs" / run_id)
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index, key_runs
+from flowdrop_tui.core.records.listing import index, key_runs
 
 
 def seed_run(

@@ -15,10 +15,10 @@ from flowdrop_tui.cli.output import Warnings, dump, err, out
 from flowdrop_tui.core.errors import FlowdropError, UsageError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.budget import KINDS
-from flowdrop_tui.core.records.event_log import side_value
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.log.event_log import side_value
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import Status
+from flowdrop_tui.core.records.spend.budget import KINDS
 from flowdrop_tui.core.run.forecast import StartOptions, runnable
 from flowdrop_tui.format import (
     answer_words,

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.records.nesting import clip
+from flowdrop_tui.core.records.flow_state.nesting import clip
 
 
 def dump(value: Any) -> str:

@@ -114,7 +114,7 @@ def _limit(kind: str) -> Callable[[str], float | int | None]:
     lifts the limit for this chain."""
 
     def parse(text: str) -> float | int | None:
-        from flowdrop_tui.core.records.budget import check_limit  # when a limit is given
+        from flowdrop_tui.core.records.spend.budget import check_limit  # when a limit is given
 
         if text.strip().lower() in ("none", "off"):
             return None
@@ -132,7 +132,7 @@ def _limit(kind: str) -> Callable[[str], float | int | None]:
 
 def _limit_wait(text: str) -> float:
     """``--limit-wait 12h``: the longest one usage-limit wait (0: never wait)."""
-    from flowdrop_tui.core.records.budget import check_limit_wait  # when it is given
+    from flowdrop_tui.core.records.spend.budget import check_limit_wait  # when it is given
 
     try:
         return check_limit_wait(text, "--limit-wait")

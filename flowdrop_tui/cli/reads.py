@@ -18,11 +18,12 @@ from flowdrop_tui.cli.parser import Parser, no_arguments, run_id
 from flowdrop_tui.core import defaults, views
 from flowdrop_tui.core.errors import InvalidNameError, UsageError
 from flowdrop_tui.core.paths import OUTPUT, Layout, check_run_ref
-from flowdrop_tui.core.records import key_runs, ledger, output_log, pins, queued_starts
-from flowdrop_tui.core.records.follow import RunFollower
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import LIVE
-from flowdrop_tui.core.records.worker_mark import worker_of
+from flowdrop_tui.core.records.listing import key_runs, ledger, pins, queued_starts
+from flowdrop_tui.core.records.log import output_log
+from flowdrop_tui.core.records.run_record.follow import RunFollower
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE
+from flowdrop_tui.core.records.run_record.worker_mark import worker_of
 from flowdrop_tui.core.state_diff import state_diff
 from flowdrop_tui.diff_words import diff_text, state_diff_text
 from flowdrop_tui.format import flows_table, runs_table, show_text, usage_words
@@ -236,8 +237,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     layout = workspace.read_layout(args)
-    from flowdrop_tui.core.records import index
-    from flowdrop_tui.core.records.ledger import workspace_usage
+    from flowdrop_tui.core.records.listing import index
+    from flowdrop_tui.core.records.listing.ledger import workspace_usage
 
     data = index.rebuild(layout, strict=True)
     count = len(list_run_ids(layout))

@@ -13,8 +13,8 @@ from flowdrop_tui.cli import workspace
 from flowdrop_tui.cli.output import Warnings, dump, err
 from flowdrop_tui.cli.parser import Parser, budget, run_id, yes
 from flowdrop_tui.core.errors import UsageError
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import ENDED, LIVE, Status
 from flowdrop_tui.format import asked_text
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from flowdrop_tui.core.flows.discovery import (
     path_threads,
 )
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index_file
-from flowdrop_tui.core.records.index_file import GRAPH_FLOW
+from flowdrop_tui.core.records.listing import index_file
+from flowdrop_tui.core.records.listing.index_file import GRAPH_FLOW
 
 
 def thread_refs(layout: Layout, data: dict[str, Any] | None = None) -> list[FlowRef]:
@@ -23,7 +23,7 @@ def thread_refs(layout: Layout, data: dict[str, Any] | None = None) -> list[Flow
     a flow (``run flows/tick``), each its own row under its key (SPEC §2: two keys, two
     threads). ``data``: the index as read (default: loaded, rebuilt if need be)."""
     if data is None:
-        from flowdrop_tui.core.records import index  # its rebuild: not the first frame's
+        from flowdrop_tui.core.records.listing import index  # its rebuild: not the first frame's
 
         data = index.load(layout)
     keys = data["keys"]

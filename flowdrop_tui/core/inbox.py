@@ -27,9 +27,10 @@ from flowdrop_tui.core.errors import FlowdropError, NotFoundError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import Layout, refuse_link
-from flowdrop_tui.core.records import index, run_fold
-from flowdrop_tui.core.records.budget import between
-from flowdrop_tui.core.records.run_info import RunInfo, Status
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.run_record import run_fold
+from flowdrop_tui.core.records.run_record.run_info import RunInfo, Status
+from flowdrop_tui.core.records.spend.budget import between
 from flowdrop_tui.core.times import now_iso
 
 LONG_WAIT = 600.0  # a usage-limit wait longer than this (seconds) is an inbox item

@@ -259,12 +259,12 @@ class LocalMode:
         yield lambda: False
 
     def pin(self, run_id: str) -> bool:
-        from flowdrop_tui.core.records import pins
+        from flowdrop_tui.core.records.listing import pins
 
         return pins.pin(self.layout, run_id)
 
     def unpin(self, run_id: str) -> bool:
-        from flowdrop_tui.core.records import pins
+        from flowdrop_tui.core.records.listing import pins
 
         return pins.unpin(self.layout, run_id)
 
@@ -350,7 +350,7 @@ def space_notify(
             ".flowdrop/config.toml, no FLOWDROP_POSTGRES); its notices are set in "
             ".flowdrop/config.toml [notify]"
         )
-    from flowdrop_tui.core.remote import notify_settings  # psycopg
+    from flowdrop_tui.core.remote.postgres import notify_settings  # psycopg
 
     changes = notify_settings.assignments(given)
     return settings.space, notify_settings.change(settings, changes, unset)
@@ -362,7 +362,7 @@ def install_run_mirror() -> None:
     answer, so nothing the run writes stays on this machine alone."""
     global _run_child
     if os.environ.get(REMOTE_RUN_ENV):
-        from flowdrop_tui.core.remote.write_through import install_from_env  # psycopg
+        from flowdrop_tui.core.remote.daemon.write_through import install_from_env  # psycopg
 
         install_from_env()
         # A ticket file's variable is gone once read (nothing the flow starts has it):
@@ -374,7 +374,7 @@ def preload_run_mirror() -> None:
     """In a worker's warm run process (``flowdrop_tui/warm_run.py``), before its run is
     handed over: load what ``install_run_mirror`` installs (the write-through mirror
     and its PostgreSQL driver), so the run's start does not pay for it."""
-    from flowdrop_tui.core.remote import write_through  # noqa: F401  (psycopg)
+    from flowdrop_tui.core.remote.daemon import write_through  # noqa: F401  (psycopg)
 
 
 def serve_worker(
@@ -389,7 +389,8 @@ def serve_worker(
     after any use of Temporal's client (``exit_without_teardown``)."""
     import asyncio
 
-    from flowdrop_tui.core.remote import config, worker  # temporalio, psycopg
+    from flowdrop_tui.core.remote import config  # temporalio, psycopg
+    from flowdrop_tui.core.remote.daemon import worker
 
     found = config.worker_config(layout, **flags)
     settings = worker.WorkerSettings(

@@ -29,7 +29,7 @@ FLOW_FILE = "flow.py"
 
 CYCLE = "cycle.jsonl"
 STATE = "state.json"
-STATE_LOG = "state.log"  # while a run holds it: records/state_log.py
+STATE_LOG = "state.log"  # while a run holds it: records/flow_state/state_log.py
 SESSIONS = "sessions"
 OUTPUT = "output.log"
 LIVE_LOCK = "live.lock"

@@ -53,12 +53,13 @@ from flowdrop_tui.core.errors import FlowdropError, RecordsUnwritableError, Usag
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.discovery import FlowRef, describe_cached, resolve_flow
 from flowdrop_tui.core.paths import RUN_ID_RE, Layout
-from flowdrop_tui.core.records import index, key_runs, pins, trash
-from flowdrop_tui.core.records.folder import NEW_PREFIX
-from flowdrop_tui.core.records.ledger import Ledger, RunFacts, last_event
-from flowdrop_tui.core.records.liveness import live_pid
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import ENDED, LIVE, Status
+from flowdrop_tui.core.records.listing import index, key_runs, pins
+from flowdrop_tui.core.records.listing.ledger import Ledger, RunFacts, last_event
+from flowdrop_tui.core.records.run_record import trash
+from flowdrop_tui.core.records.run_record.folder import NEW_PREFIX
+from flowdrop_tui.core.records.run_record.liveness import live_pid
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import ENDED, LIVE, Status
 from flowdrop_tui.core.run.start_plan import pick_up_source
 from flowdrop_tui.core.times import parse_time
 

@@ -19,8 +19,8 @@ from typing import Any
 from flowdrop_tui.core import git
 from flowdrop_tui.core.errors import NotARepositoryError, NotFoundError
 from flowdrop_tui.core.paths import CYCLE, Layout
-from flowdrop_tui.core.records.event_lines import event_batches
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.log.event_lines import event_batches
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
 
 
 def _span(rounds: list[int]) -> str:

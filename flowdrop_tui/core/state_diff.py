@@ -13,8 +13,8 @@ from typing import Any
 
 from flowdrop_tui.core.errors import NotFoundError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.state import read_run_states
+from flowdrop_tui.core.records.flow_state.state import read_run_states
+from flowdrop_tui.core.records.run_record.run_fold import load_run
 
 
 def compare(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:

@@ -37,17 +37,17 @@ from flowdrop_tui.core.paths import (
     validate_flow_name,
     validate_key,
 )
-from flowdrop_tui.core.records import index, key_runs, pins
-from flowdrop_tui.core.records.budget import ChainBudget, Used, effective
-from flowdrop_tui.core.records.event_log import side_value
-from flowdrop_tui.core.records.liveness import live_pid
-from flowdrop_tui.core.records.output_log import tail_lines
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import LIVE, TERMINAL, RunInfo, Status
-from flowdrop_tui.core.records.spending import thread_usage
-from flowdrop_tui.core.records.state import read_run_states
-from flowdrop_tui.core.records.usage import Usage, read_usage
-from flowdrop_tui.core.records.usage import total as usage_total
+from flowdrop_tui.core.records.flow_state.state import read_run_states
+from flowdrop_tui.core.records.listing import index, key_runs, pins
+from flowdrop_tui.core.records.log.event_log import side_value
+from flowdrop_tui.core.records.log.output_log import tail_lines
+from flowdrop_tui.core.records.run_record.liveness import live_pid
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE, TERMINAL, RunInfo, Status
+from flowdrop_tui.core.records.run_record.spending import thread_usage
+from flowdrop_tui.core.records.spend.budget import ChainBudget, Used, effective
+from flowdrop_tui.core.records.spend.usage import Usage, read_usage
+from flowdrop_tui.core.records.spend.usage import total as usage_total
 from flowdrop_tui.core.run.start_plan import snapshot_of
 
 

@@ -34,8 +34,8 @@ from flowdrop_tui.core.paths import (
     STATE,
     Layout,
 )
-from flowdrop_tui.core.records.liveness import live_pid
-from flowdrop_tui.core.records.queued_starts import QUEUED
+from flowdrop_tui.core.records.listing.queued_starts import QUEUED
+from flowdrop_tui.core.records.run_record.liveness import live_pid
 
 # The followed runs' folders (and the records' top folders, watched flat): a change is
 # reported after this long without another. watchfiles' default is 50 ms; the UI

@@ -42,12 +42,12 @@ from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError, Refused
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, REQUESTS, STATE, Layout, new_run_id
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_log import RECORD_VERSION, EventLog, who
-from flowdrop_tui.core.records.run_fold import fold_run
-from flowdrop_tui.core.records.run_info import Status
-from flowdrop_tui.core.records.spending import chain_usage_field
-from flowdrop_tui.core.records.state import encode_states
+from flowdrop_tui.core.records.flow_state.state import encode_states
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.log.event_log import RECORD_VERSION, EventLog, who
+from flowdrop_tui.core.records.run_record.run_fold import fold_run
+from flowdrop_tui.core.records.run_record.run_info import Status
+from flowdrop_tui.core.records.run_record.spending import chain_usage_field
 from flowdrop_tui.core.run.creation import create_record, take_key
 
 INTERRUPT, ERROR = "__interrupt__", "__error__"

@@ -20,7 +20,7 @@ from flowdrop_tui.format import (
 )
 
 if TYPE_CHECKING:  # the records' classes load after the first frame (bench/README.md, (a))
-    from flowdrop_tui.core.records.run_info import RunInfo
+    from flowdrop_tui.core.records.run_record.run_info import RunInfo
 
 _WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): (?P<message>.*)$", re.DOTALL)
 
@@ -160,7 +160,9 @@ def event_line(ev: dict[str, Any]) -> str:
 
 def ended_text(info: RunInfo) -> tuple[str, str]:
     """A notification for a run that ended or paused while watched: (text, severity)."""
-    from flowdrop_tui.core.records.run_info import Status  # a run's end: after the first frame
+    from flowdrop_tui.core.records.run_record.run_info import (
+        Status,  # a run's end: after the first frame
+    )
 
     head = f"run {info.run} of {info.key}"
     if info.status == Status.COMPLETED:

@@ -16,9 +16,9 @@ from typing import Any
 
 from textual.message import Message
 
-from flowdrop_tui.core.records.budget import Limits
-from flowdrop_tui.core.records.follow import RunUpdate
-from flowdrop_tui.core.records.run_info import RunInfo
+from flowdrop_tui.core.records.run_record.follow import RunUpdate
+from flowdrop_tui.core.records.run_record.run_info import RunInfo
+from flowdrop_tui.core.records.spend.budget import Limits
 from flowdrop_tui.core.run.forecast import Forecast
 from flowdrop_tui.core.run.start_plan import StartPlan
 

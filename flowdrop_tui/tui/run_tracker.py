@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.follow import RunFollower
-from flowdrop_tui.core.records.run_info import LIVE, RunInfo
+from flowdrop_tui.core.records.run_record.follow import RunFollower
+from flowdrop_tui.core.records.run_record.run_info import LIVE, RunInfo
 from flowdrop_tui.tui.labels import ended_text
 
 GIT_EVENTS = frozenset({"round_ended", "paused", "ended"})  # when a run may have committed

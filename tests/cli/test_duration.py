@@ -18,8 +18,8 @@ from pathlib import Path
 import orjson
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import Status
 from flowdrop_tui.format import duration
 from tests.conftest import CLI, events, wait_for, write_flow
 from tests.flow_bodies import counts_rounds

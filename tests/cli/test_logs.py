@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.errors import OutputUnreadableError
-from flowdrop_tui.core.records.output_log import MAX_LINE, OutputTail, tail_lines
+from flowdrop_tui.core.records.log.output_log import MAX_LINE, OutputTail, tail_lines
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 
 FAILING = """

@@ -263,7 +263,7 @@ def test_a_sync_meant_to_reach_the_disk_asks_the_drive_where_it_can(
     """macOS's fsync stops at the drive's cache: every sync of a key set — the state log's
     flush, a new log's file and folder, state.json made durable — asks ``F_FULLFSYNC``
     where the platform has it (here given to Linux, and the call recorded)."""
-    from flowdrop_tui.core.records.state import StateFile
+    from flowdrop_tui.core.records.flow_state.state import StateFile
 
     full = 51  # macOS's value; Linux has no such command
     asked: list[int] = []

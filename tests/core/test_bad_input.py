@@ -18,7 +18,7 @@ from flowdrop_tui import ensure_resumable, seed_next_turn
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.discovery import CACHE_VERSION
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.listing import index
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 from tests.flow_bodies import adds_one_a_round, counts_rounds
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index, key_runs
-from flowdrop_tui.core.records.catalog import RunCatalog
+from flowdrop_tui.core.records.listing import index, key_runs
+from flowdrop_tui.core.records.listing.catalog import RunCatalog
 from tests.conftest import CLI
 from tests.seeded_records import seed_run
 

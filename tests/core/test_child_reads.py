@@ -15,8 +15,8 @@ import pytest
 from flowdrop_tui.core import git
 from flowdrop_tui.core.child_read import child_output
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import ledger
-from flowdrop_tui.core.records.ledger import Ledger, isolated_usage, workspace_usage
+from flowdrop_tui.core.records.listing import ledger
+from flowdrop_tui.core.records.listing.ledger import Ledger, isolated_usage, workspace_usage
 from tests.seeded_records import seed_run
 
 SLEEPER = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"

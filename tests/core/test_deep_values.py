@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from flowdrop_tui.core.records.nesting import MAX_DEPTH, VALUE_DEPTH
+from flowdrop_tui.core.records.flow_state.nesting import MAX_DEPTH, VALUE_DEPTH
 from tests.conftest import CLI, events, write_flow
 
 SETS = """

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.listing import index
 from tests.conftest import CLI, events, state_of, wait_for, write_flow
 from tests.flow_bodies import ADDS_ONE_A_RUN
 
@@ -217,7 +217,7 @@ def test_a_rebuilt_index_orders_a_thread_by_its_pick_up_chain_not_the_clock(
 
 def test_chain_order_puts_a_run_after_its_source_and_time_breaks_only_ties() -> None:
     """Item 6, the rule itself: links first (even against the clock), then time."""
-    from flowdrop_tui.core.records.index import _chain_order
+    from flowdrop_tui.core.records.listing.index import _chain_order
 
     runs = {
         "a": ("2026-01-01T10:00", None),
@@ -367,7 +367,7 @@ def test_a_really_full_tmpfs_keeps_the_last_save_and_saves_again_when_room_retur
                 published = json.loads(Path(folder, "state.json").read_bytes())["fill"]["n"]
                 run.state["big"] = "x" * 6000        # no room for its blocks: the log has it
                 left = os.path.exists(os.path.join(folder, "state.json.tmp"))
-                from flowdrop_tui.core.records.state import read_run_states
+                from flowdrop_tui.core.records.flow_state.state import read_run_states
                 saved = read_run_states(Path(folder))["fill"]
                 os.unlink(filler)
                 run.log("while full", tmp=left, saved=[saved["n"], len(saved["big"])],
@@ -461,7 +461,7 @@ def test_a_key_set_from_a_signal_handler_mid_save_never_stalls_or_goes_backwards
 
 def test_a_save_that_re_enters_marks_dirty_and_the_outer_save_writes_it(tmp_path: Path) -> None:
     """Item 8, in-process: the nested set is on disk when the outer set returns."""
-    from flowdrop_tui.core.records import state as state_module
+    from flowdrop_tui.core.records.flow_state import state as state_module
 
     store = state_module.StateFile(tmp_path / "state.json")
     s = store.state("k")
@@ -674,7 +674,7 @@ def test_values_json_would_change_are_written_as_text_with_a_warning(
 
 def test_plain_values_are_written_as_they_are_without_warnings(tmp_path: Path) -> None:
     """Item 18: the checks add no warning to values JSON holds exactly (None included)."""
-    from flowdrop_tui.core.records.state import StateFile
+    from flowdrop_tui.core.records.flow_state.state import StateFile
 
     warnings: list[str] = []
     store = StateFile(tmp_path / "state.json", warnings.append)

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.follow import RunFollower
-from flowdrop_tui.core.records.run_fold import RunFold, fold, list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.run_record.follow import RunFollower
+from flowdrop_tui.core.records.run_record.run_fold import RunFold, fold, list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import Status
 from tests.conftest import CLI, events, wait_for
 from tests.flow_bodies import counts_rounds
 

@@ -25,12 +25,12 @@ from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError, UnusableStateError
 from flowdrop_tui.core.flows.discovery import FlowInfo
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_lines import parse_lines, read_events, read_first_event
-from flowdrop_tui.core.records.run_fold import derive_status, fold
-from flowdrop_tui.core.records.run_info import RunInfo
-from flowdrop_tui.core.records.snapshot import check_shape, read_snapshot_file
-from flowdrop_tui.core.records.state import read_states
+from flowdrop_tui.core.records.flow_state.snapshot import check_shape, read_snapshot_file
+from flowdrop_tui.core.records.flow_state.state import read_states
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.log.event_lines import parse_lines, read_events, read_first_event
+from flowdrop_tui.core.records.run_record.run_fold import derive_status, fold
+from flowdrop_tui.core.records.run_record.run_info import RunInfo
 from flowdrop_tui.core.run import start_plan
 
 # FLOWDROP_FUZZ_EXAMPLES=5000 for a deep search; CI keeps the default small.

@@ -253,7 +253,7 @@ def test_following_a_giant_record_starts_from_its_cached_fold_and_last_events(
     it opens the run: it takes up the cached fold and reads the last events from the end,
     and what it shows is what the whole record says."""
     from flowdrop_tui.core.paths import Layout
-    from flowdrop_tui.core.records.follow import RunFollower
+    from flowdrop_tui.core.records.run_record.follow import RunFollower
 
     run_id, last = dead_run(workspace, cli, tmp_path)
     every = events(workspace, run_id)
@@ -292,7 +292,7 @@ def test_a_batch_of_lines_parsed_at_once_reads_exactly_what_lines_one_by_one_rea
     a value that is not an event are each read as a parse line by line reads them."""
     import random
 
-    from flowdrop_tui.core.records.event_lines import parse_lines
+    from flowdrop_tui.core.records.log.event_lines import parse_lines
 
     pieces = [
         b'{"t":"x","event":"a","n":1}',

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from flowdrop_tui.core import git, views
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_info import RunInfo, Status
+from flowdrop_tui.core.records.run_record.run_info import RunInfo, Status
 
 
 def commit(ws: Path, message: str) -> str:

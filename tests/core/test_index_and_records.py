@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_lines import parse_lines
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.log.event_lines import parse_lines
 from tests.conftest import CLI, events, wait_for, write_flow
 from tests.flow_bodies import adds_one_a_round
 
@@ -240,7 +240,7 @@ def test_a_resume_after_a_half_done_close_starts_with_no_request_pending(tmp_pat
     """Found by bench/kill9.py: `stop` of a paused run killed between its stop_requested
     and its `ended` left a stop "pending" in the fold after a later resume, so a pause
     of the resumed, live run was refused. The resumed process has no such request."""
-    from flowdrop_tui.core.records.run_fold import fold
+    from flowdrop_tui.core.records.run_record.run_fold import fold
 
     evs = [
         {"t": "1", "event": "created", "key": "k", "first_round": 1},

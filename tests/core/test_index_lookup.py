@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index
+from flowdrop_tui.core.records.listing import index
 from flowdrop_tui.core.run.start_plan import plan
 from tests.flow_bodies import ADDS_ONE_A_RUN
 

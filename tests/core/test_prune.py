@@ -20,7 +20,8 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import index, key_runs, trash
+from flowdrop_tui.core.records.listing import index, key_runs
+from flowdrop_tui.core.records.run_record import trash
 from flowdrop_tui.core.run import start_plan
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from flowdrop_tui.core import retention
 from flowdrop_tui.core.paths import LIVE_LOCK, Layout
-from flowdrop_tui.core.records.run_fold import list_run_ids
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids
 
 KEEPS = range(0, 7)
 KINDS = ("completed", "cancelled", "failed", "interrupted", "paused", "live")

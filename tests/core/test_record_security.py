@@ -18,9 +18,9 @@ from flowdrop_tui.core import git
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import event_log
-from flowdrop_tui.core.records.event_lines import parse_lines
-from flowdrop_tui.core.records.event_log import EventLog
+from flowdrop_tui.core.records.log import event_log
+from flowdrop_tui.core.records.log.event_lines import parse_lines
+from flowdrop_tui.core.records.log.event_log import EventLog
 from tests.conftest import CLI, events, paused_mid_run, wait_for, write_flow
 
 SESSIONS_FLOW = """

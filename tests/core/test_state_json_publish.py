@@ -1,4 +1,4 @@
-"""``state.json`` written again at every key set, the plain way (records/state_log.py's
+"""``state.json`` written again at every key set, the plain way (records/flow_state/state_log.py's
 ``Keeper``): a new file renamed over, not synced — the state log is the durable copy.
 
 What a reader of the file sees: each save whole when the key set returns; a reader
@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.records.state import StateFile
+from flowdrop_tui.core.records.flow_state.state import StateFile
 
 RUN = "20261202T000000.000Z-abcdef"
 
@@ -58,7 +58,7 @@ def test_readers_reading_all_the_time_never_see_a_torn_or_older_state(tmp_path: 
     writer = textwrap.dedent(
         f"""
         from pathlib import Path
-        from flowdrop_tui.core.records.state import StateFile
+        from flowdrop_tui.core.records.flow_state.state import StateFile
         store = StateFile(Path({str(folder)!r}) / "state.json")
         s = store.state("k")
         for n in range(1, 4001):

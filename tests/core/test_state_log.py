@@ -1,4 +1,4 @@
-"""The run's state log (records/state_log.py; issue 28): a key set durable at one flush.
+"""The run's state log (records/flow_state/state_log.py; issue 28): a key set durable at one flush.
 
 What a power cut can leave is tested by bench/powercut.py (tests/harnesses/test_powercut.py); here,
 the rules that make it hold: the newest whole record wins, a torn or foreign one never
@@ -20,8 +20,8 @@ import pytest
 
 from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.files import locks
-from flowdrop_tui.core.records import state_log
-from flowdrop_tui.core.records.state import StateFile, read_run_states
+from flowdrop_tui.core.records.flow_state import state_log
+from flowdrop_tui.core.records.flow_state.state import StateFile, read_run_states
 from tests.conftest import wait_for
 
 RUN = "20261202T000000.000Z-abcdef"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from flowdrop_tui.core.records.usage import Usage, read_usage, total
+from flowdrop_tui.core.records.spend.usage import Usage, read_usage, total
 from flowdrop_tui.core.sessions.claude import folder_name, project_folder
 from tests.conftest import CLI, write_flow
 from tests.flow_bodies import DOES_NOTHING

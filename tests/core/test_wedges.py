@@ -476,7 +476,7 @@ BIG_RESULT = """
 
 def _follow(ws: Path, run_id: str) -> Any:
     from flowdrop_tui.core.paths import Layout
-    from flowdrop_tui.core.records.follow import RunFollower
+    from flowdrop_tui.core.records.run_record.follow import RunFollower
 
     return RunFollower(Layout(ws), run_id).poll(history=True)
 

@@ -13,7 +13,7 @@ import pytest
 from flowdrop_tui.core import inbox
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.event_log import EventLog
+from flowdrop_tui.core.records.log.event_log import EventLog
 from tests.conftest import CLI, wait_for, write_flow
 from tests.gates.test_ask_answer import paused_on_question, released
 

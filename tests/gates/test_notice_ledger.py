@@ -21,7 +21,7 @@ import pytest
 from flowdrop_tui.core.control import notify
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records import mirror
-from flowdrop_tui.core.records.event_log import EventLog
+from flowdrop_tui.core.records.log.event_log import EventLog
 from flowdrop_tui.core.run import notices
 from tests.conftest import wait_for
 from tests.gates.test_notices import SINK, received
@@ -193,7 +193,7 @@ def test_a_worker_starting_takes_up_the_retries_its_last_run_left(tmp_path: Path
     """A worker stopped while a sink's retry waited in its folder for a space: the next
     worker of that home tries it again at its start, not only at the space's next notice."""
     from flowdrop_tui.core.control import notice_retries
-    from flowdrop_tui.core.remote.notify_settings import resume_senders
+    from flowdrop_tui.core.remote.postgres.notify_settings import resume_senders
 
     out = tmp_path / "notices.jsonl"
     home = tmp_path / "home"

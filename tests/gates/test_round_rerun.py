@@ -151,7 +151,7 @@ def test_a_gate_recorded_before_its_tie_still_gets_its_answer_to_its_question() 
     """A run paused on a question by the code before (``gate_opened`` with no ``ask`` nor
     ``in_round``) and answered after an upgrade: its answer goes to the first ``ask`` of
     that question, not to another question, and is not closed as the round begins."""
-    from flowdrop_tui.core.records.run_fold import fold
+    from flowdrop_tui.core.records.run_record.run_fold import fold
     from flowdrop_tui.core.run.notices import Answers
 
     info = fold(

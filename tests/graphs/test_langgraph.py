@@ -32,7 +32,7 @@ from langgraph.graph import START, StateGraph
 
 from flowdrop_tui.core.errors import InvalidNameError, NotFoundError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_fold import load_run
 from flowdrop_tui.langgraph import FlowdropSaver
 from flowdrop_tui.langgraph.thread_log import ThreadLog
 from tests.conftest import CLI, REPO, events, state_of, wait_for

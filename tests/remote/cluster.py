@@ -201,7 +201,7 @@ class Client:
         in remote mode; done here too so these tests do not depend on it)."""
         from flowdrop_tui.core.paths import Layout
         from flowdrop_tui.core.remote import replica
-        from flowdrop_tui.core.remote.store import PostgresStore
+        from flowdrop_tui.core.remote.postgres.store import PostgresStore
 
         store = PostgresStore(self.postgres, self.space)
         try:

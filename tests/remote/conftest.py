@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.remote.servers import PostgresServer, new_space
 
 HERE = Path(__file__).parent

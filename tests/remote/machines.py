@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.write_through import RunTicket, ship_output
+from flowdrop_tui.core.remote.daemon.write_through import RunTicket, ship_output
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.conftest import wait_for, write_flow
 
 GIT_ENV = {

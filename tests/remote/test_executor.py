@@ -12,7 +12,7 @@ import pytest
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.mode import REMOTE_RUN_ENV, LocalMode, choose
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote.activities import check_request
+from flowdrop_tui.core.remote.daemon.activities import check_request
 from flowdrop_tui.core.remote.workflow import FlowInput
 
 CONFIG = (
@@ -73,7 +73,7 @@ def test_local_stop_and_detached_run_never_import_the_remote_drivers(tmp_path: P
 
 def test_the_run_child_variable_is_the_mirrors() -> None:
     """Guards against the executor's local check and the mirror naming two variables."""
-    from flowdrop_tui.core.remote import write_through
+    from flowdrop_tui.core.remote.daemon import write_through
 
     assert REMOTE_RUN_ENV == write_through.ENV_VAR
 

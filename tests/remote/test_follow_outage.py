@@ -13,7 +13,7 @@ import pytest
 
 from flowdrop_tui import cli
 from flowdrop_tui.core.remote import reading
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.conftest import wait_for
 from tests.remote.machines import Machine, WorkerChild, clone, make_origin
 from tests.remote.servers import PostgresServer, TcpProxy

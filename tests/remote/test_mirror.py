@@ -16,10 +16,9 @@ import pytest
 
 from flowdrop_tui.core.paths import OUTPUT
 from flowdrop_tui.core.records import mirror as records_mirror
-from flowdrop_tui.core.records import state_log
-from flowdrop_tui.core.records.state import StateFile, read_run_states
-from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.write_through import (
+from flowdrop_tui.core.records.flow_state import state_log
+from flowdrop_tui.core.records.flow_state.state import StateFile, read_run_states
+from flowdrop_tui.core.remote.daemon.write_through import (
     ENV_VAR,
     RemoteMirror,
     RunTicket,
@@ -27,6 +26,7 @@ from flowdrop_tui.core.remote.write_through import (
     record_files,
     ship_output,
 )
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.conftest import wait_for, write_flow
 from tests.remote.servers import TcpProxy
 

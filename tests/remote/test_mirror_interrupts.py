@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from flowdrop_tui.core.records import mirror
-from flowdrop_tui.core.records.event_log import EventLog
-from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.write_through import RemoteMirror, RunTicket
+from flowdrop_tui.core.records.log.event_log import EventLog
+from flowdrop_tui.core.remote.daemon.write_through import RemoteMirror, RunTicket
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.run.signals import RunSignals
 
 RUN = "20261206T070000.000Z-c0ffee"

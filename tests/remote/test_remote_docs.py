@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from flowdrop_tui.core.remote import schema, shared_files, shared_pins
+from flowdrop_tui.core.remote import shared_pins
+from flowdrop_tui.core.remote.postgres import schema, shared_files
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "remote.md"
 TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")

@@ -12,7 +12,7 @@ import pytest
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.mode import choose
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.temporal_client import TemporalUnreachableError
 from flowdrop_tui.core.run import forecast
 from tests.flow_bodies import counts_rounds

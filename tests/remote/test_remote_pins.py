@@ -13,7 +13,7 @@ from flowdrop_tui.core.errors import InvalidNameError, NotFoundError
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import shared_pins
 from flowdrop_tui.core.remote.config import RemoteConfig
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 
 RUN_A = "20261130T100000.000Z-aaaaaa"
 RUN_B = "20261130T100100.000Z-bbbbbb"

@@ -16,7 +16,7 @@ import pytest
 
 from flowdrop_tui import cli
 from flowdrop_tui.core.remote import reading
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.conftest import wait_for
 from tests.flow_bodies import adds_one_a_round, counts_rounds
 from tests.remote.machines import (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.remote.cluster import Cluster, make_client, wait_for
 from tests.remote.git_origin import git
 

@@ -11,8 +11,8 @@ import pytest
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.remote_mode import RemoteMode
-from flowdrop_tui.core.remote.store import PostgresStore
 from flowdrop_tui.tui.app import FlowdropApp
 from flowdrop_tui.tui.screens.prune_modal import PruneModal, offer_prune
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar

@@ -14,10 +14,10 @@ from textual.widgets import Static
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.remote.daemon.write_through import RunTicket
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.remote_mode import RemoteMode
-from flowdrop_tui.core.remote.start_requests import StartTable
-from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.write_through import RunTicket
+from flowdrop_tui.core.remote.start.start_requests import StartTable
 from flowdrop_tui.tui.app import FlowdropApp
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 from tests.conftest import write_flow

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import config, reading
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from tests.remote.cluster import COUNTER, Cluster, make_client

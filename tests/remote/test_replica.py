@@ -13,10 +13,10 @@ import orjson
 import pytest
 
 from flowdrop_tui.core.paths import REMOTE_LIVE, Layout
-from flowdrop_tui.core.records.liveness import live_pid, local_pid
+from flowdrop_tui.core.records.run_record.liveness import live_pid, local_pid
+from flowdrop_tui.core.remote.daemon.write_through import RunTicket, record_files, ship_output
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.replica import CURSOR, Follower, sync
-from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.write_through import RunTicket, record_files, ship_output
 from tests.conftest import CLI, wait_for, write_flow
 
 ROUNDS = """

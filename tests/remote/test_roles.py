@@ -16,8 +16,9 @@ import orjson
 import psycopg
 import pytest
 
-from flowdrop_tui.core.remote import grants, shared_files, shared_pins
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote import shared_pins
+from flowdrop_tui.core.remote.postgres import grants, shared_files
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.remote.cluster import COUNTER, Client, Cluster, make_client, wait_for
 from tests.remote.servers import new_space
 

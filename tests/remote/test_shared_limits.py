@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import limit_windows, mirror
-from flowdrop_tui.core.remote.write_through import RemoteMirror, RunTicket
+from flowdrop_tui.core.records import mirror
+from flowdrop_tui.core.records.spend import limit_windows
+from flowdrop_tui.core.remote.daemon.write_through import RemoteMirror, RunTicket
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

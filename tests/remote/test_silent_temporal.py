@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.temporal_client import CONNECT_LIMIT
 from tests.flow_bodies import counts_rounds
 from tests.remote.machines import Machine, WorkerChild, clone, make_origin

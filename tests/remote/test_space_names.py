@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flowdrop_tui.core.remote.config import space_of_origin
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.flow_bodies import adds_one_a_round
 from tests.remote.machines import Machine, WorkerChild, clone, make_origin
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flowdrop_tui.core.remote.config import space_of_origin
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.remote.cluster import COUNTER, Client, Cluster, wait_for
 from tests.remote.git_origin import make_origin
 

@@ -1,4 +1,4 @@
-"""A start asked through PostgreSQL (``core/remote/start_requests.py``; docs/decisions.md,
+"""A start asked through PostgreSQL (``core/remote/start/start_requests.py``; docs/decisions.md,
 "Remote mode: a start asked through PostgreSQL"): the request's row decides, so a start
 is run once or refused whoever dies when. Real PostgreSQL; the last three tests real
 Temporal and real ``flowdrop-tui worker`` processes, killed with SIGKILL."""
@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.remote.start_requests import StartTable
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
+from flowdrop_tui.core.remote.start.start_requests import StartTable
 from flowdrop_tui.core.remote.workflow import LEASE_GONE
 from tests.remote.cluster import COUNTER, Client, Cluster, make_client, wait_for
 

@@ -11,14 +11,14 @@ import psycopg
 import pytest
 
 from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError
-from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
-from flowdrop_tui.core.remote.schema import SCHEMA_VERSION
-from flowdrop_tui.core.remote.store import (
+from flowdrop_tui.core.remote.postgres.schema import SCHEMA_VERSION
+from flowdrop_tui.core.remote.postgres.store import (
     Fenced,
     PostgresStore,
     StoreConflictError,
     StoreError,
 )
+from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
 from tests.conftest import wait_for
 from tests.remote.servers import free_port
 

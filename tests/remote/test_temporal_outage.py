@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.workflow import HEARTBEAT_TIMEOUT
 from tests.contract.test_workflow_replay import closed_histories, record, replay
 from tests.remote.cluster import COUNTER, Client, Cluster, make_client, wait_for

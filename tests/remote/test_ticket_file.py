@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from flowdrop_tui.core.remote.store import PostgresStore
-from flowdrop_tui.core.remote.write_through import ENV_VAR, TICKET_FILE, flow_env
+from flowdrop_tui.core.remote.daemon.write_through import ENV_VAR, TICKET_FILE, flow_env
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from tests.conftest import write_flow
 from tests.remote.test_mirror import assert_mirrored, only_run, ticket_for
 

@@ -1,4 +1,4 @@
-"""A worker's warm run process (``core/remote/warm.py``): the run child of the next
+"""A worker's warm run process (``core/remote/daemon/warm.py``): the run child of the next
 start, loaded ahead of it. Local workspaces here: what is tested is that the warm
 process becomes exactly the child a cold start makes (its workspace, its path, the
 environment the start gives, the handshake), and when it must not be used."""
@@ -14,7 +14,7 @@ import orjson
 
 from flowdrop_tui.core.control.launch import launch_process
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote.warm import WarmChild
+from flowdrop_tui.core.remote.daemon.warm import WarmChild
 from tests.conftest import wait_for, write_flow
 
 # The flow says where it runs, what it sees, and what process it is.

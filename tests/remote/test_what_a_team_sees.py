@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flowdrop_tui.core.remote.start_requests import StartTable, new_id
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
+from flowdrop_tui.core.remote.start.start_requests import StartTable, new_id
 from tests.conftest import write_flow
 from tests.flow_bodies import counts_rounds
 from tests.remote.cluster import COUNTER, Cluster, make_client, wait_for

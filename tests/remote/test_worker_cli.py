@@ -58,7 +58,7 @@ def test_a_worker_whose_temporal_server_is_not_there_says_so(tmp_path: Path) -> 
 
 def test_two_workers_never_share_a_home(tmp_path: Path) -> None:
     """Guards against a second worker sweeping (or mixing up) the first one's worktrees."""
-    from flowdrop_tui.core.remote.worker import hold_home
+    from flowdrop_tui.core.remote.daemon.worker import hold_home
 
     home = tmp_path / "home"
     home.mkdir()

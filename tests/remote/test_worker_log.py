@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from flowdrop_tui.core.remote.daemon.worker_log import PlainFormatter, Repeats
 from flowdrop_tui.core.remote.remote_errors import Fenced
-from flowdrop_tui.core.remote.worker_log import PlainFormatter, Repeats
 from tests.remote.cluster import COUNTER, Cluster, make_client, wait_for
 from tests.remote.temporal_server import DevServer
 

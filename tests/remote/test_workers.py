@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.workflow import HEARTBEAT_TIMEOUT
 from tests.remote.cluster import COUNTER, Client, Cluster, gated, make_client, wait_for
 

@@ -10,7 +10,7 @@ import pytest
 from flowdrop_tui.core import git as core_git
 from flowdrop_tui.core.errors import InvalidNameError
 from flowdrop_tui.core.git import run_ref
-from flowdrop_tui.core.remote.worktrees import (
+from flowdrop_tui.core.remote.daemon.worktrees import (
     MirrorWorktrees,
     NotOnOriginError,
     sweep,

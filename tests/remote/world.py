@@ -35,7 +35,7 @@ from tests.remote.git_origin import GIT_ENV, commit_all, make_origin
 from tests.remote.netns import Netns
 
 if TYPE_CHECKING:
-    from flowdrop_tui.core.remote.store import PostgresStore
+    from flowdrop_tui.core.remote.postgres.store import PostgresStore
 
 MACHINE_ENV = "FLOWDROP_TEST_MACHINE"
 
@@ -222,7 +222,7 @@ class RemoteWorld:
     def store(self) -> PostgresStore:
         """A store on this world's space, reached from the host (loopback)."""
         if self._store is None:
-            from flowdrop_tui.core.remote.store import PostgresStore
+            from flowdrop_tui.core.remote.postgres.store import PostgresStore
 
             self._store = PostgresStore(self.postgres_url("127.0.0.1"), self.space)
             self._store.ensure_schema()

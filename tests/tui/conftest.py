@@ -11,8 +11,8 @@ import pytest
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import TerminalSnapshotError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import LIVE
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from typing import Any
 from textual.widgets import Input, Static
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import Status
 from flowdrop_tui.tui.app import FlowdropApp
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from flowdrop_tui.tui.screens.raise_budget_modal import RaiseBudgetModal

@@ -8,7 +8,7 @@ from pathlib import Path
 from textual.widgets import Static
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import list_run_ids
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids
 from flowdrop_tui.tui.screens.diff_screen import DiffScreen
 from tests.conftest import CLI
 from tests.tui.tui_helpers import RecordingApp, until

@@ -10,8 +10,8 @@ from pathlib import Path
 from textual.widgets import Button, DataTable, Input
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import Status
 from flowdrop_tui.tui.screens.answer_modal import AnswerModal
 from flowdrop_tui.tui.screens.inbox_screen import InboxScreen
 from flowdrop_tui.tui.screens.raise_budget_modal import RaiseBudgetModal

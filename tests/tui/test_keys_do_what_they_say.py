@@ -20,8 +20,8 @@ from textual.widgets import Button
 
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import ENDED, Status
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import ENDED, Status
 from flowdrop_tui.tui.screens.close_run_modal import CloseRunModal
 from flowdrop_tui.tui.screens.help_screen import HelpScreen
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar

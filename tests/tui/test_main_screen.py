@@ -157,7 +157,7 @@ async def test_git_facts_are_shown_for_a_repository(
 def test_state_changes_since_the_source_are_plain_data(workspace: Path) -> None:
     """Guards what the detail pane is built from: added, changed and removed keys."""
     from flowdrop_tui.core import views
-    from flowdrop_tui.core.records.run_fold import load_run
+    from flowdrop_tui.core.records.run_record.run_fold import load_run
 
     seed_run(workspace, "20260817T010000.000Z-cccccc", "alpha", state={"a": 1, "b": 2})
     seed_run(

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import Button
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import list_run_ids
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from flowdrop_tui.tui.widgets.event_feed import feed_lines
 from tests.conftest import CLI

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import ENDED, Status
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import ENDED, Status
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal, describe_plan
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 from tests.conftest import CLI, events

@@ -8,7 +8,7 @@ from pathlib import Path
 from textual.widgets import Static
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import pins
+from flowdrop_tui.core.records.listing import pins
 from flowdrop_tui.tui.screens.prune_modal import PruneModal
 from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar
 from tests.seeded_records import reindex, seed_run

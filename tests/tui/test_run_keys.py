@@ -12,8 +12,8 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Static
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import ENDED, Status
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import ENDED, Status
 from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
 from flowdrop_tui.tui.screens.pick_up_modal import PickUpModal
 from flowdrop_tui.tui.widgets.run_detail import RunDetail

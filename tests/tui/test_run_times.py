@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_fold import load_run
 from flowdrop_tui.format import run_times
 from tests.seeded_records import reindex, seed_run
 from tests.tui.tui_helpers import RecordingApp, settled, until

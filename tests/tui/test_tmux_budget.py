@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import Status
 from tests.conftest import CLI, events, wait_for
 from tests.tui.test_tmux import Tmux, open_ui
 

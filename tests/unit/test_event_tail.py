@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 
-from flowdrop_tui.core.records.event_lines import read_events
-from flowdrop_tui.core.records.tail import EventTail
+from flowdrop_tui.core.records.log.event_lines import read_events
+from flowdrop_tui.core.records.log.tail import EventTail
 
 
 def line(n: int) -> bytes:

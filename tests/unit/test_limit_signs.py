@@ -18,8 +18,8 @@ import pytest
 
 from flowdrop_tui.core.errors import LinkRefusedError
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import limit_windows
-from flowdrop_tui.core.records.budget import check_limit_wait
+from flowdrop_tui.core.records.spend import limit_windows
+from flowdrop_tui.core.records.spend.budget import check_limit_wait
 from flowdrop_tui.core.sessions.limit_signs import (
     Limited,
     claude_limit,

@@ -1,4 +1,4 @@
-"""A run's record folded into what the faces show (``records/run_fold.py``): its
+"""A run's record folded into what the faces show (``records/run_record/run_fold.py``): its
 status — checked against liveness —, rounds, source, requests and position, read from
 records seeded as the engine writes them, in this process."""
 
@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 
 from flowdrop_tui.core.paths import REMOTE_LIVE, Layout
-from flowdrop_tui.core.records.run_fold import list_run_ids, load_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import Status
 from tests.seeded_records import seed_run
 
 RUN = "20260817T010000.000Z-aaaaaa"

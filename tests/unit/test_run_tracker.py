@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_info import RunInfo, Status
+from flowdrop_tui.core.records.run_record.run_info import RunInfo, Status
 from flowdrop_tui.tui.run_tracker import GIT_EVERY, RunTracker
 
 RUN = "20260817T010000.000Z-aaaaaa"

@@ -11,7 +11,7 @@ import pytest
 
 from flowdrop_tui.core.errors import UnusableStateError
 from flowdrop_tui.core.files.atomic import write_atomic
-from flowdrop_tui.core.records.state import StateFile, read_run_states, read_states
+from flowdrop_tui.core.records.flow_state.state import StateFile, read_run_states, read_states
 
 
 def _file(tmp_path: Path) -> tuple[StateFile, list[str]]:

@@ -15,9 +15,9 @@ from flowdrop_tui.core.errors import (
     UsageError,
 )
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.liveness import live_pid
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import RunInfo
+from flowdrop_tui.core.records.run_record.liveness import live_pid
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import RunInfo
 
 
 def still_open(info: RunInfo, gate_id: str | None) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from flowdrop_tui.core.control.gates import wait_released
 from flowdrop_tui.core.control.verbs import check_resumable
 from flowdrop_tui.core.errors import FlowdropError, error_for
 from flowdrop_tui.core.paths import OUTPUT, Layout
-from flowdrop_tui.core.records.event_log import who
+from flowdrop_tui.core.records.log.event_log import who
 
 # -- the parent's end ------------------------------------------------------------------
 

@@ -28,13 +28,13 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import datasync
 from flowdrop_tui.core.files.regular import open_regular
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.event_lines import parse_lines
-from flowdrop_tui.core.records.event_log import EventLog, who
-from flowdrop_tui.core.records.folder import refuse_links, unwritable
-from flowdrop_tui.core.records.liveness import local_pid
-from flowdrop_tui.core.records.run_fold import fold_run, load_run
-from flowdrop_tui.core.records.run_info import ENDED, LIVE, RunInfo, Status
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.log.event_lines import parse_lines
+from flowdrop_tui.core.records.log.event_log import EventLog, who
+from flowdrop_tui.core.records.run_record.folder import refuse_links, unwritable
+from flowdrop_tui.core.records.run_record.liveness import local_pid
+from flowdrop_tui.core.records.run_record.run_fold import fold_run, load_run
+from flowdrop_tui.core.records.run_record.run_info import ENDED, LIVE, RunInfo, Status
 
 
 class Action(StrEnum):

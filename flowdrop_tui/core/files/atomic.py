@@ -12,7 +12,7 @@ without a journal report the same ``statfs`` magic and got it anyway, and a powe
 cut there published half of one save over half of another. The plain way needs no
 journal (the bytes are synced before the rename, and the rename before we return).
 A key set publishes ``state.json`` this same way without the syncs
-(``durable=False``): its durability is the state log's (``records/state_log.py``).
+(``durable=False``): its durability is the state log's (``records/flow_state/state_log.py``).
 
 Reaching the disk: ``fsync`` on macOS hands the bytes to the drive, whose cache a
 power cut empties; only ``fcntl(F_FULLFSYNC)`` asks the drive to write them. Every

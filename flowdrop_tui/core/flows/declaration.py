@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from flowdrop_tui.core.errors import FlowLoadError
-from flowdrop_tui.core.records.budget import Limits, check_budget, check_limit_wait
-from flowdrop_tui.core.records.progress import DEFAULT_STALL, check_stall, check_stall_on
+from flowdrop_tui.core.records.spend.budget import Limits, check_budget, check_limit_wait
+from flowdrop_tui.core.records.spend.progress import DEFAULT_STALL, check_stall, check_stall_on
 from flowdrop_tui.core.times import now_iso
 
 F = TypeVar("F", bound=Callable[..., Any])

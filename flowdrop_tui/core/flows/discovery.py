@@ -336,7 +336,7 @@ def _declared(budget: Any) -> dict[str, Any]:
     declare none, and the first frame lists them without importing the budget rules."""
     if not budget:
         return {}
-    from flowdrop_tui.core.records.budget import clean_limits
+    from flowdrop_tui.core.records.spend.budget import clean_limits
 
     return clean_limits(budget)
 

@@ -1,5 +1,5 @@
 """The records layer's one seam for remote mode: every write to a run's record,
-offered to a mirror that writes it through (``core/remote/write_through.py``).
+offered to a mirror that writes it through (``core/remote/daemon/write_through.py``).
 
 Local mode installs nothing, so each write pays one ``None`` check. With a mirror
 installed the writers call it synchronously, after their own write and before they
@@ -58,7 +58,7 @@ class SharedFile(Protocol):
 
 class Mirror(Protocol):
     # Whether what the mirror is given is durable when its call returns (PostgreSQL's
-    # commit): a key set then skips the local state log's flush (records/state_log.py).
+    # commit): a key set then skips the local state log's flush (records/flow_state/state_log.py).
     keeps_durably: bool
 
     def wrote(self, path: Path, data: bytes) -> None: ...

@@ -102,7 +102,7 @@ def sync_once(layout: Layout, config: RemoteConfig) -> None:
     import psycopg
 
     from flowdrop_tui.core.remote import replica, shared_pins
-    from flowdrop_tui.core.remote.store import PostgresStore
+    from flowdrop_tui.core.remote.postgres.store import PostgresStore
 
     store = PostgresStore(config.postgres, config.space)
     try:

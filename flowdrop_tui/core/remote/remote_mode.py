@@ -18,13 +18,14 @@ from flowdrop_tui.core import retention
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.flows.discovery import FlowRef
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.liveness import remote_holder
-from flowdrop_tui.core.remote import grants, reading
+from flowdrop_tui.core.records.run_record.liveness import remote_holder
+from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
+from flowdrop_tui.core.remote.postgres import grants
 from flowdrop_tui.core.run.forecast import StartOptions
 
 if TYPE_CHECKING:  # temporalio: imported when stop or pause first needs it
-    from flowdrop_tui.core.remote.start_client import StartClient
+    from flowdrop_tui.core.remote.start.start_client import StartClient
     from flowdrop_tui.core.remote.temporal_executor import TemporalExecutor
 
 
@@ -34,11 +35,11 @@ class RemoteMode:
     poll_every = 0.5
 
     def __init__(self, layout: Layout, settings: RemoteConfig) -> None:
-        from flowdrop_tui.core.remote import spaces
+        from flowdrop_tui.core.remote.postgres import spaces
 
         self.layout = layout
         # A space derived as it was before URLs were normalised, while only it holds
-        # runs: used, and said with every read and start (core/remote/spaces.py).
+        # runs: used, and said with every read and start (core/remote/postgres/spaces.py).
         self.settings, note = spaces.settle(settings)
         self.notes = [note] if note else []
         # Made on first use: reads never load temporalio, starts neither (they are
@@ -64,7 +65,7 @@ class RemoteMode:
 
     def _start_client(self, say: Callable[[str], None] | None) -> StartClient:
         if self._starts is None:
-            from flowdrop_tui.core.remote.start_client import StartClient
+            from flowdrop_tui.core.remote.start.start_client import StartClient
 
             self._starts = StartClient(self.layout, self.settings)
         self._starts.say = say

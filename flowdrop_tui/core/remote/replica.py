@@ -6,7 +6,7 @@ applied (kept in ``.flowdrop/cache/remote-replica.json``) and makes the files un
 files replaced atomically, appends in offset order (up to a gap, an append whose
 predecessor has not committed yet: the rest comes with the next sync), a new record
 built in its hidden ``.new-`` folder and renamed into place, a pruned one removed.
-Liveness is the marker ``remote-live.json`` (``records/liveness.py``), written and
+Liveness is the marker ``remote-live.json`` (``records/run_record/liveness.py``), written and
 removed from PostgreSQL's ``fd_runs`` only: the replica never writes a run record,
 and never repairs one (a run whose marker went and that has no end reads as
 interrupted, as after a ``kill -9`` here). The index and ``keys/<key>.runs`` are
@@ -45,11 +45,12 @@ from flowdrop_tui.core.paths import (
     SESSIONS,
     Layout,
 )
-from flowdrop_tui.core.records import index, key_runs, run_fold, trash, worker_mark
-from flowdrop_tui.core.records.event_lines import events_named, read_first_event
-from flowdrop_tui.core.records.folder import hidden_folder
-from flowdrop_tui.core.remote import queued_sync
-from flowdrop_tui.core.remote.store import CHANNEL, Change, PostgresStore
+from flowdrop_tui.core.records.listing import index, key_runs
+from flowdrop_tui.core.records.log.event_lines import events_named, read_first_event
+from flowdrop_tui.core.records.run_record import run_fold, trash, worker_mark
+from flowdrop_tui.core.records.run_record.folder import hidden_folder
+from flowdrop_tui.core.remote.postgres import queued_sync
+from flowdrop_tui.core.remote.postgres.store import CHANNEL, Change, PostgresStore
 
 CURSOR = "remote-replica.json"
 LOCK = "remote-replica.lock"

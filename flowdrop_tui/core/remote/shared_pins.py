@@ -1,6 +1,6 @@
 """Pins in remote mode: one table in PostgreSQL, copied into each replica's ``pins/``.
 
-Locally a pin is an empty file ``.flowdrop/pins/<run-id>`` (``core/records/pins.py``).
+Locally a pin is an empty file ``.flowdrop/pins/<run-id>`` (``core/records/listing/pins.py``).
 Remotely it must reach every machine, so the truth is a row of ``fd_pins``
 (``space``, ``run_id``); each sync makes the replica's ``pins/`` folder hold exactly
 the space's pins, so ``runs``, ``show`` and prune's rules (``core/retention.py``)
@@ -25,7 +25,7 @@ import psycopg
 from flowdrop_tui.core.errors import NotFoundError, RecordsUnwritableError
 from flowdrop_tui.core.paths import RUN_ID_RE, Layout, check_run_ref
 from flowdrop_tui.core.remote.config import RemoteConfig
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fd_pins (

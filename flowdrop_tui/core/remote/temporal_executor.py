@@ -23,13 +23,14 @@ from temporalio.service import RPCError
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError, error_for
 from flowdrop_tui.core.paths import Layout, check_run_ref
-from flowdrop_tui.core.records.event_log import who
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import LIVE, RunInfo, Status
-from flowdrop_tui.core.remote import controls, reading
+from flowdrop_tui.core.records.log.event_log import who
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE, RunInfo, Status
+from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
-from flowdrop_tui.core.remote.start_client import StartClient
-from flowdrop_tui.core.remote.store import PostgresStore
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
+from flowdrop_tui.core.remote.start import controls
+from flowdrop_tui.core.remote.start.start_client import StartClient
 from flowdrop_tui.core.remote.temporal_client import connect, within
 from flowdrop_tui.core.remote.workflow import (
     DELIVER_LIMIT,
@@ -97,7 +98,7 @@ class TemporalExecutor:
         to answer from (it is not live)."""
         check_run_ref(run_id)
         # Asked through PostgreSQL first: its grants refuse a viewer here, and the
-        # holding worker acts only on this row (core/remote/controls.py).
+        # holding worker acts only on this row (core/remote/start/controls.py).
         store = PostgresStore(self.settings.postgres, self.settings.space)
         try:  # one connection for the row, the run's liveness and the withdrawal
             control = controls.ask(store, run_id, verb)

@@ -70,7 +70,7 @@ class FlowInput:
     run: str | None = None  # the paused run, for RESUME and CLOSE
     snapshot: str | None = None  # ``run --snapshot FILE``: the file's text (not on the worker)
     branch: str | None = None  # the client's branch (None: detached), recorded by the run
-    start: str | None = None  # the request's id in fd_starts (core/remote/start_requests.py)
+    start: str | None = None  # the request's id in fd_starts (core/remote/start/start_requests.py)
     settled: list[str] = field(default_factory=list)  # runs of the key the client saw stopped
 
 
@@ -78,7 +78,7 @@ class FlowInput:
 class ControlRequest:
     verb: str  # "stop" | "stop_now" | "pause"
     by: dict[str, Any] = field(default_factory=dict)
-    control: str | None = None  # its fd_controls row (core/remote/controls.py)
+    control: str | None = None  # its fd_controls row (core/remote/start/controls.py)
 
 
 @dataclass

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.budget import ChainBudget, Reached
-from flowdrop_tui.core.records.run_fold import KeptFold
+from flowdrop_tui.core.records.run_record.run_fold import KeptFold
+from flowdrop_tui.core.records.spend.budget import ChainBudget, Reached
 
 
 class BudgetMeter:

@@ -14,10 +14,10 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.declaration import error_info, load_flow
 from flowdrop_tui.core.flows.discovery import resolve_flow
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.run_info import Status
-from flowdrop_tui.core.records.spending import chain_usage_field
-from flowdrop_tui.core.records.state import StateFile
+from flowdrop_tui.core.records.flow_state.state import StateFile
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.run_record.run_info import Status
+from flowdrop_tui.core.records.run_record.spending import chain_usage_field
 from flowdrop_tui.core.run.context import RunContext, RunHost
 from flowdrop_tui.core.run.creation import take_key
 from flowdrop_tui.core.run.frame import Frame

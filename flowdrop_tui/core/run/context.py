@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.event_log import EventLog
-from flowdrop_tui.core.records.state import State
+from flowdrop_tui.core.records.flow_state.state import State
+from flowdrop_tui.core.records.log.event_log import EventLog
 from flowdrop_tui.core.run.frame import Frame, Loop
 from flowdrop_tui.core.sessions.session_opening import SessionResult, open_session
 

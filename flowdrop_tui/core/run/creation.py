@@ -34,12 +34,13 @@ from flowdrop_tui.core.paths import (
     STATE,
     Layout,
 )
-from flowdrop_tui.core.records import index, key_runs, mirror
-from flowdrop_tui.core.records.event_log import RECORD_VERSION, EventLog
-from flowdrop_tui.core.records.folder import hidden_folder, unwritable
-from flowdrop_tui.core.records.run_info import Status
-from flowdrop_tui.core.records.spending import chain_usage_field
-from flowdrop_tui.core.records.state import encode
+from flowdrop_tui.core.records import mirror
+from flowdrop_tui.core.records.flow_state.state import encode
+from flowdrop_tui.core.records.listing import index, key_runs
+from flowdrop_tui.core.records.log.event_log import RECORD_VERSION, EventLog
+from flowdrop_tui.core.records.run_record.folder import hidden_folder, unwritable
+from flowdrop_tui.core.records.run_record.run_info import Status
+from flowdrop_tui.core.records.run_record.spending import chain_usage_field
 from flowdrop_tui.core.run.start_plan import StartPlan
 
 

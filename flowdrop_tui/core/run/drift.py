@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from flowdrop_tui.core import git
-from flowdrop_tui.core.records.run_info import RunInfo, Status
+from flowdrop_tui.core.records.run_record.run_info import RunInfo, Status
 
 
 @dataclass

@@ -22,12 +22,12 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info, print_flow_traceback
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
-from flowdrop_tui.core.records import index
-from flowdrop_tui.core.records.budget import LIMIT_WAIT
-from flowdrop_tui.core.records.event_log import EventLog
-from flowdrop_tui.core.records.progress import Streaks
-from flowdrop_tui.core.records.run_info import Status
-from flowdrop_tui.core.records.state import StateFile
+from flowdrop_tui.core.records.flow_state.state import StateFile
+from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.log.event_log import EventLog
+from flowdrop_tui.core.records.run_record.run_info import Status
+from flowdrop_tui.core.records.spend.budget import LIMIT_WAIT
+from flowdrop_tui.core.records.spend.progress import Streaks
 from flowdrop_tui.core.run import notices
 from flowdrop_tui.core.run.budget_meter import BudgetMeter
 from flowdrop_tui.core.run.calls import call_flow

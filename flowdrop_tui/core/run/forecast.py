@@ -34,10 +34,10 @@ from flowdrop_tui.core.flows.discovery import (
     resolve_flow,
 )
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.budget import ChainBudget, Limits, Reached, Used, effective
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import RunInfo
-from flowdrop_tui.core.records.state import read_run_states
+from flowdrop_tui.core.records.flow_state.state import read_run_states
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import RunInfo
+from flowdrop_tui.core.records.spend.budget import ChainBudget, Limits, Reached, Used, effective
 from flowdrop_tui.core.run.creation import key_is_taken, key_taken
 from flowdrop_tui.core.run.drift import Drift, GitReader, drift_from
 from flowdrop_tui.core.run.start_plan import StartPlan, plan

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from flowdrop_tui.core.records.state import State
+from flowdrop_tui.core.records.flow_state.state import State
 
 
 class StopRun(BaseException):

@@ -23,7 +23,7 @@ from typing import Any
 
 from flowdrop_tui.core import git
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.progress import COMPARED, digest, outcome_digest, value_digest
+from flowdrop_tui.core.records.spend.progress import COMPARED, digest, outcome_digest, value_digest
 from flowdrop_tui.core.tree_snapshots import Snapshots
 
 ERROR_SHOWN = 300  # characters of a failure's words kept in the record (its tail)

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from flowdrop_tui.core.control import notify
 from flowdrop_tui.core.paths import CYCLE, Layout
-from flowdrop_tui.core.records import event_lines, mirror
-from flowdrop_tui.core.records.event_log import EventLog
-from flowdrop_tui.core.records.run_fold import fold_run
-from flowdrop_tui.core.records.run_info import Status
+from flowdrop_tui.core.records import mirror
+from flowdrop_tui.core.records.log import event_lines
+from flowdrop_tui.core.records.log.event_log import EventLog
+from flowdrop_tui.core.records.run_record.run_fold import fold_run
+from flowdrop_tui.core.records.run_record.run_info import Status
 from flowdrop_tui.core.run.frame import Frame, PauseRun
 
 if TYPE_CHECKING:

@@ -24,10 +24,10 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.declaration import LoadedFlow, load_flow
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id
-from flowdrop_tui.core.records.event_log import EventLog, who
-from flowdrop_tui.core.records.folder import refuse_links, unwritable
-from flowdrop_tui.core.records.run_fold import answer_of
-from flowdrop_tui.core.records.state import StateFile, read_run_states
+from flowdrop_tui.core.records.flow_state.state import StateFile, read_run_states
+from flowdrop_tui.core.records.log.event_log import EventLog, who
+from flowdrop_tui.core.records.run_record.folder import refuse_links, unwritable
+from flowdrop_tui.core.records.run_record.run_fold import answer_of
 from flowdrop_tui.core.run.creation import create_record, created_event, take_key
 from flowdrop_tui.core.run.execution import Execution, Notify, quiet
 from flowdrop_tui.core.run.forecast import (

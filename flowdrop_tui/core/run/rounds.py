@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from flowdrop_tui.core.paths import CYCLE, Layout
-from flowdrop_tui.core.records.event_log import EventLog
-from flowdrop_tui.core.records.progress import Streaks
-from flowdrop_tui.core.records.run_fold import fold_run
-from flowdrop_tui.core.records.state import StateFile
+from flowdrop_tui.core.records.flow_state.state import StateFile
+from flowdrop_tui.core.records.log.event_log import EventLog
+from flowdrop_tui.core.records.run_record.run_fold import fold_run
+from flowdrop_tui.core.records.spend.progress import Streaks
 from flowdrop_tui.core.run import notices
 from flowdrop_tui.core.run.budget_meter import BudgetMeter
 from flowdrop_tui.core.run.frame import Frame, Loop, PauseRun, StopRun, elapsed

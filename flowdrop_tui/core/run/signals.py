@@ -21,7 +21,7 @@ from typing import Any
 
 from flowdrop_tui.core.control import process, requests
 from flowdrop_tui.core.records import mirror
-from flowdrop_tui.core.records.event_log import EventLog
+from flowdrop_tui.core.records.log.event_log import EventLog
 
 STOP_NOW_GRACE = 10.0  # SPEC §10: killed if not ended this long after "stop now"
 WATCH_INTERVAL = 0.2

@@ -23,13 +23,18 @@ from flowdrop_tui.core.errors import (
     UsageError,
 )
 from flowdrop_tui.core.paths import CYCLE, RUN_ID_RE, Layout, check_run_ref
-from flowdrop_tui.core.records import index, key_runs, state_log
-from flowdrop_tui.core.records.budget import Used
-from flowdrop_tui.core.records.event_log import side_value
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import ENDED, LIVE, TERMINAL, RunInfo, Status
-from flowdrop_tui.core.records.snapshot import ensure_resumable, read_snapshot_file, seed_next_turn
-from flowdrop_tui.core.records.state import read_run_states
+from flowdrop_tui.core.records.flow_state import state_log
+from flowdrop_tui.core.records.flow_state.snapshot import (
+    ensure_resumable,
+    read_snapshot_file,
+    seed_next_turn,
+)
+from flowdrop_tui.core.records.flow_state.state import read_run_states
+from flowdrop_tui.core.records.listing import index, key_runs
+from flowdrop_tui.core.records.log.event_log import side_value
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import ENDED, LIVE, TERMINAL, RunInfo, Status
+from flowdrop_tui.core.records.spend.budget import Used
 
 STANDARD_FIELDS = frozenset(
     {

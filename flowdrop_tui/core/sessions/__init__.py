@@ -20,7 +20,7 @@ which a backend may report in its ``Reply``).
 from __future__ import annotations
 
 from flowdrop_tui.core.errors import BackendUnavailableError
-from flowdrop_tui.core.records.usage import Usage, read_usage
+from flowdrop_tui.core.records.spend.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.base import Backend, Reply
 from flowdrop_tui.core.sessions.registry import ENTRY_POINT_GROUP, available, get_backend, register
 from flowdrop_tui.core.sessions.session import Session, open_file_exclusive

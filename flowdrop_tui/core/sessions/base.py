@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from flowdrop_tui.core.records.usage import Usage
+from flowdrop_tui.core.records.spend.usage import Usage
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.sessions.session import Session

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.event_log import EventLog
+from flowdrop_tui.core.records.log.event_log import EventLog
 
 
 class SessionHost(Protocol):

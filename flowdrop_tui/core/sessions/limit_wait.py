@@ -22,8 +22,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from flowdrop_tui.core.errors import FlowdropError
-from flowdrop_tui.core.records import limit_windows
-from flowdrop_tui.core.records.limit_windows import Window, iso
+from flowdrop_tui.core.records.spend import limit_windows
+from flowdrop_tui.core.records.spend.limit_windows import Window, iso
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 from flowdrop_tui.core.sessions.limit_signs import Limited
 

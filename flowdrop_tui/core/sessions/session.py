@@ -21,10 +21,10 @@ from typing import IO, Any
 
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.paths import CYCLE, SESSIONS
-from flowdrop_tui.core.records.event_lines import count_named
-from flowdrop_tui.core.records.limit_windows import iso
-from flowdrop_tui.core.records.progress import AGENT_BACKENDS
-from flowdrop_tui.core.records.usage import Usage, read_usage
+from flowdrop_tui.core.records.log.event_lines import count_named
+from flowdrop_tui.core.records.spend.limit_windows import iso
+from flowdrop_tui.core.records.spend.progress import AGENT_BACKENDS
+from flowdrop_tui.core.records.spend.usage import Usage, read_usage
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 
 SAID_TAIL = 300  # characters of a failed session's last words shown for it (SPEC §20)

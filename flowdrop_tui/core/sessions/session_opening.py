@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flowdrop_tui.core.records.usage import Usage
+from flowdrop_tui.core.records.spend.usage import Usage
 from flowdrop_tui.core.sessions.base import Reply
 from flowdrop_tui.core.sessions.host import SessionFrame, SessionHost
 from flowdrop_tui.core.sessions.limit_signs import Limited

@@ -7,7 +7,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.binding import BindingType
 
-from flowdrop_tui.core.records.run_info import RunInfo
+from flowdrop_tui.core.records.run_record.run_info import RunInfo
 from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings
 
 

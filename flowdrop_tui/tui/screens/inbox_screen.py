@@ -20,8 +20,8 @@ from flowdrop_tui.core import inbox
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.mode import Mode
-from flowdrop_tui.core.records import run_fold
-from flowdrop_tui.core.records.budget import Limits, Reached
+from flowdrop_tui.core.records.run_record import run_fold
+from flowdrop_tui.core.records.spend.budget import Limits, Reached
 from flowdrop_tui.core.run.forecast import StartOptions
 from flowdrop_tui.tui.screens.answer_modal import AnswerModal
 from flowdrop_tui.tui.screens.confirm_modal import ask

@@ -18,9 +18,9 @@ from typing import Any
 from flowdrop_tui.core.errors import BudgetExhaustedError, FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.budget import KINDS, Limits, Reached
-from flowdrop_tui.core.records.run_fold import load_run
-from flowdrop_tui.core.records.run_info import LIVE, Status
+from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE, Status
+from flowdrop_tui.core.records.spend.budget import KINDS, Limits, Reached
 from flowdrop_tui.core.run import forecast, start_plan
 from flowdrop_tui.tui.messages import (
     FreshRunPlanned,

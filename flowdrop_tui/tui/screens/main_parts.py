@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from textual.dom import DOMNode
 
     from flowdrop_tui.core.paths import Layout
-    from flowdrop_tui.core.records.run_info import Status
+    from flowdrop_tui.core.records.run_record.run_info import Status
     from flowdrop_tui.core.watch import WorkspaceWatch
     from flowdrop_tui.tui.messages import FreshRunPlanned, PickUpPlanned
     from flowdrop_tui.tui.run_tracker import RunTracker
@@ -148,6 +148,6 @@ def lower_panes() -> tuple[type[EventFeed], type[RunDetail], type[RunTable]]:
 
 def live_statuses() -> frozenset[Status]:
     """``run_info.LIVE``, imported when the screen first needs it (after the first frame)."""
-    from flowdrop_tui.core.records.run_info import LIVE
+    from flowdrop_tui.core.records.run_record.run_info import LIVE
 
     return LIVE

@@ -42,7 +42,7 @@ from flowdrop_tui.tui.widgets.workspace_bar import WorkspaceBar, queued_names
 
 if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
     from flowdrop_tui.core.mode import Mode
-    from flowdrop_tui.core.records.follow import RunUpdate
+    from flowdrop_tui.core.records.run_record.follow import RunUpdate
     from flowdrop_tui.tui.messages import (
         FlowRowsRead,
         FlowsChanged,

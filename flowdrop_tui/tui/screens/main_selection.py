@@ -26,7 +26,7 @@ from flowdrop_tui.tui.widgets.flow_table import FlowTable
 
 if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
     from flowdrop_tui.core.mode import Mode
-    from flowdrop_tui.core.records.run_info import RunInfo
+    from flowdrop_tui.core.records.run_record.run_info import RunInfo
     from flowdrop_tui.tui.messages import RunsRead
 
 NO_FLOWS = "-no-flows"  # the screen's class while flows/ holds no flow (flowdrop.tcss)

@@ -20,7 +20,7 @@ from flowdrop_tui.core import views
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import resolve_flow
 from flowdrop_tui.core.paths import FLOW_FILE, STATE, Layout
-from flowdrop_tui.core.records.run_info import RunInfo
+from flowdrop_tui.core.records.run_record.run_info import RunInfo
 from flowdrop_tui.tui.screens.main_keys import FILE_KEYS
 from flowdrop_tui.tui.screens.selection import SelectionScreen
 

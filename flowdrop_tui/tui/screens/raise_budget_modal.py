@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Static
 
-from flowdrop_tui.core.records.budget import Limits, Reached, check_limit
+from flowdrop_tui.core.records.spend.budget import Limits, Reached, check_limit
 from flowdrop_tui.format import lift_words
 from flowdrop_tui.tui.keys import shown_after_paint
 from flowdrop_tui.tui.screens.confirm_modal import Asking, ConfirmModal, answer_bindings, ask

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_info import RunInfo, Status
+from flowdrop_tui.core.records.run_record.run_info import RunInfo, Status
 from flowdrop_tui.tui.screens.selection import SelectionScreen
 
 UI = {"via": "ui"}  # who asked, as recorded in the run's stop/pause events

@@ -23,7 +23,7 @@ from textual.worker import Worker
 
 from flowdrop_tui.core.mode import Mode
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records.run_info import RunInfo
+from flowdrop_tui.core.records.run_record.run_info import RunInfo
 from flowdrop_tui.tui.run_tracker import RunTracker
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from flowdrop_tui.core.control import verbs
 from flowdrop_tui.core.errors import FlowdropError
-from flowdrop_tui.core.records.run_info import LIVE, Status
+from flowdrop_tui.core.records.run_record.run_info import LIVE, Status
 from flowdrop_tui.format import asked_text
 from flowdrop_tui.tui.messages import RunActionRefused, RunActionTaken
 from flowdrop_tui.tui.screens.confirm_modal import ask

@@ -18,11 +18,11 @@ from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowInfo, describe, describe_cached
 from flowdrop_tui.core.git import isolated
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.records import pins, queued_starts
-from flowdrop_tui.core.records.catalog import RunCatalog
-from flowdrop_tui.core.records.ledger import isolated_usage
-from flowdrop_tui.core.records.run_info import LIVE, RunInfo
-from flowdrop_tui.core.records.worker_mark import worker_of
+from flowdrop_tui.core.records.listing import pins, queued_starts
+from flowdrop_tui.core.records.listing.catalog import RunCatalog
+from flowdrop_tui.core.records.listing.ledger import isolated_usage
+from flowdrop_tui.core.records.run_record.run_info import LIVE, RunInfo
+from flowdrop_tui.core.records.run_record.worker_mark import worker_of
 from flowdrop_tui.core.watch import WorkspaceWatch
 from flowdrop_tui.tui.messages import (
     FlowRowsRead,

@@ -14,7 +14,7 @@ from flowdrop_tui.tui.textual_compat import scroll_cursor_into_view
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, queued, queued_text, status_text
 
 if TYPE_CHECKING:  # the records' classes load after the first frame (bench/README.md, (a))
-    from flowdrop_tui.core.records.run_info import RunInfo
+    from flowdrop_tui.core.records.run_record.run_info import RunInfo
 
 MAX_WIDTH = 80  # a long description or error is cut here; the runs pane shows it whole
 COLUMNS = (
@@ -153,7 +153,9 @@ class FlowTable(DataTable[Text]):
         """A run moved on: update the rows of the flows it is the last run of (its own
         key, and the keys it called), without re-reading the index — USAGE too, as each
         of its sessions closes (what ``flows --json`` says: ``spending.thread_usage``)."""
-        from flowdrop_tui.core.records.usage import total  # a run polled: after the first frame
+        from flowdrop_tui.core.records.spend.usage import (
+            total,  # a run polled: after the first frame
+        )
 
         for key, round_ in info.key_rounds.items():
             row = self.rows_by_name.get(key)

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from flowdrop_tui.core.records.run_info import LIVE, RunInfo
+from flowdrop_tui.core.records.run_record.run_info import LIVE, RunInfo
 from flowdrop_tui.format import (
     budget_reached_words,
     budget_words,

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from flowdrop_tui.core.records.run_info import LIVE, RunInfo
+from flowdrop_tui.core.records.run_record.run_info import LIVE, RunInfo
 from flowdrop_tui.format import duration
 from flowdrop_tui.tui.labels import rounds_label, stamp
 from flowdrop_tui.tui.widgets.flow_table import LIST_KEYS

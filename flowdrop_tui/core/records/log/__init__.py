@@ -1,0 +1,3 @@
+"""A run's append-only files: ``cycle.jsonl`` written and read, its growing tail,
+and ``output.log``.
+"""

@@ -1,0 +1,3 @@
+"""Remote records in PostgreSQL: the schema, ``PostgresStore``, the words for a
+failed login, the files every worker of a space shares.
+"""
