@@ -14,7 +14,7 @@ from flowdrop_tui.cli.output import dump
 from flowdrop_tui.cli.parser import Parser
 from flowdrop_tui.core.errors import UsageError
 
-ROLES = ("viewer", "operator", "worker", "admin")  # core/remote/postgres/grants.py's, in order
+ROLES = ("viewer", "operator", "worker", "admin")  # core/remote/start/grants.py's, in order
 
 
 def remote_grant_arguments(verb: Parser) -> None:

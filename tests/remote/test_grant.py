@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 
-from flowdrop_tui.core.remote.postgres import grants
+from flowdrop_tui.core.remote.start import grants
 from tests.remote.cluster import COUNTER, Client, Cluster, make_client
 from tests.remote.test_roles import DOC, SQL, answer, as_role, configure
 

@@ -21,7 +21,7 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.run_record.liveness import remote_holder
 from flowdrop_tui.core.remote import reading
 from flowdrop_tui.core.remote.config import RemoteConfig
-from flowdrop_tui.core.remote.postgres import grants
+from flowdrop_tui.core.remote.start import grants
 from flowdrop_tui.core.run.forecast import StartOptions
 
 if TYPE_CHECKING:  # temporalio: imported when stop or pause first needs it

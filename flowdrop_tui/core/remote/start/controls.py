@@ -16,9 +16,9 @@ import uuid
 from typing import TYPE_CHECKING, Protocol
 
 from flowdrop_tui.core.errors import FlowdropError
-from flowdrop_tui.core.remote.postgres import grants
 from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.remote_errors import NotPermittedError
+from flowdrop_tui.core.remote.start import grants
 
 if TYPE_CHECKING:
     from flowdrop_tui.core.remote.workflow import DeliverInput
