@@ -12,13 +12,13 @@ import pytest
 
 from flowdrop_tui.core.errors import AlreadyRunningError, FlowdropError
 from flowdrop_tui.core.remote.postgres.schema import SCHEMA_VERSION
-from flowdrop_tui.core.remote.postgres.store import (
+from flowdrop_tui.core.remote.postgres.store import PostgresStore
+from flowdrop_tui.core.remote.remote_errors import (
     Fenced,
-    PostgresStore,
     StoreConflictError,
     StoreError,
+    StoreUnreachableError,
 )
-from flowdrop_tui.core.remote.remote_errors import StoreUnreachableError
 from tests.conftest import wait_for
 from tests.remote.servers import free_port
 
