@@ -12,7 +12,7 @@ import pytest
 from flowdrop_tui.core.errors import UsageError
 from flowdrop_tui.core.mode import REMOTE_RUN_ENV, LocalMode, choose
 from flowdrop_tui.core.paths import Layout
-from flowdrop_tui.core.remote.daemon.activities import check_request
+from flowdrop_tui.core.remote.daemon.start_checks import check_request
 from flowdrop_tui.core.remote.workflow import FlowInput
 
 CONFIG = (

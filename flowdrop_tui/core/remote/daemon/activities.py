@@ -20,44 +20,38 @@ import hashlib
 import os
 import socket
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from subprocess import Popen
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from temporalio import activity
 
 from flowdrop_tui.core.control import process, verbs
-from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, UsageError, error_for
+from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, error_for
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
 from flowdrop_tui.core.paths import OUTPUT, Layout
-from flowdrop_tui.core.remote.config import space_of_origin
+from flowdrop_tui.core.remote.daemon.run_keeper import (
+    Holding,
+    RunKeeper,
+    RunStore,
+    StoreAccess,
+    _pool,
+)
+from flowdrop_tui.core.remote.daemon.start_checks import StartChecks, check_request
 from flowdrop_tui.core.remote.daemon.warm import WarmChild
 from flowdrop_tui.core.remote.daemon.worktrees import MirrorWorktrees
 from flowdrop_tui.core.remote.daemon.write_through import (
     ENV_VAR,
     TICKETS,
-    RunTicket,
     drop_ticket,
     flow_env,
-    ship_output,
-)
-from flowdrop_tui.core.remote.postgres.store import PostgresStore
-from flowdrop_tui.core.remote.remote_errors import (
-    Fenced,
-    NotPermittedError,
-    NotServedError,
-    StoreUnreachableError,
 )
 from flowdrop_tui.core.remote.start import controls
 from flowdrop_tui.core.remote.start.start_requests import StartTable
 from flowdrop_tui.core.remote.workflow import (
     CLOSE,
-    HEARTBEAT_EVERY,
     LEASE_GONE,
-    RESUME,
     RUN,
     WORKER_QUEUE_PREFIX,
     AttendInput,
@@ -68,47 +62,16 @@ from flowdrop_tui.core.remote.workflow import (
 )
 from flowdrop_tui.core.run.start_plan import pick_up_source
 
-PUSH_EVERY = 5.0  # seconds between looks at a run's HEAD (its commits pushed when it moved)
-SHIP_RETRY = 60.0  # seconds an ended run's last output is retried against an unreachable store
 CLOSE_LIMIT = 120.0  # seconds a `stop` closing a paused run may take
 
 WARM = "warm"  # the folder of the worker's home a warm run process waits in
 WARM_AFTER = 1.0  # seconds after a start's answer before the next warm process starts
 
 
-RunStore = PostgresStore  # what a worker calls of the record store
-
-
-class StoreAccess(Protocol):
-    """How a worker reaches the records of a space: open them, replicate them into a
-    worktree, and tell a run child how to write through to them."""
-
-    def open(self, space: str) -> RunStore: ...
-
-    def sync(self, layout: Layout, store: RunStore) -> None: ...
-
-    url: str  # the PostgreSQL URL, for the run child's ticket
-
-    def child_env(
-        self, space: str, key: str, epoch: int, worker: str, tickets: Path
-    ) -> dict[str, str]: ...
-
-
 @dataclass
-class Holding:
-    """A run this worker holds: where it runs and its process."""
-
-    run: str
-    tree: Path
-    child: Popen[bytes]
-    shipped: int  # bytes of its output.log the store holds
-    child_ended: asyncio.Future[int]  # set once the child ended and its liveness is cleared
-    done: asyncio.Future[int]  # set once its worktree is let go: its exit status
-
-
-@dataclass
-class WorkerActivities:
-    """The activities of one worker process (its id names its own task queue)."""
+class WorkerActivities(RunKeeper, StartChecks):
+    """The activities of one worker process (its id names its own task queue); the
+    keeping of its runs is ``RunKeeper``'s, the checks before a start ``StartChecks``'."""
 
     worker_id: str
     home: Path
@@ -286,141 +249,12 @@ class WorkerActivities:
             raise
         return holding
 
-    def check_served(self, request: FlowInput) -> None:
-        """``NotServedError`` for a space or origin this worker was not told to serve
-        (its answer, written into the start's row, is what the client prints)."""
-        if self.spaces and request.space not in self.spaces:
-            raise NotServedError(
-                f"worker {self.worker_id} refused the start of {request.key}: it serves the "
-                f"spaces {', '.join(self.spaces)}, not {request.space} (worker --space); "
-                "start one that serves it, or on a task queue of the space's own"
-            )
-        if self.origins and space_of_origin(request.origin) not in self.origins:
-            raise NotServedError(
-                f"worker {self.worker_id} refused the start of {request.key}: it runs code "
-                f"only from the origins it was told to serve (worker --origin), not "
-                f"{request.origin}"
-            )
-
-    def check_asker(self, store: RunStore, request: FlowInput) -> None:
-        """``NotPermittedError`` unless the database role that asked for the start may
-        start runs in its space (``fd_may_operate``). Who asked is the ``fd_starts``
-        row's ``asked_by``, set by PostgreSQL: a workflow started through Temporal with
-        no such row names no one, and is refused."""
-        asker = None if request.start is None else StartTable(store).asker(request.start)
-        if asker is not None and store.may_operate(asker):
-            return
-        who = f"role {asker}" if asker else "a start no fd_starts row names (Temporal alone)"
-        raise NotPermittedError(
-            f"worker {self.worker_id} refused the start of {request.key} in space "
-            f"{request.space}: {who} is not granted operator in that space (an admin grants "
-            'it: docs/remote.md, "Who can do what")'
-        )
 
     async def _warm_again(self, base: dict[str, str]) -> None:
         """A warm process for the next start, once this one's run is under way."""
         await asyncio.sleep(WARM_AFTER)
         await asyncio.to_thread(self.warm.prepare, base)
 
-    async def _attend(self, holding: Holding) -> dict[str, Any]:
-        """Heartbeat for a run this worker keeps until it has ended; its outcome.
-
-        Cancelled (the server timed this activity out while it could not be reached,
-        or the worker is stopping) it lets the run go on: the keeper holds it, the
-        workflow attends it again, and the key's epoch in PostgreSQL decides whether
-        it may still write."""
-        info = activity.info()
-        handle = activity.client().get_workflow_handle(info.workflow_id or "")
-        while not holding.child_ended.done():
-            activity.heartbeat()
-            await asyncio.wait({holding.child_ended}, timeout=HEARTBEAT_EVERY)
-        with contextlib.suppress(Exception):  # only lets a new start wait, not fail
-            await handle.signal("child_ended")
-        while not holding.done.done():
-            activity.heartbeat()
-            await asyncio.wait({holding.done}, timeout=HEARTBEAT_EVERY)
-        try:
-            code = holding.done.result()  # the keeper's failure, raised here
-        except Fenced as exc:
-            # Expected (the run was reaped, or its key bumped): an outcome, not a
-            # failure the SDK would log with a traceback. Its key's epoch moved on, so
-            # there is nothing left to reap.
-            self.finished.pop(holding.run, None)
-            return {"run": holding.run, "outcome": "fenced", "reason": exc.message}
-        self.finished.pop(holding.run, None)
-        return {"run": holding.run, "outcome": "ended", "exit": code}
-
-    async def _keep(
-        self, holding: Holding, store: RunStore, key: str, epoch: int, source: MirrorWorktrees
-    ) -> None:
-        """The run's life here, whoever attends it: ship its output, push its commits,
-        clear its liveness once it ends, keep its commits, park its worktree (warm for
-        the next run of the space) or, ended by a signal or a failure here, remove it."""
-        outcome: BaseException | int
-        by_itself = False  # the child exited (no signal ended it) and its keeping went well
-        try:
-            code = await self._watch(holding, store, key, epoch, source)
-            await asyncio.to_thread(store.clear_live, key, epoch, holding.run)
-            holding.child_ended.set_result(code)
-            outcome = code
-            by_itself = code >= 0
-        except BaseException as exc:
-            # Fenced, the store gone past SHIP_RETRY, the worker stopping: the run must
-            # not go on writing unheld. Fencing makes any write it still tries harmless;
-            # this stops it using the machine.
-            process.kill_group(holding.child.pid)
-            outcome = exc
-        finally:
-            with contextlib.suppress(FlowdropError):
-                await asyncio.to_thread(source.keep, holding.tree, holding.run)
-            if by_itself:
-                # Ended by itself: every record write it made reached PostgreSQL, so its
-                # worktree's replica is current (up to the feed): warm for the next run.
-                await asyncio.to_thread(source.park, holding.tree, _pool(store.space))
-            else:
-                await asyncio.to_thread(source.release, holding.tree)
-            await asyncio.to_thread(store.close)
-            self.runs.pop(holding.run, None)
-        if not holding.child_ended.done():
-            holding.child_ended.set_result(-1)
-        if isinstance(outcome, BaseException):
-            holding.done.set_exception(
-                outcome if isinstance(outcome, Exception) else FlowdropError(str(outcome))
-            )
-            holding.done.exception()  # retrieved: an unattended failure is not logged
-        else:
-            holding.done.set_result(outcome)
-            self.finished[holding.run] = outcome
-
-    async def _watch(
-        self, holding: Holding, store: RunStore, key: str, epoch: int, source: MirrorWorktrees
-    ) -> int:
-        """Until the child ends: ship its output every second, push its commits."""
-        run_dir = Layout(holding.tree).run_dir(holding.run)
-        ticket = RunTicket(self.access.url, store.space, key, epoch, self.worker_id)
-        shipped = holding.shipped
-        pushed_at = time.monotonic()
-        ended_at: float | None = None
-        while True:
-            code = holding.child.poll()
-            if code is not None and ended_at is None:
-                ended_at = time.monotonic()
-            try:
-                shipped = await asyncio.to_thread(ship_output, store, ticket, run_dir, shipped)
-            except StoreUnreachableError:
-                # Sent again next beat (an append at an offset lands once); an ended
-                # run's last output is given SHIP_RETRY before the activity fails.
-                if ended_at is not None and time.monotonic() - ended_at > SHIP_RETRY:
-                    raise
-                await asyncio.sleep(HEARTBEAT_EVERY)
-                continue
-            if code is not None:
-                return code
-            if time.monotonic() - pushed_at > PUSH_EVERY:
-                pushed_at = time.monotonic()
-                with contextlib.suppress(FlowdropError):
-                    await asyncio.to_thread(source.keep, holding.tree, holding.run)
-            await asyncio.sleep(HEARTBEAT_EVERY)
 
     # -- attend -----------------------------------------------------------------------
 
@@ -496,28 +330,6 @@ def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
     return {"asked": {**answer, "round": asked.round}}
 
 
-_VERBS = {RUN: "run", RESUME: "resume", CLOSE: "stop"}
-_NEVER = ("--workspace", "--handshake-fd")  # the worker's own choices, never a client's
-
-
-def check_request(request: FlowInput) -> None:
-    """A command line a client sends: the mode's verb, nothing that moves the run out
-    of its worktree or takes over the handshake."""
-    verb = _VERBS.get(request.mode)
-    args = request.args
-    if (
-        verb is None
-        or not args
-        or args[0] != verb
-        or any(a.split("=")[0] in _NEVER for a in args)
-        or any("\0" in a for a in args)
-    ):
-        raise UsageError(
-            f"refused a request for key {request.key}: mode {request.mode!r} with command "
-            f"line {args[:4]!r} is not one flowdrop-tui sends"
-        )
-
-
 def _checkout(source: MirrorWorktrees, request: FlowInput, name: str) -> tuple[Path, list[str]]:
     """The run's worktree and what to warn of. A resumed (or closed) run goes on where
     it left off, on the commits its worker pushed (as locally its workspace holds them);
@@ -559,11 +371,6 @@ def _size(run_dir: Path) -> int:
 
 def _refusal(exc: FlowdropError) -> dict[str, Any]:
     return {**exc.as_json(), "exit": exc.exit_code}
-
-
-def _pool(space: str) -> str:
-    """The parked worktrees a run of ``space`` may take: its replica is the space's."""
-    return hashlib.sha256(space.encode()).hexdigest()[:16]
 
 
 def _tree_name(space: str, key: str, epoch: int) -> str:

@@ -34,11 +34,8 @@ from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.remote import replica
 from flowdrop_tui.core.remote.daemon import worker_log, worktrees
-from flowdrop_tui.core.remote.daemon.activities import (
-    RunStore,
-    StoreAccess,
-    WorkerActivities,
-)
+from flowdrop_tui.core.remote.daemon.activities import WorkerActivities
+from flowdrop_tui.core.remote.daemon.run_keeper import RunStore, StoreAccess
 from flowdrop_tui.core.remote.daemon.write_through import (
     RunTicket,
     flow_env,
