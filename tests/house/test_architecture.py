@@ -76,14 +76,6 @@ def test_no_module_is_too_long_to_read() -> None:
 
 
 MAX_CLASS_LINES = 300
-# Classes over the cap that are being split now (issue 39): named by class, not by
-# module, as their modules may move meanwhile. A name leaves the set the moment its
-# class is under the cap (the second test says so), so the set cannot go stale.
-STILL_BEING_SPLIT = frozenset({"PostgresStore", "WorkerActivities", "StartForwarder"})
-# Over the cap when the cap came, and nobody splitting it yet.
-NOT_SPLIT_YET: frozenset[str] = frozenset()
-
-
 def _class_lengths() -> list[tuple[str, int]]:
     """Every class in the package (nested ones too) as ``module::Name`` and its lines,
     decorators left out: ``end_lineno - lineno + 1``."""
@@ -98,26 +90,8 @@ def _class_lengths() -> list[tuple[str, int]]:
     return found
 
 
-def _name(where: str) -> str:
-    return where.rsplit("::", 1)[1]
-
-
 def test_no_class_is_too_long_to_hold_one_job() -> None:
     """Guards against a class growing past one job (STYLE.md, 16): split it by what a
     reader comes to change, as the run keys were into launching and stopping."""
-    listed = STILL_BEING_SPLIT | NOT_SPLIT_YET
-    long = {
-        where: lines
-        for where, lines in _class_lengths()
-        if lines > MAX_CLASS_LINES and _name(where) not in listed
-    }
+    long = {where: lines for where, lines in _class_lengths() if lines > MAX_CLASS_LINES}
     assert not long, f"over {MAX_CLASS_LINES} lines, split by what each does: {long}"
-
-
-def test_the_classes_still_being_split_are_still_too_long() -> None:
-    """Guards against a stale exemption: a listed class that is now under the cap (or
-    gone) must leave the list, so that the cap holds it from then on."""
-    listed = STILL_BEING_SPLIT | NOT_SPLIT_YET
-    long = {_name(where) for where, lines in _class_lengths() if lines > MAX_CLASS_LINES}
-    done = sorted(listed - long)
-    assert not done, f"under {MAX_CLASS_LINES} lines now: take {done} off the list"
