@@ -328,7 +328,7 @@ def _may_be_remote(layout: Layout) -> bool:
     """Whether anything could configure remote mode here: a ``config.toml`` under
     ``.flowdrop/`` or a ``FLOWDROP_*`` variable. Without either, ``config.load`` would
     answer ``None`` having read nothing, so local mode loads no module of
-    ``core.remote`` (tests/test_boundary.py); with either, ``config.load`` decides."""
+    ``core.remote`` (tests/house/test_boundary.py); with either, ``config.load`` decides."""
     if any(name.startswith("FLOWDROP_") and value for name, value in os.environ.items()):
         return True
     return os.path.lexists(layout.config)

@@ -5,10 +5,10 @@ habit 13) must look here first. Each was checked against Textual 8.2.8.
 ``tests/unit/test_textual_compat.py`` keeps every other module of ``tui/`` off
 Textual's private names.
 
-What used to override a private handler (``App._on_key``, ``Input._on_key``,
-``App._on_notify``) now declares ``@on(events.Key)`` / ``@on(Notify)``: Textual
+A handler of the UI never overrides a private one (``App._on_key``, ``Input._on_key``,
+``App._on_notify``): it declares ``@on(events.Key)`` / ``@on(Notify)``. Textual
 dispatches a class's decorated handlers before its base classes' handlers, and
-``prevent_default()`` keeps the base class's from running, as before.
+``prevent_default()`` keeps the base class's from running.
 """
 
 from __future__ import annotations

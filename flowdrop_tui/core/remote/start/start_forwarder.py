@@ -4,8 +4,9 @@ the requests of its namespace and task queue, starts the key's workflow with eac
 its ``wait_started`` Update for the run to exist on a worker (or for the refusal met
 there), and writes the answer into the request's row for its client.
 
-What the client did before (it started the workflow itself) is done here, on a
-process that has Temporal's SDK loaded already: a start made again after a worker was
+The start is made here, on a process that has Temporal's SDK loaded already, never
+in the client (docs/decisions.md, "Remote mode: a start asked through PostgreSQL"),
+and with it what goes with a start: a start made again after a worker was
 lost before the run existed (``WORKER_LOST``), a key whose workflow only cleans up
 after its run waited for, the one-line ``ALREADY_RUNNING`` naming who holds the key,
 and a start its client withdrew terminated. A forwarder that dies mid-start leaves
