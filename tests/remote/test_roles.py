@@ -17,8 +17,9 @@ import psycopg
 import pytest
 
 from flowdrop_tui.core.remote import shared_pins
+from flowdrop_tui.core.remote.postgres import shared_files
 from flowdrop_tui.core.remote.postgres.store import PostgresStore
-from flowdrop_tui.core.remote.start import grants, shared_files
+from flowdrop_tui.core.remote.start import grants
 from tests.remote.cluster import COUNTER, Client, Cluster, make_client, wait_for
 from tests.remote.servers import new_space
 
