@@ -34,6 +34,7 @@ UNREACHABLE_EXIT = 4  # SPEC §11: a server remote mode needs was not reached
 
 PRINTS_SLOWLY = """
 import time
+from pathlib import Path
 from flowdrop_tui import flow
 
 @flow(resumable=True)
@@ -47,19 +48,10 @@ def main(run):
 # Prints its first line, then waits for a file named "go" in its workspace: a test reads
 # that line while the run is surely live (on a loaded machine a run of 3 s could end
 # before the follow had printed anything), then lets it finish.
-PRINTS_THEN_WAITS = """
-import time
-from pathlib import Path
-from flowdrop_tui import flow
-
-@flow(resumable=True)
-def main(run):
-    for r in run.rounds(range(12)):
-        print(f"tick {r}", flush=True)
-        run.state["ticks"] = r
-        while not Path("go").exists():
-            time.sleep(0.05)
-"""
+PRINTS_THEN_WAITS = PRINTS_SLOWLY.replace(
+    "        time.sleep(0.25)\n",
+    "        while not Path(\"go\").exists():\n            time.sleep(0.05)\n",
+)
 
 COMMITS_EACH_ROUND = """
 import subprocess
