@@ -191,11 +191,19 @@ def runs_table(rows: list[dict[str, Any]], workers: dict[str, str | None] | None
     return "\n".join([text, "", *why]) if why else text
 
 
-def no_runs_words(name: str, error: Any) -> str:
+def no_runs_words(name: str, error: Any, called_by: Any = None, last_run: Any = None) -> str:
     """The run pane of a flow with no runs: how to run it — or, when it cannot load, why
-    it cannot run (docs/decisions.md, "What a newcomer tripped on")."""
+    it cannot run (docs/decisions.md, "What a newcomer tripped on"). A flow that ran only
+    when another called it (``run.call``) has no runs of its own, yet its key has a last
+    run (its caller's, ``last_run``) and its row says `completed`: the pane says where it
+    ran."""
     if error:
         return f"{name} cannot be loaded, so it cannot run: {error} — e opens its flow.py"
+    if last_run:
+        return (
+            f"{name} has run only when {called_by or 'another flow'} called it "
+            f"(last in run {last_run}) — enter runs it on its own"
+        )
     return f"no runs of {name} yet — enter runs it"
 
 

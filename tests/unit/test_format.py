@@ -80,3 +80,18 @@ def test_the_runs_table_names_its_columns_and_ranges() -> None:
         "FROM",
     ]
     assert lines[1].split()[:4] == [RUN, "k", "cancelled", "4–6"]
+
+
+def test_an_empty_run_pane_says_how_to_run_the_flow_or_where_it_ran() -> None:
+    """Guards the empty Run pane: a flow never run says enter runs it; one that ran only
+    when another flow called it (its row says `completed`, its key's last run is the
+    caller's) says so instead of "no runs yet"; one that cannot load says why."""
+    assert words.no_runs_words("lint", None) == "no runs of lint yet — enter runs it"
+    called = words.no_runs_words("lint", None, "caller", RUN)
+    assert called == (
+        f"lint has run only when caller called it (last in run {RUN}) — enter runs it on its own"
+    )
+    unknown = words.no_runs_words("lint", None, None, RUN)
+    assert unknown.startswith("lint has run only when another flow called it")
+    broken = words.no_runs_words("lint", "SyntaxError: bad", "caller", RUN)
+    assert broken.startswith("lint cannot be loaded, so it cannot run: SyntaxError: bad")

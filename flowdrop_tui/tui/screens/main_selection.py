@@ -172,7 +172,16 @@ class MainSelection(LazyParts, Screen[None]):
                 self.detail.show_empty(text + ": escape clears the filter")
             else:
                 row = self.flows.rows_by_name.get(self.selected_flow) or {}
-                self.detail.show_empty(no_runs_words(self.selected_flow, row.get("error")))
+                # its own runs read and none: a last run of its key is a caller's (run.call)
+                read = not self.runs.runs and self.runs_shown_of == self.selected_flow
+                self.detail.show_empty(
+                    no_runs_words(
+                        self.selected_flow,
+                        row.get("error"),
+                        row.get("called_by"),
+                        row.get("last_run") if read else None,
+                    )
+                )
 
     def _select_run(self, run_id: str | None) -> None:
         if run_id == self.selected_run:
