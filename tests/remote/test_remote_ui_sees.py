@@ -55,6 +55,24 @@ def flow_row(app: FlowdropApp, flow: str) -> dict[str, object]:
     return dict(app._main().flows.rows_by_name.get(flow) or {})
 
 
+def close_on_another_worker(
+    pg_store: PostgresStore, postgres_url: str, space: str, worker_ws: Path, run_id: str
+) -> None:
+    """``stop`` of the paused run ``run_id`` of `asks`, as a second worker (w2) does it
+    holding the key: the close happens elsewhere, never through the UI under test."""
+    epoch = pg_store.claim("asks", worker="w2")
+    ticket = RunTicket(postgres_url, space, "asks", epoch, "w2")
+    closed = subprocess.run(
+        [sys.executable, "-m", "flowdrop_tui", "stop", run_id, "--json"],
+        cwd=worker_ws,
+        env={**plain_env(), **ticket.env()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert closed.returncode == 0, closed.stderr
+
+
 async def test_the_top_line_shows_a_queued_start_and_a_flow_not_in_this_checkout(
     tmp_path: Path, postgres_url: str, space: str, pg_store: PostgresStore
 ) -> None:
@@ -139,17 +157,7 @@ async def test_a_paused_run_closed_elsewhere_leaves_the_runs_pane_on_its_own(
             timeout=WAIT,
             what="the Run pane naming the worker that ran it",
         )
-        epoch = pg_store.claim("asks", worker="w2")
-        ticket = RunTicket(postgres_url, space, "asks", epoch, "w2")
-        closed = subprocess.run(
-            [sys.executable, "-m", "flowdrop_tui", "stop", run_id, "--json"],
-            cwd=worker_ws,
-            env={**plain_env(), **ticket.env()},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert closed.returncode == 0, closed.stderr
+        close_on_another_worker(pg_store, postgres_url, space, worker_ws, run_id)
         await until(
             pilot,
             lambda: str(main.runs.runs[run_id].status) == "cancelled",
@@ -190,17 +198,7 @@ async def test_a_paused_run_closed_elsewhere_is_refreshed_while_another_run_is_s
         main.set_focus(main.runs)
         await pilot.press("down")  # the cursor on the older run: the newest is not followed
         await until(pilot, lambda: main.selected_run == older, what="the older run selected")
-        epoch = pg_store.claim("asks", worker="w2")
-        ticket = RunTicket(postgres_url, space, "asks", epoch, "w2")
-        closed = subprocess.run(
-            [sys.executable, "-m", "flowdrop_tui", "stop", newest, "--json"],
-            cwd=worker_ws,
-            env={**plain_env(), **ticket.env()},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert closed.returncode == 0, closed.stderr
+        close_on_another_worker(pg_store, postgres_url, space, worker_ws, newest)
         await until(
             pilot,
             lambda: str(main.runs.runs[newest].status) == "cancelled",
