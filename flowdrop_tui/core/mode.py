@@ -312,16 +312,26 @@ def choose(layout: Layout) -> Mode:
     for remote mode (``.flowdrop/config.toml`` ``[remote]`` or ``FLOWDROP_*``). A run
     child a worker started is local (its writes go through the mirror that
     ``install_run_mirror`` put in place), whatever the config it inherited says."""
-    if _run_child or os.environ.get(REMOTE_RUN_ENV) or not _may_be_remote(layout):
+    if _run_child or os.environ.get(REMOTE_RUN_ENV):
         return LocalMode(layout)
+    if not _may_be_remote(layout):
+        return _local(layout)
     from flowdrop_tui.core.remote import config  # only what may configure it: read it
 
     settings = config.load(layout)
     if settings is None:
-        return LocalMode(layout)
+        return _local(layout)
     from flowdrop_tui.core.remote.remote_mode import RemoteMode  # temporalio, psycopg
 
     return RemoteMode(layout, settings)
+
+
+def _local(layout: Layout) -> LocalMode:
+    """The workspace's local mode; starts queued while it was remote are not its own."""
+    from flowdrop_tui.core.records.listing import queued_starts
+
+    queued_starts.forget(layout)
+    return LocalMode(layout)
 
 
 def _may_be_remote(layout: Layout) -> bool:
@@ -350,9 +360,10 @@ def space_notify(
             ".flowdrop/config.toml, no FLOWDROP_POSTGRES); its notices are set in "
             ".flowdrop/config.toml [notify]"
         )
-    from flowdrop_tui.core.remote.postgres import notify_settings  # psycopg
+    from flowdrop_tui.core.remote.postgres import notify_settings, spaces  # psycopg
 
     changes = notify_settings.assignments(given)
+    settings, _ = spaces.settle(settings)  # the space its runs are under, as every verb's
     return settings.space, notify_settings.change(settings, changes, unset)
 
 

@@ -230,3 +230,23 @@ def test_many_flows_described_at_once_each_answer_for_itself(workspace: Path, cl
         else:
             assert error in (rows[name]["error"] or ""), rows[name]
             assert f"flows/{name}/flow.py" in rows[name]["error"]
+
+
+def test_starts_queued_while_remote_are_not_shown_once_the_workspace_is_local(
+    workspace: Path, cli: CLI
+) -> None:
+    """Guards a plain local workspace against a stale `.flowdrop/queued.json` (written by
+    a remote replica's sync, which a local workspace never runs): `runs` lists no
+    pending start, and the file is gone."""
+    from flowdrop_tui.core.paths import Layout
+    from flowdrop_tui.core.records.listing import queued_starts
+
+    layout = Layout(workspace)
+    layout.ensure()
+    start = queued_starts.QueuedStart("ghost", "2026-12-06T10:00:00Z", "flowdrop", "alice")
+    assert queued_starts.write(layout, [start])
+    assert queued_starts.read(layout) == [start]
+    rows = cli.json("runs")
+    assert rows == []
+    assert "queued" not in cli("runs", check=0).stdout
+    assert not (layout.root / queued_starts.QUEUED).exists()

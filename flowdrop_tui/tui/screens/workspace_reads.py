@@ -114,7 +114,12 @@ class WorkspaceReads:
                 self._workspace_again = True
                 return
             self._workspace_busy = True
-        self._read_workspace()
+        try:
+            self._read_workspace()
+        except BaseException:  # no worker started: the next read must not wait on it
+            with self._workspace_lock:
+                self._workspace_busy = False
+            raise
 
     @work_on_screen(thread=True, group="workspace")
     def _read_workspace(self) -> None:

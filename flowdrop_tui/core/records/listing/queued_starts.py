@@ -66,6 +66,13 @@ def write(layout: Layout, starts: list[QueuedStart]) -> bool:
     return True
 
 
+def forget(layout: Layout) -> None:
+    """Local mode: a ``queued.json`` left from when the workspace was in remote mode is
+    no start of this mode's (a start here is a run at once): removed, never shown."""
+    with contextlib.suppress(OSError):
+        os.unlink(layout.root / QUEUED)
+
+
 def read(layout: Layout, key: str | None = None) -> list[QueuedStart]:
     """The starts waiting for a worker (of ``key`` only, when given), oldest first; none
     when there is no list or it is not one the sync wrote."""
