@@ -249,12 +249,10 @@ class WorkerActivities(RunKeeper, StartChecks):
             raise
         return holding
 
-
     async def _warm_again(self, base: dict[str, str]) -> None:
         """A warm process for the next start, once this one's run is under way."""
         await asyncio.sleep(WARM_AFTER)
         await asyncio.to_thread(self.warm.prepare, base)
-
 
     # -- attend -----------------------------------------------------------------------
 

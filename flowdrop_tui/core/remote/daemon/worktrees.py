@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 
 from flowdrop_tui.core.control import process
-from flowdrop_tui.core.errors import InvalidNameError
+from flowdrop_tui.core.errors import GitError, InvalidNameError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.git import run_ref
 from flowdrop_tui.core.paths import Layout, check_run_ref
-from flowdrop_tui.core.remote.remote_errors import GitError, NotOnOriginError
+from flowdrop_tui.core.remote.remote_errors import NotOnOriginError
 
 _SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
 GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
