@@ -16,8 +16,9 @@ from pathlib import Path
 
 from flowdrop_tui.core.errors import GitError, NotARepositoryError
 from flowdrop_tui.core.lanes import git_lock
-from flowdrop_tui.core.lanes.place import Lane
-from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.lanes.known import lane_of
+from flowdrop_tui.core.lanes.place import Lane, branch_for, worktree_for
+from flowdrop_tui.core.paths import Layout, split_lane
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,23 @@ def _whole(path: Path) -> bool:
         check=False,
     )
     return done.returncode == 0
+
+
+def lane_for(layout: Layout, key: str) -> Lane:
+    """``key``'s lane: as its record says, or — its first run — a new one from the
+    workspace's HEAD (recorded by that run's ``created`` event before anything is made)."""
+    found = lane_of(layout, key)
+    if found is not None:
+        return found
+    flow_key, name = split_lane(key)
+    assert name is not None
+    base, base_branch = base_of(layout)
+    return Lane(
+        key=key,
+        flow_key=flow_key,
+        name=name,
+        branch=branch_for(flow_key, name),
+        path=worktree_for(layout, flow_key, name),
+        base=base,
+        base_branch=base_branch,
+    )

@@ -109,9 +109,9 @@ class Execution(Rounds):
         self.resumed_fields = resumed_fields or {}  # budget, flow digest, git: for `resumed`
         self.budget_meter = BudgetMeter(layout, run_id, self.run_dir)
         # SPEC §20: what each round moved, and the streaks that pause a spinning loop
-        in_git = git.is_repository(layout.workspace)
+        in_git = git.is_repository(layout.checkout)
         every_round = loaded.declaration.stall_on == "all"
-        self.moves = RoundMoves(layout.workspace, states.encoded, in_git, every_round)
+        self.moves = RoundMoves(layout.checkout, states.encoded, in_git, every_round, layout)
         self.stall = loaded.declaration.stall
         self.streaks: Streaks | None = None  # folded from the record at the first round
         self.closed_sessions: list[dict[str, Any]] = []
@@ -184,7 +184,7 @@ class Execution(Rounds):
             output = stack.enter_context(open(fd, "a", buffering=1, errors="replace"))
             try:
                 stack.enter_context(
-                    process_setup(self.layout.workspace, capture, output, self.signals)
+                    process_setup(self.layout.checkout, capture, output, self.signals)
                 )
                 self._announce_start()
                 stack.callback(_restore_env, os.environ.get(RUN_ENV))
@@ -264,7 +264,7 @@ class Execution(Rounds):
         try:
             if status == Status.PAUSED:
                 # git at the pause: what a resume compares with (SPEC §15 drift)
-                facts = git.facts(self.layout.workspace)
+                facts = git.facts(self.layout.checkout)
                 self.log.commit(
                     "paused", position=position, round=self.main.round, git=facts, **refused
                 )
@@ -275,7 +275,7 @@ class Execution(Rounds):
                     outcome=str(status),
                     result=result,
                     error=error,
-                    git=git.facts(self.layout.workspace),
+                    git=git.facts(self.layout.checkout),
                     position=position,
                     round=self.main.round,
                 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ from flowdrop_tui.core.errors import (
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.declaration import LoadedFlow, load_flow
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
-from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id
+from flowdrop_tui.core.lanes import worktrees
+from flowdrop_tui.core.lanes.known import lane_of
+from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id, split_lane
 from flowdrop_tui.core.records.flow_state.state import StateFile, read_run_states
 from flowdrop_tui.core.records.log.event_log import EventLog, who
 from flowdrop_tui.core.records.run_record.folder import refuse_links, unwritable
@@ -110,6 +113,9 @@ def open_run(
         if found.source is not None and found.source.key == ref.key:
             # SPEC §20: a pick-up (after a kill too) carries the chain's streaks on
             foresight["progress"] = found.source.streaks.to_record()
+        lane = worktrees.lane_for(layout, ref.key) if split_lane(ref.key)[1] else None
+        if lane is not None:  # recorded before its branch or worktree exists (SPEC §23)
+            foresight["lane"] = lane.to_record()
         created = created_event(layout, run_id, ref, loaded, start_plan, foresight)
         try:
             log = create_record(
@@ -126,6 +132,8 @@ def open_run(
                 f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
             ) from exc
         _record_warnings(log, found)
+        if lane is not None:
+            layout = replace(layout, tree=worktrees.ensure(layout, lane))
         states = StateFile(layout.runs / run_id / STATE)
         states.adopt({ref.key: start_plan.state})
         frame = Frame(
@@ -215,6 +223,9 @@ def _reopen(
         if answer is not None:  # another answer may have come first
             asked = still_open(info, str(answer.get("gate")))
         ref = flow_of_key(layout, info.key)
+        lane = lane_of(layout, info.key)
+        if lane is not None:  # a paused lane goes on in its own worktree (SPEC §23)
+            layout = replace(layout, tree=worktrees.ensure(layout, lane))
         if loaded is None:
             loaded = load_flow(ref.file, layout.workspace)
         # Budgets and drift, decided now that this process holds the run (SPEC §14, §15).
