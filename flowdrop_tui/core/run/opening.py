@@ -24,7 +24,7 @@ from flowdrop_tui.core.errors import (
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.declaration import LoadedFlow, load_flow
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
-from flowdrop_tui.core.lanes import worktrees
+from flowdrop_tui.core.lanes import lane_trees
 from flowdrop_tui.core.lanes.known import lane_of
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id, split_lane
 from flowdrop_tui.core.records.flow_state.state import StateFile, read_run_states
@@ -113,7 +113,7 @@ def open_run(
         if found.source is not None and found.source.key == ref.key:
             # SPEC §20: a pick-up (after a kill too) carries the chain's streaks on
             foresight["progress"] = found.source.streaks.to_record()
-        lane = worktrees.lane_for(layout, ref.key) if split_lane(ref.key)[1] else None
+        lane = lane_trees.lane_for(layout, ref.key) if split_lane(ref.key)[1] else None
         if lane is not None:  # recorded before its branch or worktree exists (SPEC §23)
             foresight["lane"] = lane.to_record()
         created = created_event(layout, run_id, ref, loaded, start_plan, foresight)
@@ -133,7 +133,7 @@ def open_run(
             ) from exc
         _record_warnings(log, found)
         if lane is not None:
-            layout = replace(layout, tree=worktrees.ensure(layout, lane))
+            layout = replace(layout, tree=lane_trees.ensure(layout, lane))
         states = StateFile(layout.runs / run_id / STATE)
         states.adopt({ref.key: start_plan.state})
         frame = Frame(
@@ -225,7 +225,7 @@ def _reopen(
         ref = flow_of_key(layout, info.key)
         lane = lane_of(layout, info.key)
         if lane is not None:  # a paused lane goes on in its own worktree (SPEC §23)
-            layout = replace(layout, tree=worktrees.ensure(layout, lane))
+            layout = replace(layout, tree=lane_trees.ensure(layout, lane))
         if loaded is None:
             loaded = load_flow(ref.file, layout.workspace)
         # Budgets and drift, decided now that this process holds the run (SPEC §14, §15).
