@@ -20,7 +20,7 @@ from flowdrop_tui.cli.output import Warnings, dump, err
 from flowdrop_tui.cli.parser import Parser, budget, start_choice, yes
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
-from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.paths import Layout, split_lane
 from flowdrop_tui.core.run.forecast import forecast_flow
 from flowdrop_tui.format import plan_text
 
@@ -33,7 +33,10 @@ def path_thread_words(layout: Layout, ref: FlowRef) -> str | None:
     shell completion gives it) runs the thread keyed by that path, not the name's
     (SPEC §2): said, naming the name's command (docs/decisions.md, "What a newcomer
     tripped on")."""
-    if ref.key == ref.name or ref.folder.resolve() != (layout.flows / ref.name).resolve():
+    if (
+        split_lane(ref.key)[0] == ref.name
+        or ref.folder.resolve() != (layout.flows / ref.name).resolve()
+    ):
         return None
     return (
         f"{ref.key} is run by its path: its thread (key {ref.key!r}) is not the thread "
