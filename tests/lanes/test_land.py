@@ -57,16 +57,21 @@ def main(run):
 @pytest.fixture
 def ws(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The workspace with a tracked file, git's identity and a data home in tmp_path."""
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    for who in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{who}_NAME", "t")
-        monkeypatch.setenv(f"GIT_{who}_EMAIL", "t@t")
+    lane_env(monkeypatch, tmp_path)
     (workspace / ".gitignore").write_text(".flowdrop/\nflows/\n")
     (workspace / "shared.txt").write_text("as it began\n")
     git(workspace, "add", "-A")
     git(workspace, "commit", "-q", "-m", "a file to change")
     write_flow(workspace, "worker", COMMITS)
     return workspace
+
+
+def lane_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Lanes' worktrees under tmp_path, and git's identity for the lanes' commits."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{who}_NAME", "t")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "t@t")
 
 
 def git(cwd: Path, *args: str) -> str:
