@@ -35,6 +35,7 @@ from flowdrop_tui.core.control import process
 from flowdrop_tui.core.errors import GitError, InvalidNameError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.git import run_ref
+from flowdrop_tui.core.lanes.place import BRANCH_PREFIX
 from flowdrop_tui.core.paths import Layout, check_run_ref
 from flowdrop_tui.core.remote.remote_errors import NotOnOriginError
 
@@ -108,6 +109,21 @@ class MirrorWorktrees:
         if not check_run_ref(run_id):
             raise InvalidNameError(f"invalid run id {run_id!r}: it names no run to check out")
         return self._checkout(commit, name, run_ref(run_id), pool)
+
+    def checkout_lane(
+        self, branch: str, commit: str, name: str, *, pool: str | None = None
+    ) -> tuple[Path, str | None]:
+        """A detached worktree of a lane's tip: the commit the origin's
+        ``refs/heads/<branch>`` names (fetched now), else ``commit`` (the lane's first
+        run). What the origin's branch was then (``None``: absent) — the lease of the
+        run's pushes to it (``lane_push``). Detached, as every run's: a branch checked
+        out in a worktree of the mirror would stop the mirror's fetches."""
+        if not branch.startswith(BRANCH_PREFIX):
+            raise InvalidNameError(f"{branch!r} is not a lane's branch")
+        tree, on_ref = self._checkout(commit, name, f"refs/heads/{branch}", pool)
+        if not on_ref:
+            return tree, None
+        return tree, git(["rev-parse", "HEAD"], cwd=tree, what=f"read HEAD in {tree}").strip()
 
     def _has_commit(self, commit: str) -> bool:
         found = subprocess.run(
