@@ -118,3 +118,27 @@ def test_two_lanes_run_at_once_and_a_push_never_overwrites_a_moved_branch(
         text=True,
     ).stdout.split("\n")
     assert kept[:2] == ["round 2", "round 1"], kept
+
+
+def test_a_paused_lane_resumes_on_its_branch(cluster: Cluster, space: str, tmp_path: Path) -> None:
+    """Guards against a resumed lane's run making a worktree on the worker (its reopen
+    took the local path) or starting from the client's HEAD: its pause pushed round 1,
+    and round 2 lands on top of it."""
+    worker = cluster.start_worker("a")
+    client = make_client(cluster, space, tmp_path)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    client.add_flow("flow", committing(gate))
+    worker.wait_polling()
+    run = client.json("run", "flow@1")["run"]
+    wait_for("round 1 committed", lambda: committed(client, run, "flow@1", 1))
+    client.json("pause", run)
+    (gate / "go-1").touch()
+    wait_status(client, run, "paused")
+    assert tip(client.origin, ONE) == "round 1"
+    assert client.json("resume", run)["run"] == run
+    wait_for("round 2 committed", lambda: committed(client, run, "flow@1", 2))
+    client.json("stop", run)
+    (gate / "go-2").touch()
+    wait_status(client, run, "cancelled")
+    assert subjects(client.origin, ONE)[:3] == ["round 2", "round 1", "flow flow"]
