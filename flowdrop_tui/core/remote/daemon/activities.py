@@ -341,28 +341,30 @@ def _checkout(
     origin's branch was (the lease of its pushes). A resumed (or closed) run goes on
     where it left off, on the commits its worker pushed (as locally its workspace holds
     them); a new run, a pick-up too, starts on the client's HEAD (docs/remote.md); a
-    lane's run, on its branch's tip on the origin when there is one (a first run: the
-    client's HEAD). A worktree parked by an earlier run of the space is taken when
-    there is one (warm)."""
+    lane's run, on its branch's tip on the origin when there is one (else a resumed
+    run's own ref; a first run: the client's HEAD). A worktree parked by an earlier
+    run of the space is taken when there is one (warm)."""
     pool = _pool(request.space)
     flow_key, lane_name = split_lane(request.key)
     if lane_name is not None:  # a resume too: the lane's branch holds its commits
         branch = branch_for(flow_key, lane_name)
-        tree, seen = source.checkout_lane(branch, request.commit, name, pool=pool)
-        return tree, [], (branch, seen)
+        tree, seen, kept = source.checkout_lane(
+            branch, request.commit, name, run_id=request.run, pool=pool
+        )
+        said = [] if kept or request.run is None else [_no_commits(request.run, request.commit)]
+        return tree, said, (branch, seen)
     if request.run is None:
         return source.checkout(request.commit, name, pool=pool), [], None
     tree, kept = source.checkout_run(request.run, request.commit, name, pool=pool)
     if kept:
         return tree, [], None
+    return tree, [_no_commits(request.run, request.commit)], None
+
+
+def _no_commits(run: str, commit: str) -> str:
     return (
-        tree,
-        [
-            f"run {request.run} left no commits at {run_ref(request.run)} on the origin (its "
-            f"worker was lost before it pushed any); it goes on from commit {request.commit[:12]}, "
-            "the client's HEAD"
-        ],
-        None,
+        f"run {run} left no commits at {run_ref(run)} on the origin (its worker was lost "
+        f"before it pushed any); it goes on from commit {commit[:12]}, the client's HEAD"
     )
 
 
