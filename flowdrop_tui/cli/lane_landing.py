@@ -10,10 +10,16 @@ from flowdrop_tui.cli.parser import Parser
 
 
 def cmd_land(args: argparse.Namespace) -> int:
+    from flowdrop_tui.core import mode
     from flowdrop_tui.core.lanes import landing  # only `land` loads the landing
 
+    layout = workspace.layout(args)
     landed = landing.land(
-        workspace.layout(args), args.lane, into=args.into, method=args.method or "merge"
+        layout,
+        args.lane,
+        into=args.into,
+        method=args.method or "merge",
+        remote=mode.lanes_on_origin(layout),  # its branch fetched from the origin first
     )
     if args.json:
         out(dump(landed))

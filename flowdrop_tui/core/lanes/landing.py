@@ -29,6 +29,7 @@ from flowdrop_tui.core.errors import (
     UsageError,
 )
 from flowdrop_tui.core.lanes import git_lock, lane_log
+from flowdrop_tui.core.lanes.fetching import fetch_lane
 from flowdrop_tui.core.lanes.known import is_live, lane_of
 from flowdrop_tui.core.lanes.lane_trees import branch_exists, registered
 from flowdrop_tui.core.lanes.place import Lane, lanes_dir
@@ -40,11 +41,17 @@ _SHOWN = 10  # conflicting files named in a refusal; the rest counted
 
 
 def land(
-    layout: Layout, key: str, *, into: str | None = None, method: str = "merge"
+    layout: Layout,
+    key: str,
+    *,
+    into: str | None = None,
+    method: str = "merge",
+    remote: bool = False,
 ) -> dict[str, Any]:
     """Land lane ``key`` into ``into`` (default: its base branch) by ``method``;
     ``{"lane", "into", "method", "commit"}``. Every refusal leaves every ref, index and
-    file as it was."""
+    file as it was. ``remote``: the lane ran on workers (``mode.lanes_on_origin``), so
+    its branch is fetched from the origin first."""
     if method not in METHODS:
         raise UsageError(f"unknown landing method {method!r}: use one of {', '.join(METHODS)}")
     lane = lane_of(layout, key)
@@ -68,7 +75,7 @@ def land(
         if target == lane.branch:
             raise UsageError(f"lane {key} cannot be landed into its own branch {target}")
         _refuse_dirty_lane(lane)
-        tip = lane_tip(layout, lane, fd)
+        tip = lane_tip(layout, lane, fd, remote=remote)
         old = _rev(layout, f"refs/heads/{target}")
         checkout = _checked_out(layout, target, fd)
         if checkout is not None:
@@ -94,9 +101,10 @@ def land(
     return {"lane": key, "into": target, "method": method, "commit": new}
 
 
-def lane_tip(layout: Layout, lane: Lane, lock_fd: int) -> str:
-    """The commit the lane's branch is at: the one place it is read, so remote mode can
-    bring the branch from the origin here first."""
+def lane_tip(layout: Layout, lane: Lane, lock_fd: int, *, remote: bool = False) -> str:
+    """The commit the lane's branch is at: the one place it is read, the branch brought
+    from the origin first in remote mode (``fetch_lane``: fast-forward only)."""
+    fetch_lane(layout, lane, remote=remote, lock_fd=lock_fd)
     return _rev(layout, f"refs/heads/{lane.branch}")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowdrop_tui.core.errors import GitError, NotARepositoryError
+from flowdrop_tui.core.git import BRANCH_ENV
 from flowdrop_tui.core.lanes import git_lock
 from flowdrop_tui.core.lanes.known import lane_of
 from flowdrop_tui.core.lanes.place import Lane, branch_for, worktree_for
@@ -102,7 +103,9 @@ def base_of(layout: Layout) -> tuple[str, str | None]:
         what="read the branch",
         check=False,
     )
-    return done.stdout.strip(), (branch.stdout.strip() or None) if branch.returncode == 0 else None
+    if branch.returncode != 0:  # detached: on a remote worker, the client's branch
+        return done.stdout.strip(), os.environ.get(BRANCH_ENV) or None
+    return done.stdout.strip(), branch.stdout.strip() or None
 
 
 def ensure(layout: Layout, lane: Lane) -> Path:

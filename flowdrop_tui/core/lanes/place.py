@@ -21,6 +21,10 @@ from flowdrop_tui.core.errors import InvalidNameError, UsageError
 from flowdrop_tui.core.paths import Layout, split_lane, validate_lane
 
 BRANCH_PREFIX = "flowdrop/"
+# Set by a remote worker for the run child it starts: the branch of the lane whose
+# commit that child's checkout already is (its own worktree, at the lane's tip), so the
+# run makes no second worktree there (docs/remote.md, "Lanes").
+CHECKED_OUT_ENV = "FLOWDROP_LANE_CHECKED_OUT"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
 _SHA = re.compile(r"[0-9a-f]{40,64}")
 
@@ -128,3 +132,9 @@ def worktree_for(layout: Layout, flow_key: str, lane: str) -> Path:
     if folder in ("", ".", ".."):
         raise InvalidNameError(f"invalid flow key {flow_key!r} for a lane")
     return lanes_dir(layout) / folder / validate_lane(lane)
+
+
+def checked_out_here(lane: Lane) -> bool:
+    """Whether this process's checkout is ``lane``'s already (a run on a remote worker:
+    ``CHECKED_OUT_ENV``): its run works there, never in a worktree of its own."""
+    return os.environ.get(CHECKED_OUT_ENV) == lane.branch

@@ -23,6 +23,7 @@ from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info, print_flow_traceback
 from flowdrop_tui.core.lanes.place import Lane
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
+from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.flow_state.state import StateFile
 from flowdrop_tui.core.records.listing import index
 from flowdrop_tui.core.records.log.event_log import EventLog
@@ -308,6 +309,7 @@ class Execution(Rounds):
                 f"warning: the run's end could not be recorded in {self.run_dir / CYCLE} "
                 f"({exc.strerror or exc}); it will show as interrupted"
             )
+        mirror.at_round_end(self.layout.checkout)  # the run's last work, as a round's
         self.signals.ended()
         if status != Status.PAUSED:
             self.signals.discard_requests()  # a stop or pause that lost the race to the end

@@ -26,6 +26,7 @@ from flowdrop_tui.core.flows.declaration import LoadedFlow, load_flow
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
 from flowdrop_tui.core.lanes import lane_trees
 from flowdrop_tui.core.lanes.known import lane_of
+from flowdrop_tui.core.lanes.place import checked_out_here
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id, split_lane
 from flowdrop_tui.core.records.flow_state.state import StateFile, read_run_states
 from flowdrop_tui.core.records.log.event_log import EventLog, who
@@ -132,7 +133,8 @@ def open_run(
                 f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
             ) from exc
         _record_warnings(log, found)
-        if lane is not None:  # made as it executes: a failure there ends this run failed
+        if lane is not None and not checked_out_here(lane):  # a worker's is the lane's
+            # made as it executes: a failure there ends this run failed
             layout = replace(layout, tree=lane.path)
         states = StateFile(layout.runs / run_id / STATE)
         states.adopt({ref.key: start_plan.state})
@@ -225,7 +227,7 @@ def _reopen(
             asked = still_open(info, str(answer.get("gate")))
         ref = flow_of_key(layout, info.key)
         lane = lane_of(layout, info.key)
-        if lane is not None:  # a paused lane goes on in its own worktree (SPEC §23)
+        if lane is not None and not checked_out_here(lane):  # its own worktree (SPEC §23)
             layout = replace(layout, tree=lane_trees.ensure(layout, lane))
         if loaded is None:
             loaded = load_flow(ref.file, layout.workspace)
