@@ -1,0 +1,74 @@
+"""``lanes [FLOW] [--json]`` (SPEC §23, "Seeing lanes"): each lane's row, its values
+read from the records, the lane's own log and git."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flowdrop_tui.core.lanes import lane_log
+from flowdrop_tui.core.paths import Layout
+from tests.conftest import CLI
+from tests.lanes.lane_repo import git, lane_path, lanes_home, run_lane, seed
+
+__all__ = ["lanes_home"]
+
+FIELDS = {
+    "key", "flow", "lane", "status", "round", "run", "branch", "path", "base",
+    "base_branch", "ahead", "behind", "dirty", "exists", "progress", "result",
+    "tokens", "landed", "dropped",
+}  # fmt: skip
+
+
+def test_a_lane_that_commits_is_ahead_and_clean(
+    workspace: Path, cli: CLI, lanes_home: Path
+) -> None:
+    """Guards the row's shape and the values a committing lane's record and git give."""
+    seed(workspace)
+    row = run_lane(cli, "commits@1")
+    assert set(row) == FIELDS
+    base = git(workspace, "rev-parse", "HEAD")
+    assert row["flow"] == "commits" and row["lane"] == "1"
+    assert row["status"] == "completed" and row["round"] == 1 and row["run"]
+    assert row["branch"] == "flowdrop/commits/1" and row["base"] == base
+    assert row["base_branch"] == "main"
+    assert (row["ahead"], row["behind"]) == (1, 0)
+    assert row["exists"] is True and row["dirty"] is False
+    assert row["progress"] == {"done": 1} and row["result"] == "committed"
+    assert row["landed"] is None and row["dropped"] is False
+    assert Path(row["path"]).is_relative_to(lanes_home)
+
+
+def test_dirty_behind_and_landed(workspace: Path, cli: CLI, lanes_home: Path) -> None:
+    """Guards dirty (an uncommitted change), behind (the base moved on), the landed
+    event read from the lane's log, a flow filter and a lane whose worktree is gone."""
+    seed(workspace)
+    run_lane(cli, "leaves@1")
+    git(workspace, "commit", "-q", "--allow-empty", "-m", "main moves on")
+    row = cli.json("lanes", "leaves")[0]
+    assert row["dirty"] is True and (row["ahead"], row["behind"]) == (0, 1)
+    assert row["result"] == "left" and row["progress"] is None
+    landed = {"into": "main", "method": "merge", "commit": "abc"}
+    lane_log.append(Layout(workspace), "leaves@1", "landed", **landed)
+    row = cli.json("lanes", "leaves")[0]
+    assert row["landed"] == landed
+    run_lane(cli, "idle@2")
+    assert [r["key"] for r in cli.json("lanes")] == ["idle@2", "leaves@1"]
+    git(workspace, "worktree", "remove", "--force", str(lane_path(workspace, "idle@2")))
+    row = cli.json("lanes", "idle")[0]
+    assert row["exists"] is False and row["dirty"] is None and row["dropped"] is False
+
+
+def test_no_lanes_said_plainly(workspace: Path, cli: CLI, lanes_home: Path) -> None:
+    """Guards the empty answer: how to start lanes, and ``[]`` in JSON."""
+    assert cli.json("lanes") == []
+    said = cli("lanes", "fixer", check=0).stdout
+    assert "no lanes" in said and "flowdrop-tui run fixer --lanes 3" in said
+
+
+def test_the_table(workspace: Path, cli: CLI, lanes_home: Path) -> None:
+    """Guards the table's columns and one lane's cells."""
+    seed(workspace)
+    run_lane(cli, "commits@1")
+    lines = cli("lanes", check=0).stdout.splitlines()
+    assert lines[0].split()[:4] == ["LANE", "STATUS", "ROUND", "AHEAD/BEHIND"]
+    assert lines[1].split()[:5] == ["commits@1", "completed", "1", "+1/-0", "clean"]
