@@ -23,6 +23,7 @@ from flowdrop_tui.core.errors import (
     AlreadyRunningError,
     DirtyTreeError,
     GitError,
+    LockTimeoutError,
     NotFoundError,
     UnmergedWorkError,
 )
@@ -301,16 +302,14 @@ def prune_lanes(layout: Layout, *, dry_run: bool = False) -> list[dict[str, Any]
     for lane in lanes(layout):
         if not worktree_exists(lane.path):
             continue
-        with git_lock.held(layout) as fd:
+        # A lane git cannot read now (a lock held, a damaged worktree) is looked at again
+        # by the next prune: prune never fails for a lane's sake.
+        with contextlib.suppress(GitError, LockTimeoutError), git_lock.held(layout) as fd:
             facts = facts_of(layout, lane, fd)
             landed = lane_log.last(layout, lane.key, LANDED) is not None
             if not (landed or (facts.branch and facts.unmerged == 0)):
                 continue
             made = decide(lane.key, facts)
-            if made.refused is not None:
-                continue
-            try:
+            if made.refused is None:
                 dropped.append(_carry_out(layout, lane, facts, made, fd, dry_run=dry_run))
-            except GitError:
-                continue  # another's lock, a file busy: the next prune looks again
     return dropped
