@@ -72,3 +72,23 @@ def test_the_table(workspace: Path, cli: CLI, lanes_home: Path) -> None:
     lines = cli("lanes", check=0).stdout.splitlines()
     assert lines[0].split()[:4] == ["LANE", "STATUS", "ROUND", "AHEAD/BEHIND"]
     assert lines[1].split()[:5] == ["commits@1", "completed", "1", "+1/-0", "clean"]
+
+
+def test_flows_lists_lanes_after_their_flow(workspace: Path, cli: CLI, lanes_home: Path) -> None:
+    """Guards ``flows`` (SPEC §11, §23): a flow's lanes right after it, ``lane`` naming
+    the lane; every other row ``"lane": null``; the first frame's rows the same."""
+    from flowdrop_tui.core.flow_list import quick_flow_rows
+
+    seed(workspace)
+    run_lane(cli, "idle@2")
+    run_lane(cli, "idle@10")
+    cli("run", "idle", check=0)
+    rows = cli.json("flows")
+    names = [(row["name"], row["lane"]) for row in rows]
+    at = names.index(("idle", None))
+    assert names[at : at + 3] == [("idle", None), ("idle@2", "2"), ("idle@10", "10")]
+    assert all(row["lane"] is None for row in rows if "@" not in row["name"])
+    lane = rows[at + 1]
+    assert lane["status"] == "completed" and lane["round"] == 1 and lane["error"] is None
+    quick = [(row["name"], row["lane"]) for row in quick_flow_rows(Layout(workspace))]
+    assert [n for n in quick if n[0].startswith("idle")] == names[at : at + 3]
