@@ -7,8 +7,9 @@ from pathlib import Path
 
 from flowdrop_tui.core.lanes import lane_log
 from flowdrop_tui.core.paths import Layout
-from tests.conftest import CLI
+from tests.conftest import CLI, kill_live_runs, write_flow
 from tests.lanes.lane_repo import git, lane_path, lanes_home, run_lane, seed
+from tests.waiting import wait_for
 
 __all__ = ["lanes_home"]
 
@@ -92,3 +93,25 @@ def test_flows_lists_lanes_after_their_flow(workspace: Path, cli: CLI, lanes_hom
     assert lane["status"] == "completed" and lane["round"] == 1 and lane["error"] is None
     quick = [(row["name"], row["lane"]) for row in quick_flow_rows(Layout(workspace))]
     assert [n for n in quick if n[0].startswith("idle")] == names[at : at + 3]
+
+
+def test_a_killed_lane_run_shows_interrupted(workspace: Path, cli: CLI, lanes_home: Path) -> None:
+    """Guards a lane whose run's process died: ``interrupted``, never ``running``."""
+    seed(workspace)
+    write_flow(
+        workspace,
+        "waits",
+        """
+        import time
+        from flowdrop_tui import flow
+
+        @flow()
+        def main(run):
+            for _ in run.rounds():
+                time.sleep(0.05)
+        """,
+    )
+    cli("run", "waits@1", "--detach", check=0)
+    wait_for(lambda: cli.json("lanes", "waits")[0]["status"] == "running")
+    assert kill_live_runs(workspace)
+    wait_for(lambda: cli.json("lanes", "waits")[0]["status"] == "interrupted")
