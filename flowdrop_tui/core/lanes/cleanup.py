@@ -112,8 +112,9 @@ def decide(
         made.delete_branch = True
         made.why["branch"] = "its commits archived" if made.bundle else "its commits pushed"
     else:
+        how = "--archive --delete-branch" if facts.unsaved else "--delete-branch"
         made.why["branch"] = f"kept: {facts.unmerged} commit(s) not merged into {base}" + (
-            "" if made.bundle else "; --delete-branch deletes it"
+            "" if made.bundle else f"; {how} deletes it"
         )
     return made
 
