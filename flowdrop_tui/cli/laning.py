@@ -4,6 +4,7 @@ never its unsaved work (SPEC §23)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -22,10 +23,20 @@ def lanes_arguments(verb: Parser) -> None:
 
 
 def cmd_lanes(args: argparse.Namespace) -> int:
+    from flowdrop_tui.core.errors import NotFoundError
+    from flowdrop_tui.core.flows.discovery import resolve_flow
     from flowdrop_tui.core.lanes.overview import rows
 
-    found = rows(workspace.read_layout(args), args.flow)
-    print(dump(found) if args.json else lanes_text(found, args.flow))
+    layout = workspace.read_layout(args)
+    flow = args.flow
+    if flow is not None:
+        try:
+            flow = resolve_flow(layout, flow, Path.cwd()).key  # a name or a path to it
+        except NotFoundError:
+            if not rows(layout, flow):  # a name that exists nowhere: exit 2, as everywhere
+                raise
+    found = rows(layout, flow)
+    print(dump(found) if args.json else lanes_text(found, flow))
     return 0
 
 

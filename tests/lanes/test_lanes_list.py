@@ -60,10 +60,13 @@ def test_dirty_behind_and_landed(workspace: Path, cli: CLI, lanes_home: Path) ->
 
 
 def test_no_lanes_said_plainly(workspace: Path, cli: CLI, lanes_home: Path) -> None:
-    """Guards the empty answer: how to start lanes, and ``[]`` in JSON."""
+    """Guards the empty answer: how to start lanes, ``[]`` in JSON, and a flow that
+    exists nowhere: exit 2, as every command says it."""
+    seed(workspace)
     assert cli.json("lanes") == []
-    said = cli("lanes", "fixer", check=0).stdout
-    assert "no lanes" in said and "flowdrop-tui run fixer --lanes 3" in said
+    said = cli("lanes", "idle", check=0).stdout
+    assert "no lanes" in said and "flowdrop-tui run idle --lanes 3" in said
+    assert cli("lanes", "nosuch", "--json", check=2).stdout.count("NOT_FOUND") == 1
 
 
 def test_the_table(workspace: Path, cli: CLI, lanes_home: Path) -> None:
