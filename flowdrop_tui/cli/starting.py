@@ -66,11 +66,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         ref = resolve_flow(layout, args.flow)
         declared = runnable(layout, ref).lanes  # @flow(lanes=N): a plain run starts them
         count = args.lanes if args.lanes is not None else declared
+        lifting_confirmed(args, asked)
         if count is not None:
-            lifting_confirmed(args, asked)
             return start_lanes(layout, ref, count, args, asked)
-    ref = checked_flow(layout, args.flow)
-    lifting_confirmed(args, asked)
+    else:
+        ref = checked_flow(layout, args.flow)
+        lifting_confirmed(args, asked)
     if args.handshake_fd is None:
         by_path = path_thread_words(layout, ref)
         if by_path is not None:
