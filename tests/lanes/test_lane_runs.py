@@ -80,3 +80,34 @@ def test_no_wrong_warnings_and_a_lane_shows_its_own_commits(
     shown = cli.json("show", run)
     assert shown["git"]["start"]["branch"] == "flowdrop/count/2"
     assert cli("run", "count", check=0).stderr.count("warning") == 0
+
+
+COMMITS = """
+import subprocess
+from flowdrop_tui import flow
+
+@flow(resumable=True)
+def main(run):
+    for _ in run.rounds(range(1)):
+        with open("made.txt", "w") as out:
+            out.write("made in the lane\\n")
+        subprocess.run(["git", "add", "made.txt"], check=True)
+        subprocess.run(["git", "commit", "-q", "-m", "a lane's round"], check=True)
+"""
+
+
+def test_show_and_diff_of_a_lane_run_are_the_lanes(
+    workspace: Path, lanes_dir: Path, cli: CLI
+) -> None:
+    commit_flow(workspace, "commits", COMMITS)
+    git(workspace, "config", "user.name", "t")
+    git(workspace, "config", "user.email", "t@t")
+    cli("run", "commits@1", check=0)
+    run = runs_of(cli, "commits@1")[0]["run"]
+    shown = cli.json("show", run)
+    assert [c["summary"] for c in shown["git"]["commits"]] == ["a lane's round"], shown["git"]
+    diff = cli.json("diff", run)
+    assert [row["path"] for row in diff["files"]] == ["made.txt"], diff
+    assert "made in the lane" in diff["patch"]
+    assert not (workspace / "made.txt").exists()
+    assert git(workspace, "log", "--format=%s", "-1").strip() == "flow commits"
