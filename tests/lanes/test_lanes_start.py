@@ -48,6 +48,9 @@ def test_lanes_n_starts_each_lane_detached(workspace: Path, lanes_dir: Path, cli
     text = cli("run", "count", "--lanes", "2", check=0).stdout.splitlines()
     assert [line.split()[0] for line in text] == ["count@1", "count@2"]
     all_ended(cli, 5, "count@")
+    by_path = cli.json("run", "flows/count", "--lanes", "1")  # a path's lane stays a lane
+    assert by_path[0]["key"] == "flows/count@1"
+    assert all_ended(cli, 1, "flows/count@1")[0]["status"] == "completed"
     for bad in (["--lanes", "0"], ["--lanes", "2", "--lane", "1"], ["--lanes", "65"]):
         done = cli("run", "count", *bad, "--json", check=2)
         assert orjson.loads(done.stdout)["error"]["code"] == "USAGE", bad
