@@ -34,15 +34,14 @@ def path_thread_words(layout: Layout, ref: FlowRef) -> str | None:
     shell completion gives it) runs the thread keyed by that path, not the name's
     (SPEC §2): said, naming the name's command (docs/decisions.md, "What a newcomer
     tripped on")."""
-    if (
-        split_lane(ref.key)[0] == ref.name
-        or ref.folder.resolve() != (layout.flows / ref.name).resolve()
-    ):
+    base, lane = split_lane(ref.key)  # a lane (SPEC §23) is no path key: FLOW@LANE
+    if base == ref.name or ref.folder.resolve() != (layout.flows / ref.name).resolve():
         return None
+    name = ref.name if lane is None else f"{ref.name}@{lane}"
     return (
         f"{ref.key} is run by its path: its thread (key {ref.key!r}) is not the thread "
-        f"of {ref.name!r} — separate state and rounds, listed as its own row by "
-        f"flowdrop-tui flows; to go on with {ref.name}'s thread: flowdrop-tui run {ref.name}"
+        f"of {name!r} — separate state and rounds, listed as its own row by "
+        f"flowdrop-tui flows; to go on with {name}'s thread: flowdrop-tui run {name}"
     )
 
 
@@ -66,11 +65,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         ref = resolve_flow(layout, args.flow)
         declared = runnable(layout, ref).lanes  # @flow(lanes=N): a plain run starts them
         count = args.lanes if args.lanes is not None else declared
+        lifting_confirmed(args, asked)
         if count is not None:
-            lifting_confirmed(args, asked)
             return start_lanes(layout, ref, count, args, asked)
-    ref = checked_flow(layout, args.flow)
-    lifting_confirmed(args, asked)
+    else:
+        ref = checked_flow(layout, args.flow)
+        lifting_confirmed(args, asked)
     if args.handshake_fd is None:
         by_path = path_thread_words(layout, ref)
         if by_path is not None:
