@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from flowdrop_tui.core import git
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.lanes import lane_trees
-from flowdrop_tui.core.lanes.place import Lane
+from flowdrop_tui.core.lanes.place import Lane, checked_out_here
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.log.event_log import EventLog
 
@@ -40,8 +40,8 @@ def prepare(
 ) -> Path:
     """Make the lane's worktree (when missing) and run ``setup`` there when owed; its
     path. Raises ``LaneNotReady`` naming what failed."""
-    try:
-        tree = lane_trees.ensure(layout, lane)
+    try:  # on a worker the run's checkout is the lane's already (SPEC §23, remote)
+        tree = layout.checkout if checked_out_here(lane) else lane_trees.ensure(layout, lane)
     except FlowdropError as exc:
         raise LaneNotReady(
             {"type": type(exc).__name__, "code": exc.code, "message": exc.message}
