@@ -185,3 +185,22 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
     if info.status == Status.PAUSED:
         return f"{head} paused after round {info.round}; r resumes it", "information"
     return f"{head} was interrupted in round {info.round}: its process died", "warning"
+
+
+def lane_words(facts: dict[str, Any] | None) -> str:
+    """A lane's git facts in a few words: ``↑2 ↓0 · clean``, ``landed into main (abc1234)``."""
+    if not facts:
+        return ""
+    landed = facts.get("landed")
+    if isinstance(landed, dict):
+        commit = str(landed.get("commit") or "")[:7]
+        return f"landed into {landed.get('into')} ({commit})"
+    if facts.get("dropped"):
+        return "dropped"
+    if facts.get("exists") is False:
+        return "no worktree"
+    words = [f"↑{facts.get('ahead') or 0} ↓{facts.get('behind') or 0}"]
+    dirty = facts.get("dirty")
+    if dirty is not None:
+        words.append("dirty" if dirty else "clean")
+    return " · ".join(words)

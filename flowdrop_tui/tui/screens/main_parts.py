@@ -13,8 +13,9 @@ if TYPE_CHECKING:
     from flowdrop_tui.core.paths import Layout
     from flowdrop_tui.core.records.run_record.run_info import Status
     from flowdrop_tui.core.watch import WorkspaceWatch
-    from flowdrop_tui.tui.messages import FreshRunPlanned, PickUpPlanned
+    from flowdrop_tui.tui.messages import FreshRunPlanned, LandPlanned, PickUpPlanned
     from flowdrop_tui.tui.run_tracker import RunTracker
+    from flowdrop_tui.tui.screens.lane_actions import LaneActions
     from flowdrop_tui.tui.screens.launch_actions import LaunchActions
     from flowdrop_tui.tui.screens.open_files import OpenFiles
     from flowdrop_tui.tui.screens.selection import SelectionScreen
@@ -63,6 +64,12 @@ class LazyParts:
         return StopActions(self._selection())
 
     @cached_property
+    def lane_actions(self) -> LaneActions:
+        from flowdrop_tui.tui.screens.lane_actions import LaneActions
+
+        return LaneActions(self._selection())
+
+    @cached_property
     def open_files(self) -> OpenFiles:
         from flowdrop_tui.tui.screens.open_files import OpenFiles
 
@@ -96,6 +103,18 @@ class LazyParts:
 
     def on_fresh_run_planned(self, message: FreshRunPlanned) -> None:
         self.launch_actions.fresh_run_planned(message)
+
+    def action_land_lane(self) -> None:
+        self.lane_actions.land_lane()
+
+    def action_land_lane_hint(self) -> None:
+        self.lane_actions.land_lane()
+
+    def action_show_lane_diff(self) -> None:
+        self.open_files.show_diff()
+
+    def on_land_planned(self, message: LandPlanned) -> None:
+        self.lane_actions.land_planned(message)
 
     def action_show_diff(self) -> None:
         self.open_files.show_diff()

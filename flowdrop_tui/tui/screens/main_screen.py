@@ -32,7 +32,7 @@ from flowdrop_tui.core.paths import FLOWS_DIR
 from flowdrop_tui.core.ui_memory import remembered_flow
 from flowdrop_tui.format import waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
-from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, RUN_KEYS
+from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, LANE_KEYS, RUN_KEYS
 from flowdrop_tui.tui.screens.main_parts import live_statuses, lower_panes
 from flowdrop_tui.tui.screens.main_selection import NO_FLOWS, MainSelection
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar
@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
         FlowRowsRead,
         FlowsChanged,
         IndexChanged,
+        LaneLanded,
+        LanesRead,
         RunActionRefused,
         RunActionTaken,
         RunChanged,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
 
 NARROW = 100  # columns: below it, tables drop what the Run pane repeats, the footer packs
 GIT_EVERY = 10.0  # seconds between reads of the workspace's git state for the header
+LANE_ACTIONS = frozenset({"land_lane", "show_lane_diff"})  # main_keys.LANE_KEYS' shown ones
 SHORT = 30  # rows: below it, the flows pane is only as tall as its rows (up to six)
 
 
@@ -74,6 +77,7 @@ class MainScreen(MainSelection):
     BINDINGS: ClassVar[list[BindingType]] = [
         *FILE_KEYS,
         *RUN_KEYS,
+        *LANE_KEYS,  # before d: a lane's d is in the footer, a flow's only in help
         Binding(
             "slash",
             "filter",
@@ -194,6 +198,8 @@ class MainScreen(MainSelection):
     @shielded
     def on_flow_rows_read(self, message: FlowRowsRead) -> None:
         self._show_flows(message.rows)
+        if any(row.get("lane") for row in message.rows):
+            self.reads.read_lanes()
 
     def _show_flows(self, rows: list[dict[str, object]]) -> None:
         self.set_class(not rows, NO_FLOWS)  # without flows, the how-to gets the room
@@ -214,6 +220,30 @@ class MainScreen(MainSelection):
         ]
         paused = [name for name, row in rows.items() if row.get("status") == "paused"]
         self.query_one(WorkspaceBar).show_summary(running, paused, queued_names(rows))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """L and the lane's d are in force (and in the footer) only on a lane's row; on
+        another row L falls through to its hint and d to the run's diff."""
+        if action in LANE_ACTIONS:
+            return self.flows.is_lane(self.selected_flow_name())
+        return True
+
+    @shielded
+    def on_lanes_read(self, message: LanesRead) -> None:
+        self.flows.show_lane_facts(message.facts)
+
+    @shielded
+    def on_lane_landed(self, message: LaneLanded) -> None:
+        landed = message.landed
+        commit = str(landed.get("commit") or "")[:12]
+        self.notify(
+            f"landed {landed.get('lane')} into {landed.get('into')} "
+            f"({landed.get('method')}): commit {commit}",
+            markup=False,
+            timeout=8,
+        )
+        self.reads.read_flows()
+        self.reads.read_workspace()  # the target branch moved
 
     def on_flows_changed(self, _: FlowsChanged) -> None:
         self.reads.read_flows()

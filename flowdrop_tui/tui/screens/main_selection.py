@@ -108,6 +108,7 @@ class MainSelection(LazyParts, Screen[None]):
         if name == self.selected_flow:
             return
         self.selected_flow = name
+        self.refresh_bindings()  # a lane's keys (L, d) are in the footer on a lane only
         self.reads.remember_flow(name)  # selected again when the UI next opens here
         row = self.flows.rows_by_name.get(name or "")
         self.query_one("#runs-pane").border_subtitle = ""

@@ -1,0 +1,48 @@
+"""``L`` on a lane: landing it is asked, naming the lane, where it goes and how."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import BindingType
+
+from flowdrop_tui.tui.screens.confirm_modal import ConfirmModal, answer_bindings
+
+METHOD = "merge"  # SPEC §23: land's default; --squash and --rebase stay the CLI's
+
+
+def describe_land(key: str, branch: str, into: str | None) -> Text:
+    """What landing does, below the title: the lane's branch merged into ``into``."""
+    target = into or "its base branch"
+    text = Text()
+    text.append(f"  lane     {key}\n")
+    text.append(f"  branch   {branch}\n")
+    text.append(f"  into     {target}\n")
+    text.append(f"  method   {METHOD} (a merge commit, --no-ff)\n\n")
+    text.append(  # one paragraph: it wraps to the dialog's width (74 cells at 80×24)
+        f"What {branch} has committed is merged into {target} as one merge commit, "
+        "revertable as one. Refused, changing nothing, when the lane's tree or the "
+        "target's checkout has uncommitted changes, the lane has a live run, or the "
+        "merge conflicts."
+    )
+    return text
+
+
+class LandLaneModal(ConfirmModal):
+    """Answers True to land the lane, False to leave it as it is."""
+
+    BINDINGS: ClassVar[list[BindingType]] = answer_bindings("land", "Land it", "Leave it")
+
+    def __init__(self, key: str, branch: str, into: str | None) -> None:
+        super().__init__(
+            f"Land lane {key} into {into or 'its base branch'}?",
+            describe_land(key, branch, into),
+            confirm="Land (y)",
+            cancel="Leave it (n)",
+            focus="cancel",  # the safe answer first: enter enter never lands
+            id="land-lane",
+            body_id="land-lane-what",
+        )
+        self.key = key
+        self.into = into

@@ -1,0 +1,91 @@
+"""``L``: land the selected lane (SPEC §23), after asking; the workers behind it.
+
+The lane is read (its branch and base branch, from its record) and the landing done
+in thread workers (git runs; the UI never waits on it), answered by messages:
+``LandPlanned`` asks, ``LaneLanded`` or ``RunActionRefused`` (the refusal's one
+line: nothing changed) say how it went. A lane being landed is landed once: a
+second ``L`` or ``y`` meanwhile does nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.lanes.known import lane_of
+from flowdrop_tui.core.paths import split_lane
+from flowdrop_tui.tui.messages import LandPlanned, LaneLanded, RunActionRefused
+from flowdrop_tui.tui.screens.confirm_modal import ask
+from flowdrop_tui.tui.screens.run_part import RunPart
+from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
+from flowdrop_tui.tui.user_writes import user_write
+
+NOT_A_LANE = (
+    "L lands the selected lane (a flow's row @N) into its base branch, after asking; "
+    "start lanes with: flowdrop-tui run FLOW --lanes 3"
+)
+
+
+class LaneActions(RunPart):
+    """What ``L`` does, on the screen's selection, and the answer to its question."""
+
+    def __init__(self, screen: SelectionScreen) -> None:
+        super().__init__(screen)
+        self.busy: set[str] = set()  # lanes being read, asked about or landed
+
+    def land_lane(self) -> None:
+        key = self._need_flow()
+        if key is None:
+            return
+        if split_lane(key)[1] is None:
+            self.screen.notify(NOT_A_LANE, markup=False, timeout=8)
+            return
+        if key in self.busy:
+            return  # its question is on its way, on screen, or it is being landed
+        self.busy.add(key)
+        self.plan_land(key)
+
+    @work_on_screen(thread=True, group="lanes-land")
+    def plan_land(self, key: str) -> None:
+        lane = lane_of(self.workspace, key)
+        if lane is None:
+            self.busy.discard(key)
+            self.screen.post_message(
+                RunActionRefused(f"{key} has no run that made its worktree yet", "NOT_FOUND")
+            )
+            return
+        self.screen.post_message(LandPlanned(key, lane.branch, lane.base_branch))
+
+    def land_planned(self, message: LandPlanned) -> None:
+        """Ask; land on yes. Nothing asked (another question is open): nothing done."""
+        from flowdrop_tui.tui.screens.land_lane_modal import (  # loaded when first asked
+            LandLaneModal,
+        )
+
+        key = message.key
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.land(key, message.into)
+            else:
+                self.busy.discard(key)
+
+        if not ask(self.screen.app, LandLaneModal(key, message.branch, message.into), answered):
+            self.busy.discard(key)
+
+    @work_on_screen(thread=True, group="lanes-land")
+    @user_write
+    def land(self, key: str, into: str | None) -> None:
+        try:
+            landing = importlib.import_module("flowdrop_tui.core.lanes.landing")
+            landed = landing.land(self.workspace, key, into=into, method="merge")
+        except FlowdropError as exc:
+            self.screen.post_message(RunActionRefused(exc.message, exc.code))
+        except ImportError:
+            self.screen.post_message(
+                RunActionRefused("landing is not in this build of flowdrop-tui", "USAGE")
+            )
+        else:
+            self.screen.post_message(LaneLanded(dict(landed)))
+        finally:
+            self.busy.discard(key)

@@ -1,0 +1,74 @@
+"""A flow's lanes in the flow list (SPEC §23, "Seeing lanes"): each lane's row put
+just after its flow's, and what ``lanes --json`` says of it (ahead/behind, a dirty
+tree, landed) for the row's ABOUT. Called from the reads' thread workers."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from flowdrop_tui.core.lanes.known import lane_keys
+from flowdrop_tui.core.paths import Layout, split_lane
+from flowdrop_tui.core.records.listing import index
+
+
+def grouped(layout: Layout, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with every lane row right after its flow's row, in lane order. Rows
+    the flow listing made for lanes (``"lane"`` set) are kept; without them, the
+    lanes the index knows get a row from their index entry."""
+    if not any(row.get("lane") for row in rows):
+        # A live lane's key may be listed as a thread not on disk (its flow's folder
+        # is not named by it): its index row stands in for it.
+        rows = [row for row in rows if split_lane(str(row["name"]))[1] is None]
+        rows = [*rows, *_index_rows(layout, rows)]
+    flows = [row for row in rows if not row.get("lane")]
+    lanes: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("lane"):
+            lanes.setdefault(split_lane(str(row["name"]))[0], []).append(row)
+    ordered: list[dict[str, Any]] = []
+    for row in flows:
+        ordered.append(row)
+        ordered.extend(lanes.pop(str(row["name"]), []))
+    for orphans in lanes.values():  # a lane whose flow is no longer listed: still shown
+        ordered.extend(orphans)
+    return ordered
+
+
+def _index_rows(layout: Layout, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    entries = index.load(layout).get("keys") or {}
+    flows = {str(row["name"]): row for row in rows}
+    made = []
+    for key in lane_keys(layout):
+        flow_key, lane = split_lane(key)
+        entry = entries.get(key) or {}
+        flow = flows.get(flow_key) or {}
+        made.append(
+            {
+                "name": key,
+                "lane": lane,
+                "by_path": False,
+                "path": flow.get("path"),
+                "resumable": flow.get("resumable"),
+                "error": None,
+                "description": "",
+                "round": int(entry.get("round") or 0),
+                "last_run": entry.get("last_run"),
+                "status": entry.get("status"),
+                "called_by": None,
+                "usage": None,
+                "described": True,
+            }
+        )
+    return made
+
+
+def lane_facts(layout: Layout) -> dict[str, dict[str, Any]]:
+    """Each lane's row of ``lanes --json``, by key (git is read: a thread worker's)."""
+    # The overview is written beside this (SPEC §23's `lanes`); until it is in this
+    # build the rows show what the index says and no git facts.
+    try:
+        overview = importlib.import_module("flowdrop_tui.core.lanes.overview")
+    except ImportError:
+        return {}
+    return {str(row["key"]): row for row in overview.rows(layout)}
