@@ -188,7 +188,8 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
 
 
 def lane_words(facts: dict[str, Any] | None) -> str:
-    """A lane's git facts in a few words: ``↑2 ↓0 · clean``, ``landed into main (abc1234)``."""
+    """A lane's git facts in a few words: ``2 ahead · 0 behind · tree clean``,
+    ``landed into main (abc1234)``."""
     if not facts:
         return ""
     landed = facts.get("landed")
@@ -199,8 +200,8 @@ def lane_words(facts: dict[str, Any] | None) -> str:
         return "dropped"
     if facts.get("exists") is False:
         return "no worktree"
-    words = [f"↑{facts.get('ahead') or 0} ↓{facts.get('behind') or 0}"]
+    words = [f"{facts.get('ahead') or 0} ahead", f"{facts.get('behind') or 0} behind"]
     dirty = facts.get("dirty")
     if dirty is not None:
-        words.append("dirty" if dirty else "clean")
+        words.append("tree dirty" if dirty else "tree clean")
     return " · ".join(words)

@@ -40,7 +40,8 @@ class LandLaneModal(ConfirmModal):
             describe_land(key, branch, into),
             confirm="Land (y)",
             cancel="Leave it (n)",
-            focus="cancel",  # the safe answer first: enter enter never lands
+            focus="confirm",  # as enter's pick-up: enter lands; an enter typed before
+            # it was on screen is not its answer (keys.AsksFirst)
             id="land-lane",
             body_id="land-lane-what",
         )

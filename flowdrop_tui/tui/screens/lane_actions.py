@@ -14,7 +14,7 @@ import importlib
 from flowdrop_tui.core.errors import FlowdropError
 from flowdrop_tui.core.lanes.known import lane_of
 from flowdrop_tui.core.paths import split_lane
-from flowdrop_tui.tui.messages import LandPlanned, LaneLanded, RunActionRefused
+from flowdrop_tui.tui.messages import FlowsChanged, LandPlanned, LaneLanded, RunActionRefused
 from flowdrop_tui.tui.screens.confirm_modal import ask
 from flowdrop_tui.tui.screens.run_part import RunPart
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
@@ -43,7 +43,11 @@ class LaneActions(RunPart):
         if key in self.busy:
             return  # its question is on its way, on screen, or it is being landed
         self.busy.add(key)
-        self.plan_land(key)
+        facts = self.screen.lane_facts(key)
+        if facts and facts.get("branch"):  # the lane list read it: asked at once
+            self.land_planned(LandPlanned(key, str(facts["branch"]), facts.get("base_branch")))
+        else:
+            self.plan_land(key)
 
     @work_on_screen(thread=True, group="lanes-land")
     def plan_land(self, key: str) -> None:
@@ -72,6 +76,26 @@ class LaneActions(RunPart):
 
         if not ask(self.screen.app, LandLaneModal(key, message.branch, message.into), answered):
             self.busy.discard(key)
+
+    def landed(self, message: LaneLanded) -> None:
+        """Say where it landed, with the commit; the lane rows read again."""
+        landed = message.landed
+        commit = str(landed.get("commit") or "")[:12]
+        self.screen.notify(
+            f"landed {landed.get('lane')} into {landed.get('into')} "
+            f"({landed.get('method')}): commit {commit}",
+            markup=False,
+            timeout=8,
+        )
+        self.screen.post_message(FlowsChanged())  # its row says landed (its log, not watched)
+
+    def landing(self, key: str | None) -> bool:
+        """Whether ``key`` is being asked about or landed: enter on it waits (an enter
+        typed after the one that answered must not start the lane behind the landing)."""
+        if key is not None and key in self.busy:
+            self.screen.notify(f"{key} is being landed: a moment", markup=False)
+            return True
+        return False
 
     @work_on_screen(thread=True, group="lanes-land")
     @user_write

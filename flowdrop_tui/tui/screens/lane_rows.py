@@ -4,9 +4,9 @@ tree, landed) for the row's ABOUT. Called from the reads' thread workers."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from flowdrop_tui.core.lanes import overview
 from flowdrop_tui.core.lanes.known import lane_keys
 from flowdrop_tui.core.paths import Layout, split_lane
 from flowdrop_tui.core.records.listing import index
@@ -65,10 +65,4 @@ def _index_rows(layout: Layout, rows: list[dict[str, Any]]) -> list[dict[str, An
 
 def lane_facts(layout: Layout) -> dict[str, dict[str, Any]]:
     """Each lane's row of ``lanes --json``, by key (git is read: a thread worker's)."""
-    # The overview is written beside this (SPEC §23's `lanes`); until it is in this
-    # build the rows show what the index says and no git facts.
-    try:
-        overview = importlib.import_module("flowdrop_tui.core.lanes.overview")
-    except ImportError:
-        return {}
     return {str(row["key"]): row for row in overview.rows(layout)}

@@ -7,13 +7,20 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING, cast
 
+from flowdrop_tui.core.paths import split_lane
+
 if TYPE_CHECKING:
     from textual.dom import DOMNode
 
     from flowdrop_tui.core.paths import Layout
     from flowdrop_tui.core.records.run_record.run_info import Status
     from flowdrop_tui.core.watch import WorkspaceWatch
-    from flowdrop_tui.tui.messages import FreshRunPlanned, LandPlanned, PickUpPlanned
+    from flowdrop_tui.tui.messages import (
+        FreshRunPlanned,
+        LandPlanned,
+        LaneLanded,
+        PickUpPlanned,
+    )
     from flowdrop_tui.tui.run_tracker import RunTracker
     from flowdrop_tui.tui.screens.lane_actions import LaneActions
     from flowdrop_tui.tui.screens.launch_actions import LaunchActions
@@ -24,6 +31,9 @@ if TYPE_CHECKING:
     from flowdrop_tui.tui.widgets.event_feed import EventFeed
     from flowdrop_tui.tui.widgets.run_detail import RunDetail
     from flowdrop_tui.tui.widgets.run_table import RunTable
+
+
+LANE_ACTIONS = frozenset({"land_lane", "show_lane_diff"})  # main_keys.LANE_KEYS' shown ones
 
 
 class LazyParts:
@@ -78,6 +88,8 @@ class LazyParts:
     # -- the keys its parts answer (the bindings: main_keys.py, in MainScreen.BINDINGS) ----------
 
     def action_run_flow(self) -> None:
+        if "lane_actions" in vars(self) and self.lane_actions.landing(self._selected()):
+            return
         self.launch_actions.run_flow()
 
     def action_pick_up_run(self) -> None:
@@ -116,6 +128,17 @@ class LazyParts:
     def on_land_planned(self, message: LandPlanned) -> None:
         self.lane_actions.land_planned(message)
 
+    def on_lane_landed(self, message: LaneLanded) -> None:
+        self.lane_actions.landed(message)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """L and the lane's d are in force (and in the footer) only on a lane's row; on
+        another row L falls through to its hint and d to the run's diff (main_keys.py)."""
+        if action in LANE_ACTIONS:
+            name = self._selected()
+            return name is not None and split_lane(name)[1] is not None
+        return True
+
     def action_show_diff(self) -> None:
         self.open_files.show_diff()
 
@@ -130,6 +153,9 @@ class LazyParts:
 
     def action_copy_run_id(self) -> None:
         self.open_files.copy_run_id()
+
+    def _selected(self) -> str | None:
+        return self._selection().selected_flow_name()
 
     def _selection(self) -> SelectionScreen:
         return cast("SelectionScreen", self)

@@ -47,7 +47,6 @@ if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
         FlowRowsRead,
         FlowsChanged,
         IndexChanged,
-        LaneLanded,
         LanesRead,
         RunActionRefused,
         RunActionTaken,
@@ -61,7 +60,6 @@ if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
 
 NARROW = 100  # columns: below it, tables drop what the Run pane repeats, the footer packs
 GIT_EVERY = 10.0  # seconds between reads of the workspace's git state for the header
-LANE_ACTIONS = frozenset({"land_lane", "show_lane_diff"})  # main_keys.LANE_KEYS' shown ones
 SHORT = 30  # rows: below it, the flows pane is only as tall as its rows (up to six)
 
 
@@ -221,29 +219,9 @@ class MainScreen(MainSelection):
         paused = [name for name, row in rows.items() if row.get("status") == "paused"]
         self.query_one(WorkspaceBar).show_summary(running, paused, queued_names(rows))
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """L and the lane's d are in force (and in the footer) only on a lane's row; on
-        another row L falls through to its hint and d to the run's diff."""
-        if action in LANE_ACTIONS:
-            return self.flows.is_lane(self.selected_flow_name())
-        return True
-
     @shielded
     def on_lanes_read(self, message: LanesRead) -> None:
         self.flows.show_lane_facts(message.facts)
-
-    @shielded
-    def on_lane_landed(self, message: LaneLanded) -> None:
-        landed = message.landed
-        commit = str(landed.get("commit") or "")[:12]
-        self.notify(
-            f"landed {landed.get('lane')} into {landed.get('into')} "
-            f"({landed.get('method')}): commit {commit}",
-            markup=False,
-            timeout=8,
-        )
-        self.reads.read_flows()
-        self.reads.read_workspace()  # the target branch moved
 
     def on_flows_changed(self, _: FlowsChanged) -> None:
         self.reads.read_flows()

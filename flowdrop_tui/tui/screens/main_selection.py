@@ -11,7 +11,7 @@ highlight messages of the cursor moves that preceded it have been handled.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.screen import Screen
@@ -74,6 +74,9 @@ class MainSelection(LazyParts, Screen[None]):
         if self.flows.filter_text and self.flows.rows_by_name:
             return f"no flow shows {self.flows.filter_text!r}: escape clears the filter"
         return "no flow selected"
+
+    def lane_facts(self, key: str) -> dict[str, Any] | None:
+        return self.flows.lane_facts.get(key)
 
     def selected_run_info(self) -> RunInfo | None:
         if not self.ready:
