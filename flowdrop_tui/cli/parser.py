@@ -171,7 +171,9 @@ def budget(verb: Parser) -> None:
 def start_choice(verb: Parser) -> None:
     """``run`` and ``plan``: the flow, and where its start comes from."""
     verb.add_argument(
-        "flow", metavar="FLOW", help="a flow name, or a path to its folder or flow.py"
+        "flow",
+        metavar="FLOW",
+        help="a flow name, or a path to its folder or flow.py; FLOW@LANE: one of its lanes",
     )
     start = verb.add_mutually_exclusive_group()
     start.add_argument("--from", dest="from_run", metavar="RUN", help="pick up from this run")

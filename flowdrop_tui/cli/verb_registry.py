@@ -28,6 +28,7 @@ VERBS = (
     Verb("pause", "steering", "pause a run after its round"),
     Verb("resume", "steering", "continue a paused run"),
     Verb("answer", "steering", "answer a run's question and resume it"),
+    Verb("land", "lane_landing", "land a lane's committed work into a branch (SPEC §23)"),
     Verb("inbox", "attention", "what waits on a person, with the command for it"),
     Verb("flows", "reads", "list the flows"),
     Verb("runs", "reads", "list runs, newest first"),

@@ -30,6 +30,7 @@ from flowdrop_tui.core.flows.discovery import (
     describe,
     resolve_flow,
 )
+from flowdrop_tui.core.lanes.known import checkout_of
 from flowdrop_tui.core.paths import (
     OUTPUT,
     SESSIONS,
@@ -279,15 +280,16 @@ def git_of(layout: Layout, info: RunInfo, *, isolated: bool = False) -> dict[str
         until = info.last_event  # the ``t`` of its last event (folded: never the record re-read)
     # No recorded end: measured to HEAD, or to the commits its worker pushed (a remote
     # run's own, ``git.RUN_REFS``; the run's last event then cuts nothing off).
+    tree = checkout_of(layout, info.key)  # a lane's commits are its worktree's (SPEC §23)
     if isolated:
         ask = (start or "", end or "HEAD", until or "", info.run)
-        found = git.isolated(layout.workspace, "commits", *ask)
+        found = git.isolated(tree, "commits", *ask)
         commits = found if isinstance(found, list) else []
     else:
         if end is None:
-            end, pushed = git.run_end(layout.workspace, info.run)
+            end, pushed = git.run_end(tree, info.run)
             until = None if pushed else until
-        commits = git.commits_between(layout.workspace, start, end, until=until)
+        commits = git.commits_between(tree, start, end, until=until)
     return {"start": info.git_start, "end": info.git_end, "commits": commits}
 
 

@@ -41,7 +41,7 @@ from flowdrop_tui.core.paths import (
 if TYPE_CHECKING:
     from hashlib import _Hash as Digest
 
-CACHE_VERSION = 2  # 2: answers carry the declared budget
+CACHE_VERSION = 3  # 2: answers carry the declared budget; 3: and lanes
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 # What describing a folder reads (content_hash): code is small, data is not.
 _HASH_MAX_FILE = 1 << 20  # a file bigger than this is hashed by size and change time
@@ -75,6 +75,7 @@ class FlowInfo:
     description: str
     error: str | None
     budget: dict[str, Any] = field(default_factory=dict)  # declared (SPEC §14)
+    lanes: int | None = None  # declared (SPEC §23): a plain run starts lanes 1..N
 
 
 def _by_name(layout: Layout, name: str) -> FlowRef:
@@ -366,7 +367,12 @@ def _info(
         description=str(answer.get("description") or "") if ok else "",
         error=None if ok else str(answer.get("error") or "could not be loaded"),
         budget=_declared(answer.get("budget")) if ok else {},
+        lanes=_lanes(answer.get("lanes")) if ok else None,
     )
+
+
+def _lanes(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class DescribeCache:

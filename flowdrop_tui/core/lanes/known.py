@@ -4,6 +4,8 @@ loses them), and the lanes of the workspace from the index's keys."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.lanes.place import Lane
 from flowdrop_tui.core.paths import CYCLE, Layout, split_lane
@@ -57,3 +59,14 @@ def _order(key: str) -> tuple[str, int, str]:
     base, name = split_lane(key)
     name = name or ""
     return (base, int(name) if name.isdigit() else 1 << 62, name)
+
+
+def checkout_of(layout: Layout, key: str | None) -> Path:
+    """The working tree ``key``'s runs work in, for their git facts, commits and diffs:
+    ``layout.tree`` when set (this process runs it), a lane's worktree as its records
+    name it (even once removed: its facts are then unknown, never the workspace's),
+    else the workspace."""
+    if layout.tree is not None:
+        return layout.tree
+    lane = lane_of(layout, key) if key else None
+    return lane.path if lane is not None else layout.workspace

@@ -132,8 +132,8 @@ def open_run(
                 f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
             ) from exc
         _record_warnings(log, found)
-        if lane is not None:
-            layout = replace(layout, tree=lane_trees.ensure(layout, lane))
+        if lane is not None:  # made as it executes: a failure there ends this run failed
+            layout = replace(layout, tree=lane.path)
         states = StateFile(layout.runs / run_id / STATE)
         states.adopt({ref.key: start_plan.state})
         frame = Frame(
@@ -158,6 +158,7 @@ def open_run(
             notify,
             resumed_by=None,
             limit_wait=options.limit_wait,
+            lane=lane,
         )
     except BaseException:
         locks.release(key_lock)
