@@ -138,7 +138,6 @@ async def test_L_asks_then_lands_once_on_a_hurried_enter_enter(lanes_ws: Path) -
     """Guards landing from the UI: enter on the question lands the lane into main (its
     commit reachable from main), once; the second enter neither lands again nor starts
     the lane behind the landing."""
-    pytest.importorskip("flowdrop_tui.core.lanes.landing")
     layout = Layout(lanes_ws)
     lane_commit = head(lanes_ws, "flowdrop/agent/1")
     app = RecordingApp(layout)
@@ -159,7 +158,6 @@ async def test_L_asks_then_lands_once_on_a_hurried_enter_enter(lanes_ws: Path) -
 
 async def test_L_on_a_dirty_lane_is_refused_and_changes_nothing(lanes_ws: Path) -> None:
     """Guards the refusal: its one line shown, the target and the lane as they were."""
-    pytest.importorskip("flowdrop_tui.core.lanes.landing")
     before = head(lanes_ws)
     app = RecordingApp(Layout(lanes_ws))
     async with app.run_test(size=SIZE) as pilot:

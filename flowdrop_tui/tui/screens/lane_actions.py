@@ -9,13 +9,13 @@ second ``L`` or ``y`` meanwhile does nothing.
 
 from __future__ import annotations
 
-import importlib
-
 from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.lanes import landing
 from flowdrop_tui.core.lanes.known import lane_of
 from flowdrop_tui.core.paths import split_lane
 from flowdrop_tui.tui.messages import FlowsChanged, LandPlanned, LaneLanded, RunActionRefused
 from flowdrop_tui.tui.screens.confirm_modal import ask
+from flowdrop_tui.tui.screens.land_lane_modal import METHOD
 from flowdrop_tui.tui.screens.run_part import RunPart
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
 from flowdrop_tui.tui.user_writes import user_write
@@ -62,9 +62,7 @@ class LaneActions(RunPart):
 
     def land_planned(self, message: LandPlanned) -> None:
         """Ask; land on yes. Nothing asked (another question is open): nothing done."""
-        from flowdrop_tui.tui.screens.land_lane_modal import (  # loaded when first asked
-            LandLaneModal,
-        )
+        from flowdrop_tui.tui.screens.land_lane_modal import LandLaneModal
 
         key = message.key
 
@@ -101,14 +99,9 @@ class LaneActions(RunPart):
     @user_write
     def land(self, key: str, into: str | None) -> None:
         try:
-            landing = importlib.import_module("flowdrop_tui.core.lanes.landing")
-            landed = landing.land(self.workspace, key, into=into, method="merge")
+            landed = landing.land(self.workspace, key, into=into, method=METHOD)
         except FlowdropError as exc:
             self.screen.post_message(RunActionRefused(exc.message, exc.code))
-        except ImportError:
-            self.screen.post_message(
-                RunActionRefused("landing is not in this build of flowdrop-tui", "USAGE")
-            )
         else:
             self.screen.post_message(LaneLanded(dict(landed)))
         finally:
