@@ -10,6 +10,11 @@ from flowdrop_tui.core.lanes import overview
 from flowdrop_tui.core.lanes.known import lane_keys
 from flowdrop_tui.core.paths import Layout, split_lane
 from flowdrop_tui.core.records.listing import index
+from flowdrop_tui.core.records.run_record.liveness import live_pid
+from flowdrop_tui.core.records.run_record.run_info import LIVE, TERMINAL, Status
+
+_TERMINAL = frozenset(str(s) for s in TERMINAL)
+_LIVE = frozenset(str(s) for s in LIVE)
 
 
 def grouped(layout: Layout, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -41,7 +46,7 @@ def _index_rows(layout: Layout, rows: list[dict[str, Any]]) -> list[dict[str, An
     made = []
     for key in lane_keys(layout):
         flow_key, lane = split_lane(key)
-        entry = entries.get(key) or {}
+        entry = _repaired(layout, key, entries.get(key) or {})
         flow = flows.get(flow_key) or {}
         made.append(
             {
@@ -61,6 +66,21 @@ def _index_rows(layout: Layout, rows: list[dict[str, Any]]) -> list[dict[str, An
             }
         )
     return made
+
+
+def _repaired(layout: Layout, key: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The index entry as ``flows`` shows it: behind its run's record (a rebuilt index,
+    a killed run) it is repaired from the record, and a live status whose process is
+    gone reads interrupted."""
+    last = entry.get("last_run")
+    if not isinstance(last, str) or entry.get("status") in _TERMINAL:
+        return entry
+    if not (layout.runs / last).is_dir():
+        return {**entry, "status": None}
+    fixed = dict(index.repair(layout, key, entry) or entry)
+    if fixed.get("status") in _LIVE and live_pid(layout.runs / last) is None:
+        fixed["status"] = str(Status.INTERRUPTED)
+    return fixed
 
 
 def lane_facts(layout: Layout) -> dict[str, dict[str, Any]]:
