@@ -188,7 +188,8 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
 
 
 def lane_words(facts: dict[str, Any] | None) -> str:
-    """A lane's git facts in a few words: ``2 ahead · 0 behind · tree clean``,
+    """A lane's git facts in a few words (they fit ABOUT at 80 columns):
+    ``2 ahead · 0 behind · clean``,
     ``landed into main (abc1234)``."""
     if not facts:
         return ""
@@ -203,5 +204,5 @@ def lane_words(facts: dict[str, Any] | None) -> str:
     words = [f"{facts.get('ahead') or 0} ahead", f"{facts.get('behind') or 0} behind"]
     dirty = facts.get("dirty")
     if dirty is not None:
-        words.append("tree dirty" if dirty else "tree clean")
+        words.append("dirty" if dirty else "clean")  # its worktree: uncommitted changes
     return " · ".join(words)

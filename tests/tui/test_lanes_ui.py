@@ -93,8 +93,8 @@ async def test_lanes_are_grouped_under_their_flow_and_select_as_keys(lanes_ws: P
         cells = [main.flows.get_row(key)[0].plain for key in ("agent@1", "agent@2")]
         assert cells == ["  @1", "  @2"]
         about = main.flows.get_row("agent@1")[-1].plain
-        assert "1 ahead" in about and "tree clean" in about
-        assert "tree dirty" in main.flows.get_row("agent@2")[-1].plain
+        assert "1 ahead" in about and "clean" in about
+        assert "dirty" in main.flows.get_row("agent@2")[-1].plain
         assert not main.check_action("land_lane", ())
         await select(app, pilot, "agent@1")
         assert all(info.key == "agent@1" for info in main.runs.runs.values())

@@ -73,8 +73,10 @@ FILE_KEYS: list[BindingType] = [
 ]
 
 # Lanes (SPEC §23). L and a second d are in the footer only while a lane is selected
-# (``MainScreen.check_action``); L on another row falls through to the hidden binding,
-# which says what L does and how to start lanes.
+# (``LazyParts.check_action``); L on another row falls through to the hidden binding,
+# which says what L does and how to start lanes. At 80 columns the footer has no room
+# for both: on a lane, L takes n's place there (n still works: its hidden binding) and
+# d stays in help, as on a flow.
 LANE_KEYS: list[BindingType] = [
     Binding(
         "L",
@@ -85,6 +87,7 @@ LANE_KEYS: list[BindingType] = [
         "after asking; refused, changing nothing, on a dirty tree, a live run or a conflict",
     ),
     Binding("L", "land_lane_hint", "Land", show=False),  # on a flow's row: what L does
+    Binding("n", "fresh_run_unlisted", "Fresh", show=False),  # n, out of a narrow footer
     Binding(
         "d",
         "show_lane_diff",

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from flowdrop_tui.tui.widgets.run_table import RunTable
 
 
-LANE_ACTIONS = frozenset({"land_lane", "show_lane_diff"})  # main_keys.LANE_KEYS' shown ones
+LANE_ACTIONS = frozenset({"land_lane", "show_lane_diff", "fresh_run"})  # main_keys.LANE_KEYS
 
 
 class LazyParts:
@@ -98,6 +98,9 @@ class LazyParts:
     def action_fresh_run(self) -> None:
         self.launch_actions.fresh_run()
 
+    def action_fresh_run_unlisted(self) -> None:
+        self.launch_actions.fresh_run()
+
     def action_pause_run(self) -> None:
         self.stop_actions.pause_run()
 
@@ -133,11 +136,18 @@ class LazyParts:
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """L and the lane's d are in force (and in the footer) only on a lane's row; on
-        another row L falls through to its hint and d to the run's diff (main_keys.py)."""
-        if action in LANE_ACTIONS:
-            name = self._selected()
-            return name is not None and split_lane(name)[1] is not None
-        return True
+        another row L falls through to its hint and d to the run's diff. At 80 columns,
+        on a lane, L takes n's place in the footer and d stays in help (main_keys.py)."""
+        if action not in LANE_ACTIONS:
+            return True
+        name = self._selected()
+        lane = name is not None and split_lane(name)[1] is not None
+        narrow = self._node().has_class("-narrow")
+        if action == "fresh_run":
+            return not (lane and narrow)  # else n is its unlisted binding's
+        if action == "show_lane_diff":
+            return lane and not narrow
+        return lane
 
     def action_show_diff(self) -> None:
         self.open_files.show_diff()

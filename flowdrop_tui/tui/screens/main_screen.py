@@ -153,6 +153,7 @@ class MainScreen(MainSelection):
         footer.compact = narrow
         footer.show_command_palette = not narrow  # ctrl+p still opens it; help says so
         self.flows.set_fit(narrow, width - 4)  # the pane's border and the scrollbar
+        self.refresh_bindings()  # a lane's footer keys depend on the width (main_keys.py)
         if self.ready:
             self.runs.set_narrow(narrow)
             self._show_titles()
