@@ -16,6 +16,7 @@ from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.tui.screens.land_lane_modal import LandLaneModal
 from flowdrop_tui.tui.screens.lane_actions import NOT_A_LANE
 from tests.conftest import write_flow
+from tests.tui.test_keys_do_what_they_say import burst
 from tests.tui.tui_helpers import RecordingApp, asked, settled, until
 
 SIZE = (120, 36)
@@ -136,8 +137,8 @@ async def test_escape_on_the_question_lands_nothing(lanes_ws: Path) -> None:
 
 async def test_L_asks_then_lands_once_on_a_hurried_enter_enter(lanes_ws: Path) -> None:
     """Guards landing from the UI: enter on the question lands the lane into main (its
-    commit reachable from main), once; the second enter neither lands again nor starts
-    the lane behind the landing."""
+    commit reachable from main), once; the second enter, reaching the question kept up
+    while it lands, neither lands again nor starts (or asks to pick up) the lane."""
     layout = Layout(lanes_ws)
     lane_commit = head(lanes_ws, "flowdrop/agent/1")
     app = RecordingApp(layout)
@@ -146,9 +147,10 @@ async def test_L_asks_then_lands_once_on_a_hurried_enter_enter(lanes_ws: Path) -
         await select(app, pilot, "agent@1")
         await pilot.press("L")
         await until(pilot, lambda: asked(app, LandLaneModal), what="the question")
-        await pilot.press("enter", "enter")
+        await burst(pilot, "enter", "enter")  # both queued before the first is handled
         await until(pilot, lambda: app.heard("landed agent@1 into main"), what="landed")
         await until(pilot, lambda: settled(app), what="quiet")
+        assert app.screen is app.main_screen  # the second enter reached the question
         assert len(app.main_screen.runs.runs) == 1  # no run started behind it
     subprocess.run(
         ["git", "merge-base", "--is-ancestor", lane_commit, "main"], cwd=lanes_ws, check=True

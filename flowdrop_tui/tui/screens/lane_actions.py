@@ -15,7 +15,7 @@ from flowdrop_tui.core.lanes.known import lane_of
 from flowdrop_tui.core.paths import split_lane
 from flowdrop_tui.tui.messages import FlowsChanged, LandPlanned, LaneLanded, RunActionRefused
 from flowdrop_tui.tui.screens.confirm_modal import ask
-from flowdrop_tui.tui.screens.land_lane_modal import METHOD
+from flowdrop_tui.tui.screens.land_lane_modal import METHOD, LandLaneModal
 from flowdrop_tui.tui.screens.run_part import RunPart
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
 from flowdrop_tui.tui.user_writes import user_write
@@ -61,19 +61,31 @@ class LaneActions(RunPart):
         self.screen.post_message(LandPlanned(key, lane.branch, lane.base_branch))
 
     def land_planned(self, message: LandPlanned) -> None:
-        """Ask; land on yes. Nothing asked (another question is open): nothing done."""
-        from flowdrop_tui.tui.screens.land_lane_modal import LandLaneModal
-
+        """Ask; land on yes, the question kept up until it is done. Nothing asked
+        (another question is open): nothing done."""
         key = message.key
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.land(key, message.into)
-            else:
-                self.busy.discard(key)
+        def answered(_: bool | None) -> None:
+            self.busy.discard(key)  # no, or landed (the landing said how it went)
 
-        if not ask(self.screen.app, LandLaneModal(key, message.branch, message.into), answered):
+        def land(modal: LandLaneModal) -> None:
+            self.land(key, message.into, modal)
+
+        modal = LandLaneModal(key, message.branch, message.into, land)
+        if not ask(self.screen.app, modal, answered):
             self.busy.discard(key)
+
+    @work_on_screen(thread=True, group="lanes-land")
+    @user_write
+    def land(self, key: str, into: str | None, modal: LandLaneModal) -> None:
+        try:
+            landed = landing.land(self.workspace, key, into=into, method=METHOD)
+        except FlowdropError as exc:
+            self.screen.post_message(RunActionRefused(exc.message, exc.code))
+        else:
+            self.screen.post_message(LaneLanded(dict(landed)))
+        finally:
+            self.screen.app.call_from_thread(modal.done)
 
     def landed(self, message: LaneLanded) -> None:
         """Say where it landed, with the commit; the lane rows read again."""
@@ -88,21 +100,8 @@ class LaneActions(RunPart):
         self.screen.post_message(FlowsChanged())  # its row says landed (its log, not watched)
 
     def landing(self, key: str | None) -> bool:
-        """Whether ``key`` is being asked about or landed: enter on it waits (an enter
-        typed after the one that answered must not start the lane behind the landing)."""
+        """Whether ``key`` is being asked about or landed: enter on it waits."""
         if key is not None and key in self.busy:
             self.screen.notify(f"{key} is being landed: a moment", markup=False)
             return True
         return False
-
-    @work_on_screen(thread=True, group="lanes-land")
-    @user_write
-    def land(self, key: str, into: str | None) -> None:
-        try:
-            landed = landing.land(self.workspace, key, into=into, method=METHOD)
-        except FlowdropError as exc:
-            self.screen.post_message(RunActionRefused(exc.message, exc.code))
-        else:
-            self.screen.post_message(LaneLanded(dict(landed)))
-        finally:
-            self.busy.discard(key)
