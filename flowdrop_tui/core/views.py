@@ -25,6 +25,7 @@ from flowdrop_tui.core.flow_list import absent_threads as _absent_threads
 from flowdrop_tui.core.flow_list import graph_threads as _graph_threads
 from flowdrop_tui.core.flow_list import quick_flow_rows as quick_flow_rows
 from flowdrop_tui.core.flow_list import thread_refs as thread_refs
+from flowdrop_tui.core.flow_list import with_lanes
 from flowdrop_tui.core.flows.discovery import (
     FlowInfo,
     describe,
@@ -35,6 +36,7 @@ from flowdrop_tui.core.paths import (
     OUTPUT,
     SESSIONS,
     Layout,
+    split_lane,
     validate_flow_name,
     validate_key,
 )
@@ -57,6 +59,7 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
     (a thread run by path: a row of its own, ``by_path``, its key as its name)."""
     data = index.load(layout)
     infos = describe(layout, thread_refs(layout, data)) if infos is None else infos
+    infos = with_lanes(infos, data["keys"])  # SPEC §23: a flow's lanes after it
     rows = []
     named = {info.name for info in infos}
     graphs = _graph_threads(data, named)
@@ -73,6 +76,7 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
             "round": int(entry.get("round") or 0),
             "last_run": entry.get("last_run"),
             "status": entry.get("status"),
+            "lane": split_lane(info.name)[1],
         }
         last = entry.get("last_run")
         if isinstance(last, str) and entry.get("status") not in {str(s) for s in TERMINAL}:

@@ -63,12 +63,25 @@ def held(layout: Layout, wait: float = LOCK_WAIT) -> Iterator[int]:
 
 
 def run(
-    lock_fd: int | None, args: list[str], *, cwd: Path, what: str, check: bool = True
+    lock_fd: int | None,
+    args: list[str],
+    *,
+    cwd: Path,
+    what: str,
+    check: bool = True,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``git args`` in ``cwd`` holding the lanes lock (``lock_fd``, inherited; ``None``:
-    a read that takes no lock). A git lock file in the way is waited out, then removed
-    when its holder is dead; any other failure is ``GitError`` naming ``what``."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
+    a read that takes no lock; ``env``: more variables, e.g. a temporary index). A git
+    lock file in the way is waited out, then removed when its holder is dead; any other
+    failure is ``GitError`` naming ``what``."""
+    env = {
+        **os.environ,
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+        "GIT_OPTIONAL_LOCKS": "0",
+        **(env or {}),
+    }
     first = time.monotonic()
     pause = 0.05
     while True:

@@ -19,13 +19,16 @@ from flowdrop_tui.core.lanes.place import Lane
 from flowdrop_tui.core.paths import CYCLE, Layout
 from flowdrop_tui.core.records.listing import index
 from flowdrop_tui.core.records.log.event_lines import events_named
+from flowdrop_tui.core.records.run_record.liveness import live_pid
 from flowdrop_tui.core.records.run_record.run_fold import load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE, Status
 from flowdrop_tui.core.records.spend.usage import total
 
 LANDED = "landed"
 DROPPED = "lane_dropped"
 ARCHIVED = "lane_archived"
 LANDED_FIELDS = ("into", "method", "commit")
+_LIVE = frozenset(str(s) for s in LIVE)
 
 
 def rows(layout: Layout, flow_key: str | None = None) -> list[dict[str, Any]]:
@@ -37,6 +40,9 @@ def row(layout: Layout, lane: Lane) -> dict[str, Any]:
     """One lane's row (SPEC §23, "Seeing lanes")."""
     entry = index.lookup(layout, lane.key) or {}
     run_id = entry.get("last_run") if isinstance(entry.get("last_run"), str) else None
+    status = entry.get("status")
+    if status in _LIVE and run_id is not None and live_pid(layout.runs / run_id) is None:
+        status = str(Status.INTERRUPTED)  # its process is gone (as `flows` says it)
     exists = worktree_exists(lane.path)
     ahead, behind = ahead_behind(layout, lane)
     result, tokens = _run_facts(layout, lane.key, run_id)
@@ -45,7 +51,7 @@ def row(layout: Layout, lane: Lane) -> dict[str, Any]:
         "key": lane.key,
         "flow": lane.flow_key,
         "lane": lane.name,
-        "status": entry.get("status"),
+        "status": status,
         "round": int(entry.get("round") or 0),
         "run": run_id,
         "branch": lane.branch,
