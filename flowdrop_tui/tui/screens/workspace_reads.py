@@ -84,11 +84,11 @@ class WorkspaceReads:
         rows = views.flow_rows(self.workspace, known)
         for row in rows:  # LangGraph threads (SPEC §22) and lanes: nothing to describe
             row["described"] = row["name"] not in waiting
-        rows = grouped(self.workspace, rows)
+        rows = grouped(rows)
         self.screen.post_message(FlowRowsRead(_queued(self.workspace, rows), described=not missing))
         if missing and not get_current_worker().is_cancelled:
             infos = describe(self.workspace, refs)
-            rows = grouped(self.workspace, views.flow_rows(self.workspace, infos))
+            rows = grouped(views.flow_rows(self.workspace, infos))
             self.screen.post_message(FlowRowsRead(_queued(self.workspace, rows), described=True))
 
     @work_on_screen(thread=True, exclusive=True, group="lanes")
