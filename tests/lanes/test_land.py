@@ -264,3 +264,57 @@ def test_a_missing_target_branch_is_not_found(ws: Path, cli: CLI) -> None:
 
 def test_methods_are_exclusive(ws: Path, cli: CLI) -> None:
     assert cli("land", "worker@1", "--merge", "--squash").returncode == 2
+
+
+def test_a_target_checked_out_in_another_worktree_is_landed_there(
+    ws: Path, cli: CLI, tmp_path: Path
+) -> None:
+    """The checkout that has the target is the one brought to the new commit — not the
+    workspace, which has another branch."""
+    release = tmp_path / "release"
+    git(ws, "worktree", "add", "-q", "-b", "release", str(release))
+    lane = make_lane(cli, "worker@1")
+    kept = ("status", "lane_status", "head", "lane_head", "files", "lane_files")
+    main_before = {k: v for k, v in snapshot(ws, lane).items() if k in kept}
+    landed = cli.json("land", "worker@1", "--into", "release", "--rebase")
+    assert git(release, "rev-parse", "HEAD").strip() == landed["commit"]
+    assert (release / "from-1.txt").read_text() == "work of worker@1\n"
+    assert git(release, "status", "--porcelain") == ""
+    main_after = {k: v for k, v in snapshot(ws, lane).items() if k in kept}
+    assert main_after == main_before
+
+
+def test_an_untracked_file_in_the_way_is_refused(ws: Path, cli: CLI) -> None:
+    """A file the landing would write, untracked in the target's checkout: refused
+    before any file or ref moves (git checks every file before it writes one)."""
+    lane = make_lane(cli, "worker@1")
+    (ws / "from-1.txt").write_text("a person's own file\n")
+    message = refused(cli, ws, lane, "worker@1", "DIRTY_TREE")
+    assert "from-1.txt" in message
+    assert (ws / "from-1.txt").read_text() == "a person's own file\n"
+
+
+def test_a_lane_made_from_a_detached_head_asks_for_into(ws: Path, cli: CLI) -> None:
+    git(ws, "checkout", "-q", "--detach")
+    lane = make_lane(cli, "worker@1")
+    before = snapshot(ws, lane)
+    done = cli("land", "worker@1", "--json")
+    assert done.returncode == 2
+    error = orjson.loads(done.stdout or done.stderr)["error"]
+    assert error["code"] == "USAGE" and "--into" in error["message"]
+    assert snapshot(ws, lane) == before
+
+
+def test_rebase_never_moves_the_lane_branch(ws: Path, cli: CLI) -> None:
+    """Its worktree gone and ``rebase.updateRefs`` set: a replay that followed the
+    person's config would move the lane's branch onto the replayed commits."""
+    lane = make_lane(cli, "worker@1")
+    tip = git(ws, "rev-parse", "flowdrop/worker/1")
+    git(ws, "worktree", "remove", str(lane))
+    git(ws, "config", "rebase.updateRefs", "true")
+    (ws / "elsewhere.txt").write_text("main moved on\n")
+    git(ws, "add", "elsewhere.txt")
+    git(ws, "commit", "-q", "-m", "main moved on")  # so the replay makes new commits
+    landed = cli.json("land", "worker@1", "--rebase")
+    assert git(ws, "rev-parse", "flowdrop/worker/1") == tip
+    assert git(ws, "rev-parse", "HEAD").strip() == landed["commit"] != tip.strip()

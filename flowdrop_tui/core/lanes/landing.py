@@ -188,7 +188,9 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
     try:
         done = git_lock.run(
             fd,
-            ["rebase", "--no-autosquash", old, tip],
+            # a person's rebase.autoSquash or rebase.updateRefs would reorder the lane's
+            # commits or move its branch (when no worktree has it): neither is asked here
+            ["rebase", "--no-autosquash", "--no-update-refs", old, tip],
             cwd=place,
             what=f"replay lane {lane.key}'s commits onto {target}",
             check=False,
@@ -225,10 +227,13 @@ def _fast_forward_checkout(checkout: Path, target: str, new: str, fd: int) -> No
     )
     if done.returncode != 0:
         message = (done.stderr or done.stdout).strip()
-        if "untracked working tree files" in message or "would be overwritten" in message:
+        if "would be overwritten" in message:
+            # git lists them indented by a tab, between its two lines of words
+            files = [line.strip() for line in message.splitlines() if line.startswith("\t")]
             raise DirtyTreeError(
                 f"{target} is checked out in {checkout}, where files the landing would "
-                f"write are in the way: {message.splitlines()[-1] if message else ''}"
+                f"write are in the way ({_listed(files) or message}): move them away "
+                "there, then land again"
             )
         raise GitError(f"could not bring {checkout} to the landed commit: {message}")
 
