@@ -171,3 +171,31 @@ async def test_L_on_a_dirty_lane_is_refused_and_changes_nothing(lanes_ws: Path) 
         await until(pilot, lambda: any("uncommitted" in s for s in app.said), what="refused")
     assert head(lanes_ws) == before
     assert lane_log.last(Layout(lanes_ws), "agent@2", "landed") is None
+
+
+async def test_at_80_columns_L_takes_ns_place_in_the_footer_and_n_still_works(
+    lanes_ws: Path,
+) -> None:
+    """Guards the narrow footer: on a lane it shows L (not n, and d stays in help) so it
+    still fits 80 columns; n still starts the lane fresh (asked first); on a flow's
+    row the footer is as before."""
+    from flowdrop_tui.tui.screens.fresh_run_modal import FreshRunModal
+
+    app = RecordingApp(Layout(lanes_ws))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: lane_shown(app, "agent@1"), what="the lanes")
+        main = app.main_screen
+
+        def footer() -> set[str]:
+            shown = main.active_bindings.values()
+            return {b.binding.action for b in shown if b.binding.show and b.enabled}
+
+        await select(app, pilot, "agent")
+        assert "fresh_run" in footer() and "land_lane" not in footer()
+        await select(app, pilot, "agent@1")
+        await until(pilot, lambda: "land_lane" in footer(), what="L in the footer")
+        assert "fresh_run" not in footer() and "show_lane_diff" not in footer()
+        await pilot.press("n")
+        await until(pilot, lambda: asked(app, FreshRunModal), what="n's question")
+        await pilot.press("n")
+        await until(pilot, lambda: app.screen is main, what="kept as it was")
