@@ -20,8 +20,10 @@ from flowdrop_tui.core import git
 from flowdrop_tui.core.errors import NotARepositoryError, NotFoundError
 from flowdrop_tui.core.lanes.known import checkout_of
 from flowdrop_tui.core.paths import CYCLE, Layout
+from flowdrop_tui.core.records.listing import key_runs
 from flowdrop_tui.core.records.log.event_lines import event_batches
 from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE
 
 
 def _span(rounds: list[int]) -> str:
@@ -145,17 +147,25 @@ def round_diff(
         # a worker's snapshots this repository does not have: its commits, as below
     start, end, ended = this.start, this.end, this.ended
     last = number == ran[-1]
-    if end is None and last:  # in flight, or cut short: where the run stands now
-        for facts in (info.git_end, info.git_last):
-            if isinstance(facts, dict) and isinstance(facts.get("head"), str):
-                end = facts["head"]
-                break
-        else:
-            end = git.run_end(tree, run_id)[0]
     now = git.head_now(tree)
-    uncommitted = (
-        worktree and last and list_run_ids(layout)[-1:] == [run_id] and (end is None or end == now)
+    if end is None and last:  # in flight, or cut short: where the run stands now
+        if info.status in LIVE and worktree:
+            end = now  # its checkout's HEAD: the record's git facts are from its start
+        else:
+            for facts in (info.git_end, info.git_last):
+                if isinstance(facts, dict) and isinstance(facts.get("head"), str):
+                    end = facts["head"]
+                    break
+            else:
+                end = git.run_end(tree, run_id)[0]
+    # the working tree is the run's only while it is the newest run there: a lane's
+    # worktree is its key's alone (SPEC §23), the workspace every other run's
+    newest = (
+        key_runs.newest(layout, info.key, limit=1)
+        if tree != layout.workspace and info.key
+        else list_run_ids(layout)[-1:]
     )
+    uncommitted = worktree and last and newest == [run_id] and (end is None or end == now)
     if not uncommitted and end is None:
         end = start  # nothing recorded of its end: no commits known
     found = git.diff_between(tree, start, end if end is not None else now)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.conftest import CLI
 from tests.lanes.conftest import COUNTER, commit_flow, events, git, runs_of
+from tests.waiting import wait_for
 
 
 def rounds_said(done: object) -> str:
@@ -111,3 +112,50 @@ def test_show_and_diff_of_a_lane_run_are_the_lanes(
     assert "made in the lane" in diff["patch"]
     assert not (workspace / "made.txt").exists()
     assert git(workspace, "log", "--format=%s", "-1").strip() == "flow commits"
+
+
+LIVE_COMMITTER = """
+import subprocess
+from pathlib import Path
+
+from flowdrop_tui import flow
+
+
+@flow
+def main(run):
+    for r in run.rounds(range(4)):
+        Path("out.txt").write_text(f"round {r}\\n")
+        if r < 2:
+            subprocess.run(["git", "add", "out.txt"], check=True)
+            subprocess.run(
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"r{r}"],
+                check=True,
+            )
+        else:
+            while not Path("go").exists():  # the round in flight, until the test says go
+                run.log("waiting")
+                subprocess.run(["sleep", "0.05"])
+"""
+
+
+def test_a_live_lanes_round_in_flight_is_diffed_in_its_worktree(
+    workspace: Path, lanes_dir: Path, cli: CLI
+) -> None:
+    """The record's git facts are the lane's start: a round in flight is compared with
+    the worktree's HEAD now, never reversed against the base (it showed 'deleted')."""
+    commit_flow(workspace, "committer", LIVE_COMMITTER)
+    run = cli.json("run", "committer@1", "--detach")["run"]
+    tree = lanes_dir / "committer" / "1"
+    wait_for(
+        lambda: any(e.get("event") == "log" for e in events(workspace, run)),
+        what="round 3",
+        timeout=60,
+    )
+    shown = cli.json("diff", run)
+    assert shown["round"] == 3 and shown["uncommitted"], shown
+    assert [row["path"] for row in shown["files"]] == ["out.txt"], shown
+    assert "+round 2" in shown["patch"] and "deleted" not in str(shown["files"]), shown
+    (tree / "go").write_text("")
+    wait_for(
+        lambda: runs_of(cli, "committer@1")[0]["status"] == "completed", what="the end", timeout=60
+    )

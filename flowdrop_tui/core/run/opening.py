@@ -117,6 +117,10 @@ def open_run(
         lane = lane_trees.lane_for(layout, ref.key) if split_lane(ref.key)[1] else None
         if lane is not None:  # recorded before its branch or worktree exists (SPEC §23)
             foresight["lane"] = lane.to_record()
+            if not lane.path.exists() and not checked_out_here(lane):
+                # its git at the start is the branch it will be made on, never the
+                # workspace's: a round in flight is diffed against it (round_diff)
+                foresight["git"] = {"head": lane.base, "branch": lane.branch, "dirty": False}
         created = created_event(layout, run_id, ref, loaded, start_plan, foresight)
         try:
             log = create_record(
