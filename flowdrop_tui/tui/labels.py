@@ -188,21 +188,22 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
 
 
 def lane_words(facts: dict[str, Any] | None) -> str:
-    """A lane's git facts in a few words (they fit ABOUT at 80 columns):
-    ``2 ahead · 0 behind · clean``,
-    ``landed into main (abc1234)``."""
+    """A lane's git facts in a few words, what matters first (they fit ABOUT at 80
+    columns): ``dirty · +2/-0`` (its tree; commits ahead of / behind its base branch,
+    as ``lanes`` writes them), ``landed in main d7c1c06``."""
     if not facts:
         return ""
     landed = facts.get("landed")
     if isinstance(landed, dict):
         commit = str(landed.get("commit") or "")[:7]
-        return f"landed into {landed.get('into')} ({commit})"
+        return f"landed in {landed.get('into')} {commit}"
     if facts.get("dropped"):
         return "dropped"
     if facts.get("exists") is False:
         return "no worktree"
-    words = [f"{facts.get('ahead') or 0} ahead", f"{facts.get('behind') or 0} behind"]
+    words = []
     dirty = facts.get("dirty")
     if dirty is not None:
         words.append("dirty" if dirty else "clean")  # its worktree: uncommitted changes
+    words.append(f"+{facts.get('ahead') or 0}/-{facts.get('behind') or 0}")
     return " · ".join(words)

@@ -94,7 +94,7 @@ async def test_lanes_are_grouped_under_their_flow_and_select_as_keys(lanes_ws: P
         cells = [main.flows.get_row(key)[0].plain for key in ("agent@1", "agent@2")]
         assert cells == ["  @1", "  @2"]
         about = main.flows.get_row("agent@1")[-1].plain
-        assert "1 ahead" in about and "clean" in about
+        assert about.startswith("clean · +1/-") and about.endswith("/-0"), about
         assert "dirty" in main.flows.get_row("agent@2")[-1].plain
         assert not main.check_action("land_lane", ())
         await select(app, pilot, "agent@1")
