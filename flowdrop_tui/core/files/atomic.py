@@ -49,13 +49,15 @@ def datasync(fd: int) -> None:
     """``fdatasync`` (the file's bytes and size, not its times) that reaches the disk:
     ``F_FULLFSYNC`` where the platform has it, as ``full_sync``."""
     if not _drive_flush(fd):
-        getattr(os, "fdatasync", os.fsync)(fd)  # macOS has no fdatasync
+        vars(os).get("fdatasync", os.fsync)(fd)  # macOS has no fdatasync
 
 
 def _drive_flush(fd: int) -> bool:
     """``fcntl(fd, F_FULLFSYNC)``; whether it was made (looked up at each call: a test
-    gives the constant to a platform without it)."""
-    command = getattr(fcntl, "F_FULLFSYNC", None)
+    gives the constant to a platform without it). Looked up in the module's dict: a
+    ``getattr`` that misses raises and catches an ``AttributeError`` inside, 1.5 µs of
+    every key set's flush where the constant is missing (Linux)."""
+    command = vars(fcntl).get("F_FULLFSYNC")
     if command is None:
         return False
     try:
