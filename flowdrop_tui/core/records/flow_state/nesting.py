@@ -65,7 +65,7 @@ def dumps_within(value: Any, levels: int, default: Any = _no_shape, option: int 
 def fits(value: Any, levels: int) -> bool:
     """Whether ``value`` nests at most ``levels`` levels (a cycle is not depth: it is
     written as its text). Cheap for a scalar; one C-speed write for a container."""
-    if not isinstance(value, dict | list | tuple):
+    if not isinstance(value, (dict, list, tuple)):  # a tuple: twice as fast as a union
         return True
     try:
         dumps_within(value, levels, option=_PROBE)
