@@ -548,6 +548,12 @@ def prune_text(report: dict[str, Any]) -> str:
         lines.append("(dry run: nothing was deleted; --json lists every run)")
     if report.get("leftovers_swept"):
         lines.append(f"finished deleting {report['leftovers_swept']} runs a stopped prune left")
+    for lane in report.get("lanes") or []:  # SPEC §23: landed or merged, and clean
+        tree, branch = lane["worktree"], lane["branch"]
+        lines.append(
+            f"{'would drop' if dry else 'dropped'} lane {lane['key']}'s worktree "
+            f"{tree['path']} ({tree['why']}); branch {branch['done']} ({branch['why']})"
+        )
     return "\n".join(lines)
 
 

@@ -12,13 +12,30 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from flowdrop_tui.cli.verb_registry import VERBS, WORDS, function_name
+from flowdrop_tui.cli.verb_registry import BY_NAME, VERBS, WORDS, function_name
 from flowdrop_tui.core.errors import UsageError
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+class JoinedWords(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Sub-parsers where a verb that leads a longer one (``lanes``, ``lanes drop``) is
+    both: ``lanes drop …`` goes to the parser named by both words, ``lanes …`` to its
+    own. The longer verb wins over an argument spelled as its second word."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if len(values) > 1 and f"{values[0]} {values[1]}" in self._name_parser_map:
+            values = [f"{values[0]} {values[1]}", *values[2:]]
+        super().__call__(parser, namespace, values, option_string)
 
 
 class VerbParser(Parser):
@@ -85,12 +102,16 @@ def grammar(*, verbs: bool = True) -> argparse.ArgumentParser:
     )
     common(parser)
     parser.add_argument("--version", action="version", version="flowdrop-tui 0.1.0")
+    parser.register("action", "parsers", JoinedWords)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=VerbParser)
     if not verbs:
         return parser
     under: dict[str, Any] = {"": sub}  # leading words → their parser's sub-parsers
     for verb in VERBS:
         *words, last = verb.name.split(" ")
+        if words and " ".join(words) in BY_NAME:  # a verb leading a longer one: beside it
+            *words, lead = words
+            last = f"{lead} {last}"
         for depth in range(1, len(words) + 1):
             lead = " ".join(words[:depth])
             if lead not in under:
@@ -171,7 +192,9 @@ def budget(verb: Parser) -> None:
 def start_choice(verb: Parser) -> None:
     """``run`` and ``plan``: the flow, and where its start comes from."""
     verb.add_argument(
-        "flow", metavar="FLOW", help="a flow name, or a path to its folder or flow.py"
+        "flow",
+        metavar="FLOW",
+        help="a flow name, or a path to its folder or flow.py; FLOW@LANE: one of its lanes",
     )
     start = verb.add_mutually_exclusive_group()
     start.add_argument("--from", dest="from_run", metavar="RUN", help="pick up from this run")

@@ -8,7 +8,9 @@ verb is asked (``cli/parser.py``), so a command imports one group's module.
 
 A verb of several words (``remote config notify``) sits under its leading words'
 parsers, each made once from ``WORDS``; its functions join the words with ``_``
-(``cmd_remote_config_notify``)."""
+(``cmd_remote_config_notify``). A verb may also lead longer ones (``lanes`` and
+``lanes drop``): the longer one sits beside it, named by both words, and is chosen
+when its second word follows the first (``parser.JoinedWords``)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ VERBS = (
     Verb("pause", "steering", "pause a run after its round"),
     Verb("resume", "steering", "continue a paused run"),
     Verb("answer", "steering", "answer a run's question and resume it"),
+    Verb("land", "lane_landing", "land a lane's committed work into a branch (SPEC §23)"),
     Verb("inbox", "attention", "what waits on a person, with the command for it"),
     Verb("flows", "reads", "list the flows"),
     Verb("runs", "reads", "list runs, newest first"),
@@ -44,6 +47,8 @@ VERBS = (
     Verb("prune", "keeping", "delete old ended runs (never what is picked up)"),
     Verb("pin", "keeping", "never prune this run"),
     Verb("unpin", "keeping", "let prune delete it again"),
+    Verb("lanes", "laning", "list a flow's lanes: their branches, trees, landings"),
+    Verb("lanes drop", "laning", "remove a lane's worktree, never its unsaved work"),
     Verb("worker", "daemon", "take runs from the cluster (remote mode; a daemon per machine)"),
     Verb(
         "remote grant", "granting", "give a database role a flowdrop role (--revoke: take it back)"

@@ -206,6 +206,32 @@ class BackendUnavailableError(FlowdropError):
     code = "BACKEND_UNAVAILABLE"
 
 
+class GitError(FlowdropError):
+    """A git command failed: a worker's checkout, a lane's worktree or landing."""
+
+    code = "GIT_FAILED"
+
+
+class DirtyTreeError(RefusedError):
+    """A lane's tree, or the branch ``land`` would write, has uncommitted changes
+    (SPEC §23): nothing was changed."""
+
+    code = "DIRTY_TREE"
+
+
+class LandConflictError(RefusedError):
+    """``land`` met a conflict: the target left as it was, the files named (SPEC §23)."""
+
+    code = "LAND_CONFLICT"
+
+
+class UnmergedWorkError(RefusedError):
+    """``lanes drop``/``prune`` of a lane whose commits or changes live nowhere else
+    and no ``--archive`` asked to keep them (SPEC §23)."""
+
+    code = "UNMERGED_WORK"
+
+
 # The exit status of each kind of error, most specific first; anything else is 1.
 EXIT_CODES: tuple[tuple[type[FlowdropError], int], ...] = (
     (UsageError, 2),

@@ -4,6 +4,8 @@ that needs (``views`` re-exports it; bench/README.md, (c))."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from flowdrop_tui.core.flows.discovery import (
@@ -13,7 +15,7 @@ from flowdrop_tui.core.flows.discovery import (
     discover,
     path_threads,
 )
-from flowdrop_tui.core.paths import Layout
+from flowdrop_tui.core.paths import Layout, split_lane
 from flowdrop_tui.core.records.listing import index_file
 from flowdrop_tui.core.records.listing.index_file import GRAPH_FLOW
 
@@ -28,6 +30,39 @@ def thread_refs(layout: Layout, data: dict[str, Any] | None = None) -> list[Flow
         data = index.load(layout)
     keys = data["keys"]
     return discover(layout) + path_threads(layout, keys)
+
+
+def _lanes_by_flow(keys: Iterable[str]) -> dict[str, list[str]]:
+    """The lane keys (SPEC §23) among ``keys``, by their flow's key, in lane order."""
+    found: dict[str, list[str]] = {}
+    for key in keys:
+        flow, lane = split_lane(key)
+        if lane is not None:
+            found.setdefault(flow, []).append(key)
+    for lanes in found.values():
+        lanes.sort(key=_lane_order)
+    return found
+
+
+def _lane_order(key: str) -> tuple[int, str]:
+    lane = split_lane(key)[1] or ""
+    return (int(lane) if lane.isdigit() else 1 << 62, lane)
+
+
+def with_lanes(infos: list[FlowInfo], keys: Iterable[str]) -> list[FlowInfo]:
+    """SPEC §23: each flow followed by its lanes, a row per lane key the index holds,
+    the flow's declaration under the lane's own key (its own round, runs and budget)."""
+    lanes = _lanes_by_flow(keys)
+    if not lanes:
+        return infos
+    named = {info.name for info in infos}
+    listed = []
+    for info in infos:
+        listed.append(info)
+        listed.extend(
+            replace(info, name=key) for key in lanes.get(info.name, ()) if key not in named
+        )
+    return listed
 
 
 def graph_threads(data: Any, named: set[str]) -> list[FlowInfo]:
@@ -87,7 +122,8 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
                 "described": info is not None,
             }
         )
-    named = {ref.key for ref in refs}
+    rows = _with_lane_rows(rows, data["keys"])
+    named = {row["name"] for row in rows}
     extra = graph_threads(data, named)
     for graph in [*extra, *absent_threads(data, named | {info.name for info in extra})]:
         entry = data["keys"][graph.name]
@@ -103,6 +139,28 @@ def quick_flow_rows(layout: Layout) -> list[dict[str, Any]]:
                 "last_run": entry.get("last_run"),
                 "status": entry.get("status"),
                 "described": True,
+                "lane": None,
             }
         )
     return rows
+
+
+def _with_lane_rows(rows: list[dict[str, Any]], keys: dict[str, Any]) -> list[dict[str, Any]]:
+    """``quick_flow_rows``' flows, each followed by its lanes' rows (SPEC §23)."""
+    lanes = _lanes_by_flow(keys)
+    listed = []
+    for row in rows:
+        listed.append({**row, "lane": None})
+        for key in lanes.get(row["name"], ()):
+            entry = keys.get(key) or {}
+            listed.append(
+                {
+                    **row,
+                    "name": key,
+                    "round": int(entry.get("round") or 0),
+                    "last_run": entry.get("last_run"),
+                    "status": entry.get("status"),
+                    "lane": split_lane(key)[1],
+                }
+            )
+    return listed

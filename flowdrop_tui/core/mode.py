@@ -326,6 +326,17 @@ def choose(layout: Layout) -> Mode:
     return RemoteMode(layout, settings)
 
 
+def lanes_on_origin(layout: Layout) -> bool:
+    """Whether lanes here run on workers, their branches pushed to the origin (SPEC
+    §23): remote mode, as ``choose`` decides it, without opening a connection. What
+    ``land`` passes to ``core/lanes/fetching.fetch_lane`` (the core below cannot ask)."""
+    if _run_child or os.environ.get(REMOTE_RUN_ENV) or not _may_be_remote(layout):
+        return False
+    from flowdrop_tui.core.remote import config
+
+    return config.load(layout) is not None
+
+
 def _local(layout: Layout) -> LocalMode:
     """The workspace's local mode; starts queued while it was remote are not its own."""
     from flowdrop_tui.core.records.listing import queued_starts

@@ -37,6 +37,8 @@ LIVE_LOCK = "live.lock"
 REMOTE_LIVE = "remote-live.json"
 REQUESTS = "requests"
 
+LANE_SEP = "@"  # FLOW@LANE: a lane's key (SPEC §23)
+_LANE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}$")
 _MAX_NAME = 200
 # Limits that are the filesystem's, so counted in bytes as it counts them: a flow name
@@ -95,13 +97,39 @@ def validate_flow_name(name: str) -> str:
         or "/" in name
         or "\\" in name
         or "\x00" in name
+        or LANE_SEP in name
         or _has_control(name)
     ):
         raise InvalidNameError(
             f"invalid flow name {name!r}: use a folder name under flows/ "
-            "(no '/', no leading '.', no '..')"
+            "(no '/', no '@', no leading '.', no '..')"
         )
     return name
+
+
+def validate_lane(name: str) -> str:
+    """A lane's name (``fixer@2``'s ``2``): letters, digits, ``.``, ``_``, ``-``, as a
+    git branch's last part and a folder's name take it (docs/decisions.md, "Lanes")."""
+    if not _LANE_RE.match(name) or ".." in name or name.endswith((".lock", ".")):
+        raise InvalidNameError(
+            f"invalid lane name {name!r}: use letters, digits, '.', '_' or '-' "
+            "(at most 64, starting with a letter or digit), as in fixer@2"
+        )
+    return name
+
+
+def split_lane(key: str) -> tuple[str, str | None]:
+    """``FLOW@LANE`` → (``FLOW``'s key, ``LANE``); a key with no lane → (key, None).
+    A flow's name never holds ``@`` (``validate_flow_name``), so the split is exact."""
+    base, sep, lane = key.rpartition(LANE_SEP)
+    if not sep or "/" in lane:
+        return key, None
+    return base, lane
+
+
+def lane_key(flow_key: str, lane: str) -> str:
+    """The key a lane of ``flow_key`` runs under (SPEC §23)."""
+    return f"{flow_key}{LANE_SEP}{validate_lane(lane)}"
 
 
 def validate_key(key: str) -> str:
@@ -142,9 +170,23 @@ def key_filename(key: str, suffix: str = "") -> str:
 
 @dataclass(frozen=True)
 class Layout:
-    """Where everything of one workspace lives on disk."""
+    """Where everything of one workspace lives on disk.
+
+    ``tree``: the checkout a run works in when it is not the workspace itself — a
+    lane's worktree (SPEC §23); its records stay in the workspace's ``.flowdrop/``."""
 
     workspace: Path
+    tree: Path | None = None
+
+    @property
+    def checkout(self) -> Path:
+        """The working tree a run's flow, sessions and git reads work in."""
+        return self.tree if self.tree is not None else self.workspace
+
+    @property
+    def lanes_lock(self) -> Path:
+        """The one lock every lane's ``git worktree`` and branch write goes through."""
+        return self.root / "lanes.lock"
 
     @property
     def root(self) -> Path:

@@ -139,6 +139,7 @@ class PruneResult:
     skipped: list[tuple[Verdict, str]] = field(default_factory=list)
     orphans_removed: list[Orphan] = field(default_factory=list)
     leftovers_swept: int = 0
+    lanes: list[dict[str, Any]] = field(default_factory=list)  # lanes' worktrees dropped
 
     def as_json(self) -> dict[str, Any]:
         plan = self.plan
@@ -157,6 +158,7 @@ class PruneResult:
             "orphans": [{"transcript": o.name, "bytes": o.bytes} for o in orphans],
             "bytes": sum(v.bytes for v in gone) + sum(o.bytes for o in orphans),
             "leftovers_swept": self.leftovers_swept,
+            "lanes": self.lanes,
         }
 
 
@@ -430,6 +432,10 @@ def prune(
         layout, keep, older_than, now=now, ledger=ledger, include_replaced=include_replaced
     )
     result = PruneResult(plan=plan, dry_run=dry_run, leftovers_swept=swept)
+    # SPEC §23: the worktrees of lanes landed or merged, and clean (no lane: no git call)
+    from flowdrop_tui.core.lanes.cleanup import prune_lanes  # git's side: when pruning only
+
+    result.lanes = prune_lanes(layout, dry_run=dry_run)
     if dry_run:
         return result
     for start in range(0, len(plan.delete), BATCH):

@@ -18,9 +18,12 @@ from typing import Any
 
 from flowdrop_tui.core import git
 from flowdrop_tui.core.errors import NotARepositoryError, NotFoundError
+from flowdrop_tui.core.lanes.known import checkout_of
 from flowdrop_tui.core.paths import CYCLE, Layout
+from flowdrop_tui.core.records.listing import key_runs
 from flowdrop_tui.core.records.log.event_lines import event_batches
 from flowdrop_tui.core.records.run_record.run_fold import list_run_ids, load_run
+from flowdrop_tui.core.records.run_record.run_info import LIVE
 
 
 def _span(rounds: list[int]) -> str:
@@ -102,6 +105,7 @@ def round_diff(
     "files": [{"path", "status"}], "patch"}``. ``worktree``: runs run in this
     workspace's working tree (local mode), so what a round left may still be there."""
     info, commits = round_commits(layout, run_id)
+    tree = checkout_of(layout, info.key)  # a lane's rounds are its worktree's (SPEC §23)
     ran = sorted(commits)
     if not ran:
         raise NotFoundError(f"run {run_id} ran no rounds: there is nothing to diff")
@@ -109,22 +113,20 @@ def round_diff(
         number = ran[-1]
     if number not in commits:
         raise NotFoundError(f"run {run_id} did not run round {number}; it ran {_span(ran)}")
-    if info.git_start is None or not git.is_repository(layout.workspace):
+    if info.git_start is None or not git.is_repository(tree):
         raise NotARepositoryError(
-            f"{layout.workspace} is not a git repository: a round's changes are read from "
+            f"{tree} is not a git repository: a round's changes are read from "
             "git, and this run recorded none"
         )
     this = commits[number]
     if this.trees is not None:
-        found = git.diff_between(layout.workspace, *this.trees)
+        found = git.diff_between(tree, *this.trees)
         if found is not None:  # its snapshots: what it changed, committed or not
             files, patch, _ = found
             # uncommitted: a file it changed is not, at its end, as its end commit has it
-            end_tree = git.tree_of(layout.workspace, this.end) if this.end else None
+            end_tree = git.tree_of(tree, this.end) if this.end else None
             unlike = (
-                git.diff_between(
-                    layout.workspace, end_tree, this.trees[1], {row["path"] for row in files}
-                )
+                git.diff_between(tree, end_tree, this.trees[1], {row["path"] for row in files})
                 if end_tree is not None
                 else None
             )
@@ -145,20 +147,28 @@ def round_diff(
         # a worker's snapshots this repository does not have: its commits, as below
     start, end, ended = this.start, this.end, this.ended
     last = number == ran[-1]
+    now = git.head_now(tree)
     if end is None and last:  # in flight, or cut short: where the run stands now
-        for facts in (info.git_end, info.git_last):
-            if isinstance(facts, dict) and isinstance(facts.get("head"), str):
-                end = facts["head"]
-                break
+        if info.status in LIVE and worktree:
+            end = now  # its checkout's HEAD: the record's git facts are from its start
         else:
-            end = git.run_end(layout.workspace, run_id)[0]
-    now = git.head_now(layout.workspace)
-    uncommitted = (
-        worktree and last and list_run_ids(layout)[-1:] == [run_id] and (end is None or end == now)
+            for facts in (info.git_end, info.git_last):
+                if isinstance(facts, dict) and isinstance(facts.get("head"), str):
+                    end = facts["head"]
+                    break
+            else:
+                end = git.run_end(tree, run_id)[0]
+    # the working tree is the run's only while it is the newest run there: a lane's
+    # worktree is its key's alone (SPEC §23), the workspace every other run's
+    newest = (
+        key_runs.newest(layout, info.key, limit=1)
+        if tree != layout.workspace and info.key
+        else list_run_ids(layout)[-1:]
     )
+    uncommitted = worktree and last and newest == [run_id] and (end is None or end == now)
     if not uncommitted and end is None:
         end = start  # nothing recorded of its end: no commits known
-    found = git.diff_between(layout.workspace, start, end if end is not None else now)
+    found = git.diff_between(tree, start, end if end is not None else now)
     if found is not None and uncommitted:
         # the working tree, but only the files the round committed or left changed:
         # what was already there before it stays out (when the record can tell); a
@@ -168,7 +178,7 @@ def round_diff(
             uncommitted, end = False, end if end is not None else now
         else:
             only = None if left is None else left | {row["path"] for row in found[0]}
-            found = git.diff_between(layout.workspace, start, None, only)
+            found = git.diff_between(tree, start, None, only)
     if found is None:
         raise NotFoundError(
             f"git could not compare round {number}'s commits ({(start or '')[:12]}.."

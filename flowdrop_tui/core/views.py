@@ -25,15 +25,18 @@ from flowdrop_tui.core.flow_list import absent_threads as _absent_threads
 from flowdrop_tui.core.flow_list import graph_threads as _graph_threads
 from flowdrop_tui.core.flow_list import quick_flow_rows as quick_flow_rows
 from flowdrop_tui.core.flow_list import thread_refs as thread_refs
+from flowdrop_tui.core.flow_list import with_lanes
 from flowdrop_tui.core.flows.discovery import (
     FlowInfo,
     describe,
     resolve_flow,
 )
+from flowdrop_tui.core.lanes.known import checkout_of
 from flowdrop_tui.core.paths import (
     OUTPUT,
     SESSIONS,
     Layout,
+    split_lane,
     validate_flow_name,
     validate_key,
 )
@@ -56,6 +59,7 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
     (a thread run by path: a row of its own, ``by_path``, its key as its name)."""
     data = index.load(layout)
     infos = describe(layout, thread_refs(layout, data)) if infos is None else infos
+    infos = with_lanes(infos, data["keys"])  # SPEC §23: a flow's lanes after it
     rows = []
     named = {info.name for info in infos}
     graphs = _graph_threads(data, named)
@@ -72,6 +76,7 @@ def flow_rows(layout: Layout, infos: list[FlowInfo] | None = None) -> list[dict[
             "round": int(entry.get("round") or 0),
             "last_run": entry.get("last_run"),
             "status": entry.get("status"),
+            "lane": split_lane(info.name)[1],
         }
         last = entry.get("last_run")
         if isinstance(last, str) and entry.get("status") not in {str(s) for s in TERMINAL}:
@@ -279,15 +284,16 @@ def git_of(layout: Layout, info: RunInfo, *, isolated: bool = False) -> dict[str
         until = info.last_event  # the ``t`` of its last event (folded: never the record re-read)
     # No recorded end: measured to HEAD, or to the commits its worker pushed (a remote
     # run's own, ``git.RUN_REFS``; the run's last event then cuts nothing off).
+    tree = checkout_of(layout, info.key)  # a lane's commits are its worktree's (SPEC §23)
     if isolated:
         ask = (start or "", end or "HEAD", until or "", info.run)
-        found = git.isolated(layout.workspace, "commits", *ask)
+        found = git.isolated(tree, "commits", *ask)
         commits = found if isinstance(found, list) else []
     else:
         if end is None:
-            end, pushed = git.run_end(layout.workspace, info.run)
+            end, pushed = git.run_end(tree, info.run)
             until = None if pushed else until
-        commits = git.commits_between(layout.workspace, start, end, until=until)
+        commits = git.commits_between(tree, start, end, until=until)
     return {"start": info.git_start, "end": info.git_end, "commits": commits}
 
 

@@ -185,3 +185,24 @@ def ended_text(info: RunInfo) -> tuple[str, str]:
     if info.status == Status.PAUSED:
         return f"{head} paused after round {info.round}; r resumes it", "information"
     return f"{head} was interrupted in round {info.round}: its process died", "warning"
+
+
+def lane_words(facts: dict[str, Any] | None) -> str:
+    """A lane's git facts in a few words (they fit ABOUT at 80 columns):
+    ``2 ahead · 0 behind · clean``,
+    ``landed into main (abc1234)``."""
+    if not facts:
+        return ""
+    landed = facts.get("landed")
+    if isinstance(landed, dict):
+        commit = str(landed.get("commit") or "")[:7]
+        return f"landed into {landed.get('into')} ({commit})"
+    if facts.get("dropped"):
+        return "dropped"
+    if facts.get("exists") is False:
+        return "no worktree"
+    words = [f"{facts.get('ahead') or 0} ahead", f"{facts.get('behind') or 0} behind"]
+    dirty = facts.get("dirty")
+    if dirty is not None:
+        words.append("dirty" if dirty else "clean")  # its worktree: uncommitted changes
+    return " · ".join(words)

@@ -145,3 +145,29 @@ class RunActionRefused(Message):
 
     text: str
     code: str
+
+
+@dataclass(eq=False)
+class LanesRead(Message):
+    """What ``lanes --json`` says of each lane (ahead/behind, dirty, landed), by key."""
+
+    facts: dict[str, dict[str, Any]]
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LanesRead)
+
+
+@dataclass(eq=False)
+class LandPlanned(Message):
+    """``L``: the lane was found; ``into`` (its base branch) is where it would land."""
+
+    key: str
+    branch: str
+    into: str | None
+
+
+@dataclass(eq=False)
+class LaneLanded(Message):
+    """A lane was landed: ``land --json``'s answer (``lane``, ``into``, ``method``, ``commit``)."""
+
+    landed: dict[str, Any]

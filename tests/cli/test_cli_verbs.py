@@ -91,3 +91,19 @@ def test_a_verb_of_two_words_is_one_module_and_one_line(
         UsageError, match="invalid choice: 'bogus' \\(choose from 'grant', 'config', 'hello'\\)"
     ):
         parser.parse(["remote", "bogus"])
+
+
+def test_a_verb_can_also_lead_a_longer_one() -> None:
+    """Guards ``lanes`` beside ``lanes drop`` (SPEC §23): the word alone (with or without
+    its FLOW) is its own verb, and followed by ``drop`` it is the longer one."""
+    plain = parser.parse(["lanes"])
+    assert cli.verb_of(plain) == "lanes" and plain.flow is None
+    named = parser.parse(["lanes", "fixer", "--json"])
+    assert cli.verb_of(named) == "lanes" and named.flow == "fixer" and named.json
+    longer = parser.parse(["lanes", "drop", "fixer@2", "--dry-run"])
+    assert cli.verb_of(longer) == "lanes drop"
+    assert (longer.key, longer.dry_run, longer.archive) == ("fixer@2", True, False)
+    assert cli.handler("lanes drop").__name__ == "cmd_lanes_drop"
+    assert cli.handler("lanes").__name__ == "cmd_lanes"
+    with pytest.raises(UsageError, match="FLOW@LANE"):
+        parser.parse(["lanes", "drop"])

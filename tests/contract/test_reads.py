@@ -25,7 +25,7 @@ TWO_ITEMS = """
 BUDGET = {"rounds", "minutes", "tokens"}
 FLOWS_ROW = {
     "name", "path", "resumable", "error", "description", "round", "last_run", "status",
-    "budget", "usage", "by_path", "called_by",
+    "budget", "usage", "by_path", "called_by", "lane",
 }  # fmt: skip
 RUNS_ROW = {
     "run", "flow", "status", "rounds", "first_round", "last_round", "started", "ended",

@@ -63,6 +63,7 @@ def test_flows_lists_each_with_declaration_and_no_rounds_yet(workspace: Path, cl
             "tokens": {"limit": None, "used": 0, "left": None},
         },
         "usage": None,  # no session has reported any
+        "lane": None,  # a lane's row names its lane (SPEC §23)
     }
     assert rows[1]["resumable"] is False
     text = cli("flows", check=0).stdout

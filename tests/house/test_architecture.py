@@ -76,6 +76,8 @@ def test_no_module_is_too_long_to_read() -> None:
 
 
 MAX_CLASS_LINES = 300
+
+
 def _class_lengths() -> list[tuple[str, int]]:
     """Every class in the package (nested ones too) as ``module::Name`` and its lines,
     decorators left out: ``end_lineno - lineno + 1``."""

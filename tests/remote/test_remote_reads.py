@@ -50,7 +50,7 @@ def main(run):
 # before the follow had printed anything), then lets it finish.
 PRINTS_THEN_WAITS = PRINTS_SLOWLY.replace(
     "        time.sleep(0.25)\n",
-    "        while not Path(\"go\").exists():\n            time.sleep(0.05)\n",
+    '        while not Path("go").exists():\n            time.sleep(0.05)\n',
 )
 
 COMMITS_EACH_ROUND = """

@@ -219,3 +219,29 @@ def test_a_restarted_worker_drops_the_parked_worktrees(tmp_path: Path) -> None:
     assert sweep(tmp_path / "home") == []  # parked, not left by a dead run: not counted
     assert not parked.exists() and str(parked) not in git(source.mirror, "worktree", "list")
     assert not (source.checkout(head, "next", pool="space") / ".flowdrop").exists()
+
+
+def test_a_lane_is_checked_out_at_its_branch_else_its_run_s_ref_else_the_commit(
+    tmp_path: Path,
+) -> None:
+    """Guards against a lane's run on a worker starting from the client's HEAD when its
+    branch (or, before any round of it ended, its run's own ref) holds its commits, and
+    against a lease on anything but what the origin's branch was."""
+    origin, clone = make_origin(tmp_path)
+    head = git(clone, "rev-parse", "HEAD")
+    source = MirrorWorktrees(str(origin), tmp_path / "home")
+    first, seen, kept = source.checkout_lane("flowdrop/flow/1", head, "first", run_id=RUN)
+    assert (seen, kept) == (None, False) and git(first, "rev-parse", "HEAD") == head
+    (first / "made.txt").write_text("by the run\n")
+    made = commit_all(first, "the run's commit", push=False)
+    source.keep(first, RUN)
+    source.release(first)
+    again, seen, kept = source.checkout_lane("flowdrop/flow/1", head, "again", run_id=RUN)
+    assert (seen, kept) == (None, True) and git(again, "rev-parse", "HEAD") == made
+    git(again, "push", "-q", str(origin), "HEAD:refs/heads/flowdrop/flow/1")
+    source.release(again)
+    tip, seen, kept = source.checkout_lane("flowdrop/flow/1", head, "tip")
+    assert (seen, kept) == (made, True) and git(tip, "rev-parse", "HEAD") == made
+    assert git(tip, "rev-parse", "--abbrev-ref", "HEAD") == "HEAD"  # detached, no branch
+    with pytest.raises(InvalidNameError):
+        source.checkout_lane("main", head, "bad")

@@ -23,7 +23,7 @@ import orjson
 from flowdrop_tui.core.control.gates import wait_released
 from flowdrop_tui.core.control.verbs import check_resumable
 from flowdrop_tui.core.errors import FlowdropError, error_for
-from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.paths import OUTPUT, Layout, split_lane
 from flowdrop_tui.core.records.log.event_log import who
 
 # -- the parent's end ------------------------------------------------------------------
@@ -43,7 +43,9 @@ def launch_run(
     """``run FLOW --detach``: returns ``{"run", "flow", "warnings"}`` once the run exists,
     or raises the refusal (exit code and INT-16 code included) it met before that."""
     layout.check_writable()
-    child = ["run", key if "/" not in key else str(flow_folder)]
+    lane = split_lane(key)[1]  # a lane of a flow run by its path keeps its lane (SPEC §23)
+    by_path = str(flow_folder) + (f"@{lane}" if lane is not None else "")
+    child = ["run", key if "/" not in key else by_path]
     if from_run:
         child += ["--from", from_run]
     if resume:

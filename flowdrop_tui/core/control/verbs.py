@@ -27,6 +27,7 @@ from flowdrop_tui.core.errors import (
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import datasync
 from flowdrop_tui.core.files.regular import open_regular
+from flowdrop_tui.core.lanes.known import checkout_of
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, Layout
 from flowdrop_tui.core.records.listing import index
 from flowdrop_tui.core.records.log.event_lines import parse_lines
@@ -260,7 +261,8 @@ def _commit_close(layout: Layout, run_dir: Path, info: RunInfo, by: dict[str, An
     the error names the file
     (``RECORDS_UNWRITABLE``): the run stays paused, nothing claimed."""
     path = run_dir / CYCLE
-    facts = git.facts(layout.workspace)  # before the record is touched: a git call may be slow
+    # before the record is touched: a git call may be slow; a lane's, of its worktree
+    facts = git.facts(checkout_of(layout, info.key))
     try:
         log = EventLog(path)
     except OSError as exc:

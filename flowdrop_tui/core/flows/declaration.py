@@ -36,11 +36,39 @@ class FlowDeclaration:
     limit_wait: float | None = None  # SPEC §19: seconds; None: the default (12 h)
     stall: int | None = DEFAULT_STALL  # SPEC §20: rounds in a row before a pause; None: off
     stall_on: str = "agent"  # SPEC §20: which rounds count toward stalled: "agent", "all"
+    lanes: int | None = None  # SPEC §23: a plain `run FLOW` starts lanes 1..N
+    setup: tuple[str, ...] = ()  # SPEC §23: one command run in a new lane's worktree
 
     @property
     def limits(self) -> Limits:
         """The declared budget (SPEC §14) as ``{"rounds": N, ...}``."""
         return dict(self.budget)
+
+
+MAX_LANES = 64
+
+
+def _check_lanes(lanes: object) -> int | None:
+    if lanes is None:
+        return None
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or not 1 <= lanes <= MAX_LANES:
+        raise TypeError(f"@flow(lanes=...) takes a whole number 1..{MAX_LANES}, not {lanes!r}")
+    return lanes
+
+
+def _check_setup(setup: object) -> tuple[str, ...]:
+    if setup is None:
+        return ()
+    if (
+        not isinstance(setup, list | tuple)
+        or not setup
+        or not all(isinstance(word, str) and word for word in setup)
+    ):
+        raise TypeError(
+            "@flow(setup=...) takes one command as a list of strings (no shell), "
+            f'like ["npm", "ci"], not {setup!r}'
+        )
+    return tuple(setup)
 
 
 @dataclass(frozen=True)
@@ -61,6 +89,8 @@ def flow(
     limit_wait: str | float | None = None,
     stall: int | None = DEFAULT_STALL,
     stall_on: str = "agent",
+    lanes: int | None = None,
+    setup: list[str] | tuple[str, ...] | None = None,
 ) -> Callable[[F], F]: ...
 def flow(
     function: Callable[..., Any] | None = None,
@@ -72,6 +102,8 @@ def flow(
     limit_wait: str | float | None = None,
     stall: int | None = DEFAULT_STALL,
     stall_on: str = "agent",
+    lanes: int | None = None,
+    setup: list[str] | tuple[str, ...] | None = None,
 ) -> Any:
     """Declare a flow: ``@flow(resumable=True, description="...", budget={"rounds": 50})``
     on its one function. ``budget`` limits its whole chain (SPEC §14): ``rounds``
@@ -81,7 +113,10 @@ def flow(
     ``stall`` (SPEC §20): after that many rounds in a row with no change, or failing
     the same way, the run pauses (default 5; ``None`` never). Only rounds that opened an
     agent session (``claude``, ``codex``, a plug-in backend reporting usage) count
-    toward "no change"; ``stall_on="all"`` counts every round (a plain loop opting in)."""
+    toward "no change"; ``stall_on="all"`` counts every round (a plain loop opting in).
+    ``lanes=N`` (SPEC §23, 1..64): a plain ``run FLOW`` starts lanes 1..N, each in its
+    own worktree; ``setup=["npm", "ci"]`` (one command, no shell) runs in a lane's new
+    worktree before its first round."""
     if not isinstance(resumable, bool):
         raise TypeError(f"@flow(resumable=...) takes True or False, not {resumable!r}")
     if not isinstance(description, str):
@@ -97,6 +132,8 @@ def flow(
     except ValueError as exc:
         raise TypeError(str(exc)) from None
     declaration = FlowDeclaration(
+        lanes=_check_lanes(lanes),
+        setup=_check_setup(setup),
         resumable=resumable,
         description=description,
         budget=tuple(sorted(limits.items())),

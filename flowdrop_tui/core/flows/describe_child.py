@@ -45,6 +45,7 @@ def answer_for(file: Path, workspace: Path | None) -> dict[str, Any]:
             "resumable": loaded.declaration.resumable,
             "description": loaded.declaration.description,
             "budget": loaded.declaration.limits,
+            "lanes": loaded.declaration.lanes,
         }
     except FlowLoadError as exc:
         cause = exc.__cause__

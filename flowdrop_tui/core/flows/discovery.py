@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +28,20 @@ from flowdrop_tui.core.errors import FlowdropError, InvalidNameError, NotFoundEr
 from flowdrop_tui.core.files.atomic import write_atomic
 from flowdrop_tui.core.files.regular import read_regular
 from flowdrop_tui.core.flows.describe_child import DESCRIBE_TIMEOUT, PARALLEL
-from flowdrop_tui.core.paths import FLOW_FILE, FLOWS_DIR, Layout, validate_flow_name, validate_key
+from flowdrop_tui.core.paths import (
+    FLOW_FILE,
+    FLOWS_DIR,
+    Layout,
+    lane_key,
+    split_lane,
+    validate_flow_name,
+    validate_key,
+)
 
 if TYPE_CHECKING:
     from hashlib import _Hash as Digest
 
-CACHE_VERSION = 2  # 2: answers carry the declared budget
+CACHE_VERSION = 3  # 2: answers carry the declared budget; 3: and lanes
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 # What describing a folder reads (content_hash): code is small, data is not.
 _HASH_MAX_FILE = 1 << 20  # a file bigger than this is hashed by size and change time
@@ -67,6 +75,7 @@ class FlowInfo:
     description: str
     error: str | None
     budget: dict[str, Any] = field(default_factory=dict)  # declared (SPEC §14)
+    lanes: int | None = None  # declared (SPEC §23): a plain run starts lanes 1..N
 
 
 def _by_name(layout: Layout, name: str) -> FlowRef:
@@ -104,9 +113,14 @@ def _by_path(layout: Layout, arg: str, cwd: Path) -> FlowRef:
 
 def resolve_flow(layout: Layout, arg: str, cwd: Path | None = None) -> FlowRef:
     """``FLOW`` as typed: a name (key = name) or a path to a folder or its ``flow.py``
-    (key = the folder's workspace-relative path with ``/``). Two names, two states."""
+    (key = the folder's workspace-relative path with ``/``). Two names, two states.
+    ``FLOW@LANE``: that flow, under its lane's key (SPEC §23)."""
     if not arg or "\x00" in arg:
         raise InvalidNameError("a flow name cannot be empty")
+    base, lane = split_lane(arg)
+    if lane is not None:  # FLOW@LANE (SPEC §23): the flow's own file, the lane's key
+        ref = resolve_flow(layout, base, cwd)
+        return replace(ref, key=lane_key(ref.key, lane))
     if "/" in arg or os.sep in arg or arg.endswith(".py") or arg in (".", ".."):
         return _by_path(layout, arg, cwd or Path.cwd())
     return _by_name(layout, arg)
@@ -353,7 +367,12 @@ def _info(
         description=str(answer.get("description") or "") if ok else "",
         error=None if ok else str(answer.get("error") or "could not be loaded"),
         budget=_declared(answer.get("budget")) if ok else {},
+        lanes=_lanes(answer.get("lanes")) if ok else None,
     )
+
+
+def _lanes(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 class DescribeCache:

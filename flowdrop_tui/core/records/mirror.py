@@ -36,13 +36,18 @@ the process when it must not write at all (fenced out).
   (``limits.json``: a usage limit closes for every worker's runs), held against the
   other machines while the block runs; ``None`` when it cannot be reached now, and
   the local file serves alone.
+
+- ``at_round_end(checkout)``: the run's main rounds each ended (and the run itself),
+  its commits in ``checkout`` ready to leave the machine: on a worker a lane's branch
+  is pushed to the origin then (``core/remote/daemon/lane_push.py``). Locally nothing
+  is installed (``on_round_end``), so a round end pays one ``None`` check.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -82,6 +87,23 @@ def install(mirror: Mirror | None) -> None:
 def current() -> Mirror | None:
     """The installed mirror, or ``None`` (local mode)."""
     return _installed
+
+
+_round_end: Callable[[Path], None] | None = None
+
+
+def on_round_end(hook: Callable[[Path], None] | None) -> None:
+    """Make ``hook`` what ``at_round_end`` calls (``None``: nothing, local mode)."""
+    global _round_end
+    _round_end = hook
+
+
+def at_round_end(checkout: Path) -> None:
+    """A main round of the run (or the run) ended, its work in ``checkout``: the hook
+    installed for it, if any, is told. It never raises into the run."""
+    hook = _round_end
+    if hook is not None:
+        hook(checkout)
 
 
 class _Held(threading.local):

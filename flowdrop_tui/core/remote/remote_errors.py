@@ -74,10 +74,6 @@ class NotServedError(RefusedError):
     code = "NOT_SERVED"
 
 
-class GitError(FlowdropError):
-    code = "GIT_FAILED"
-
-
 class LostContactError(FlowdropError):
     """A worker lost its contact with Temporal before the run existed: the client
     starts it again (docs/decisions.md, "Runs on Temporal workers")."""

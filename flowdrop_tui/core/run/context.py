@@ -77,7 +77,7 @@ class RunContext:
 
     @property
     def workspace(self) -> Path:
-        return self._host.layout.workspace
+        return self._host.layout.checkout  # a lane's worktree (SPEC §23)
 
     @property
     def state(self) -> State:

@@ -107,7 +107,7 @@ def created_event(
         "pid": os.getpid(),
         "pgid": os.getpgrp(),
         "host": socket.gethostname(),
-        "git": git.facts(layout.workspace),
+        "git": git.facts(layout.checkout),
         **foresight,
     }
     if plan_.position is not None:

@@ -21,7 +21,9 @@ from flowdrop_tui.core.control.lineage import RUN_ENV, own_facts
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.files.atomic import open_fd
 from flowdrop_tui.core.flows.declaration import LoadedFlow, error_info, print_flow_traceback
+from flowdrop_tui.core.lanes.place import Lane
 from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, OUTPUT, Layout
+from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.flow_state.state import StateFile
 from flowdrop_tui.core.records.listing import index
 from flowdrop_tui.core.records.log.event_log import EventLog
@@ -33,6 +35,7 @@ from flowdrop_tui.core.run.budget_meter import BudgetMeter
 from flowdrop_tui.core.run.calls import call_flow
 from flowdrop_tui.core.run.context import RunContext
 from flowdrop_tui.core.run.frame import Frame, PauseRun, StopRun
+from flowdrop_tui.core.run.lane_start import LaneNotReady, prepare
 from flowdrop_tui.core.run.moved import NOTHING, RoundMoves
 from flowdrop_tui.core.run.process_setup import process_setup
 from flowdrop_tui.core.run.rounds import Rounds
@@ -88,6 +91,7 @@ class Execution(Rounds):
         answered: dict[str, Any] | None = None,
         answers: list[dict[str, Any]] | None = None,
         rerun: int | None = None,
+        lane: Lane | None = None,
     ) -> None:
         self.layout = layout
         self.run_id = run_id
@@ -108,10 +112,9 @@ class Execution(Rounds):
         self.resumed_by = resumed_by
         self.resumed_fields = resumed_fields or {}  # budget, flow digest, git: for `resumed`
         self.budget_meter = BudgetMeter(layout, run_id, self.run_dir)
-        # SPEC §20: what each round moved, and the streaks that pause a spinning loop
-        in_git = git.is_repository(layout.workspace)
-        every_round = loaded.declaration.stall_on == "all"
-        self.moves = RoundMoves(layout.workspace, states.encoded, in_git, every_round)
+        # SPEC §23: a new lane's worktree, made (and set up) as the run starts
+        self.lane = lane
+        self._measure()
         self.stall = loaded.declaration.stall
         self.streaks: Streaks | None = None  # folded from the record at the first round
         self.closed_sessions: list[dict[str, Any]] = []
@@ -139,6 +142,25 @@ class Execution(Rounds):
         self.answered = answered
         self.answers = notices.Answers(answers or [])
         self.rerun = rerun
+
+    def _measure(self) -> None:
+        """SPEC §20: what each round moves in the checkout, and the streaks that pause
+        a spinning loop."""
+        in_git = git.is_repository(self.layout.checkout)
+        every_round = self.loaded.declaration.stall_on == "all"
+        self.moves = RoundMoves(
+            self.layout.checkout, self.states.encoded, in_git, every_round, self.layout
+        )
+
+    def _open_lane(self, output: TextIO) -> None:
+        """A lane's worktree made, and set up, before its first round; its working
+        folder from then on. A failure ends the run failed (``LaneNotReady``)."""
+        if self.lane is None:
+            return
+        setup = self.loaded.declaration.setup
+        prepare(self.layout, self.lane, setup, self.log, output)
+        self._measure()
+        os.chdir(self.layout.checkout)
 
     # -- what the flow sees ---------------------------------------------------------
     @property
@@ -183,13 +205,14 @@ class Execution(Rounds):
             fd = open_fd(self.run_dir / OUTPUT, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             output = stack.enter_context(open(fd, "a", buffering=1, errors="replace"))
             try:
-                stack.enter_context(
-                    process_setup(self.layout.workspace, capture, output, self.signals)
-                )
+                # a lane's worktree may not stand yet: made in _open_lane
+                cwd = self.layout.workspace if self.lane is not None else self.layout.checkout
+                stack.enter_context(process_setup(cwd, capture, output, self.signals))
                 self._announce_start()
                 stack.callback(_restore_env, os.environ.get(RUN_ENV))
                 os.environ[RUN_ENV] = self.run_id  # SPEC §21: the run's tree carries its id
                 try:
+                    self._open_lane(output)
                     result = self.loaded.function(RunContext(self, self.main))
                     if os.getpid() != self._owner:
                         _leave_forked_child(None)
@@ -236,6 +259,8 @@ class Execution(Rounds):
     def _classify(self, exc: BaseException) -> tuple[Status, dict[str, Any] | None]:
         if isinstance(exc, PauseRun):
             return Status.PAUSED, None
+        if isinstance(exc, LaneNotReady):  # said in one line, no traceback
+            return Status.FAILED, exc.error
         if isinstance(exc, StopRun | KeyboardInterrupt):
             return Status.CANCELLED, None
         if isinstance(exc, SystemExit):
@@ -264,7 +289,7 @@ class Execution(Rounds):
         try:
             if status == Status.PAUSED:
                 # git at the pause: what a resume compares with (SPEC §15 drift)
-                facts = git.facts(self.layout.workspace)
+                facts = git.facts(self.layout.checkout)
                 self.log.commit(
                     "paused", position=position, round=self.main.round, git=facts, **refused
                 )
@@ -275,7 +300,7 @@ class Execution(Rounds):
                     outcome=str(status),
                     result=result,
                     error=error,
-                    git=git.facts(self.layout.workspace),
+                    git=git.facts(self.layout.checkout),
                     position=position,
                     round=self.main.round,
                 )
@@ -284,6 +309,7 @@ class Execution(Rounds):
                 f"warning: the run's end could not be recorded in {self.run_dir / CYCLE} "
                 f"({exc.strerror or exc}); it will show as interrupted"
             )
+        mirror.at_round_end(self.layout.checkout)  # the run's last work, as a round's
         self.signals.ended()
         if status != Status.PAUSED:
             self.signals.discard_requests()  # a stop or pause that lost the race to the end

@@ -33,6 +33,7 @@ from flowdrop_tui.core.flows.discovery import (
     describe_one,
     resolve_flow,
 )
+from flowdrop_tui.core.lanes.known import checkout_of
 from flowdrop_tui.core.paths import Layout
 from flowdrop_tui.core.records.flow_state.state import read_run_states
 from flowdrop_tui.core.records.run_record.run_fold import load_run
@@ -214,7 +215,7 @@ def forecast_start(
             found.carried = start.budget_used  # a snapshot's chain use goes on with it
     found.budget = ChainBudget(effective(declared, found.overrides), found.carried)
     if source is not None:
-        reader = GitReader(layout.workspace, isolated)
+        reader = GitReader(checkout_of(layout, key), isolated)  # a lane's own (SPEC §23)
         found.git_now = reader.facts()
         # A caller's run (another key) recorded its own flow's digest: not comparable.
         digest = found.flow_digest if source.key == key else None
@@ -267,7 +268,7 @@ def _resuming(
     found.carried = paused.budget_carried
     used = paused.chain_budget().used
     found.budget = ChainBudget(effective(declared, found.overrides), used)
-    reader = GitReader(layout.workspace, isolated)
+    reader = GitReader(checkout_of(layout, paused.key), isolated)
     found.git_now = reader.facts()
     found.drift = drift_from(paused, found.flow_digest, reader, found.git_now)
     return _refusals(found, options, resuming=True, again=again)

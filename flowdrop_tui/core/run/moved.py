@@ -41,8 +41,10 @@ class RoundMoves:
         state_bytes: Callable[[], bytes],
         in_git: bool,
         every_round: bool = False,
+        records: Layout | None = None,
     ) -> None:
-        self.workspace = workspace
+        self.workspace = workspace  # the checkout: a lane's worktree (SPEC §23)
+        self.records = records or Layout(workspace)
         self._state_bytes = state_bytes
         self.in_git = in_git
         self.every_round = every_round  # ``@flow(stall_on="all")``: every round counts
@@ -85,7 +87,7 @@ class RoundMoves:
     def _snapshot_folder(self) -> Path | None:
         """``.flowdrop/cache/snapshots``: in the workspace, so a copy a killed run leaves
         is found and removed by the next run; ``None`` when it cannot be made."""
-        layout = Layout(self.workspace)
+        layout = self.records
         try:
             return layout.folder(layout.cache / "snapshots")
         except OSError:  # a link planted there is refused as one too

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,10 @@ from flowdrop_tui.core.errors import (
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.flows.declaration import LoadedFlow, load_flow
 from flowdrop_tui.core.flows.discovery import FlowRef, resolve_flow
-from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id
+from flowdrop_tui.core.lanes import lane_trees
+from flowdrop_tui.core.lanes.known import lane_of
+from flowdrop_tui.core.lanes.place import checked_out_here
+from flowdrop_tui.core.paths import CYCLE, LIVE_LOCK, STATE, Layout, new_run_id, split_lane
 from flowdrop_tui.core.records.flow_state.state import StateFile, read_run_states
 from flowdrop_tui.core.records.log.event_log import EventLog, who
 from flowdrop_tui.core.records.run_record.folder import refuse_links, unwritable
@@ -110,6 +114,13 @@ def open_run(
         if found.source is not None and found.source.key == ref.key:
             # SPEC §20: a pick-up (after a kill too) carries the chain's streaks on
             foresight["progress"] = found.source.streaks.to_record()
+        lane = lane_trees.lane_for(layout, ref.key) if split_lane(ref.key)[1] else None
+        if lane is not None:  # recorded before its branch or worktree exists (SPEC §23)
+            foresight["lane"] = lane.to_record()
+            if not lane.path.exists() and not checked_out_here(lane):
+                # its git at the start is the branch it will be made on, never the
+                # workspace's: a round in flight is diffed against it (round_diff)
+                foresight["git"] = {"head": lane.base, "branch": lane.branch, "dirty": False}
         created = created_event(layout, run_id, ref, loaded, start_plan, foresight)
         try:
             log = create_record(
@@ -126,6 +137,9 @@ def open_run(
                 f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
             ) from exc
         _record_warnings(log, found)
+        if lane is not None and not checked_out_here(lane):  # a worker's is the lane's
+            # made as it executes: a failure there ends this run failed
+            layout = replace(layout, tree=lane.path)
         states = StateFile(layout.runs / run_id / STATE)
         states.adopt({ref.key: start_plan.state})
         frame = Frame(
@@ -150,6 +164,7 @@ def open_run(
             notify,
             resumed_by=None,
             limit_wait=options.limit_wait,
+            lane=lane,
         )
     except BaseException:
         locks.release(key_lock)
@@ -215,6 +230,9 @@ def _reopen(
         if answer is not None:  # another answer may have come first
             asked = still_open(info, str(answer.get("gate")))
         ref = flow_of_key(layout, info.key)
+        lane = lane_of(layout, info.key)
+        if lane is not None and not checked_out_here(lane):  # its own worktree (SPEC §23)
+            layout = replace(layout, tree=lane_trees.ensure(layout, lane))
         if loaded is None:
             loaded = load_flow(ref.file, layout.workspace)
         # Budgets and drift, decided now that this process holds the run (SPEC §14, §15).

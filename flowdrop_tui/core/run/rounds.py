@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from flowdrop_tui.core.paths import CYCLE, Layout
+from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.flow_state.state import StateFile
 from flowdrop_tui.core.records.log.event_log import EventLog
 from flowdrop_tui.core.records.run_record.run_fold import fold_run
@@ -238,6 +239,8 @@ class Rounds:
         )
         with contextlib.suppress(OSError):  # the round's end as durable as its save
             self.log.sync()
+        if main:  # on a worker, a lane's branch goes to the origin (records/mirror.py)
+            mirror.at_round_end(self.layout.checkout)
 
     def forget(self, loop: Loop) -> None:
         if loop in loop.frame.loops:

@@ -73,7 +73,7 @@ class Session:
         self._frame = frame
         self.backend = backend
         self._number: int | None = None
-        self.workspace = host.layout.workspace
+        self.workspace = host.layout.checkout  # a lane's worktree (SPEC §23)
         self.link_path: Path | None = None
         self.target: Path | None = None
         self.opened = False

@@ -44,6 +44,14 @@ WORDS = (
         "run's newest transcript in $PAGER. This screen comes back after.",
     ),
     ("Runs", "are started in the background: quitting this screen stops none of them."),
+    (
+        "Lanes",
+        "a flow's rows @1, @2… under it: runs of the flow side by side, each in its own git "
+        "worktree and branch (start them: flowdrop-tui run FLOW --lanes 3). Each is a key: "
+        "enter, escape, p, d act on it as on a flow. L lands the selected lane's branch into "
+        "the branch it was made from (a merge commit), after asking; a dirty tree, a live "
+        "run or a conflict is refused, changing nothing.",
+    ),
 )
 
 

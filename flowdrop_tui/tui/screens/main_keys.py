@@ -71,3 +71,28 @@ FILE_KEYS: list[BindingType] = [
         show=False,  # the footer has no room at 80 columns: help and the palette list it
     ),
 ]
+
+# Lanes (SPEC §23). L and a second d are in the footer only while a lane is selected
+# (``LazyParts.check_action``); L on another row falls through to the hidden binding,
+# which says what L does and how to start lanes. At 80 columns the footer has no room
+# for both: on a lane, L takes n's place there (n still works: its hidden binding) and
+# d stays in help, as on a flow.
+LANE_KEYS: list[BindingType] = [
+    Binding(
+        "L",
+        "land_lane",
+        "Land",
+        id="land-lane",
+        tooltip="Land the selected lane's branch into its base branch (a merge commit), "
+        "after asking; refused, changing nothing, on a dirty tree, a live run or a conflict",
+    ),
+    Binding("L", "land_lane_hint", "Land", show=False),  # on a flow's row: what L does
+    Binding("n", "fresh_run_unlisted", "Fresh", show=False),  # n, out of a narrow footer
+    Binding(
+        "d",
+        "show_lane_diff",
+        "Diff",
+        id="lane-diff",
+        tooltip="The selected lane's run's rounds' diffs; [ ] step through its rounds",
+    ),
+]

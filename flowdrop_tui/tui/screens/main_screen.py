@@ -32,7 +32,7 @@ from flowdrop_tui.core.paths import FLOWS_DIR
 from flowdrop_tui.core.ui_memory import remembered_flow
 from flowdrop_tui.format import waiting_words
 from flowdrop_tui.tui.error_reports import report_worker, shielded
-from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, RUN_KEYS
+from flowdrop_tui.tui.screens.main_keys import FILE_KEYS, LANE_KEYS, RUN_KEYS
 from flowdrop_tui.tui.screens.main_parts import live_statuses, lower_panes
 from flowdrop_tui.tui.screens.main_selection import NO_FLOWS, MainSelection
 from flowdrop_tui.tui.widgets.filter_bar import FilterBar
@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # the rest loads after the first frame (main_parts.py)
         FlowRowsRead,
         FlowsChanged,
         IndexChanged,
+        LanesRead,
         RunActionRefused,
         RunActionTaken,
         RunChanged,
@@ -74,6 +75,7 @@ class MainScreen(MainSelection):
     BINDINGS: ClassVar[list[BindingType]] = [
         *FILE_KEYS,
         *RUN_KEYS,
+        *LANE_KEYS,  # before d: a lane's d is in the footer, a flow's only in help
         Binding(
             "slash",
             "filter",
@@ -151,6 +153,7 @@ class MainScreen(MainSelection):
         footer.compact = narrow
         footer.show_command_palette = not narrow  # ctrl+p still opens it; help says so
         self.flows.set_fit(narrow, width - 4)  # the pane's border and the scrollbar
+        self.refresh_bindings()  # a lane's footer keys depend on the width (main_keys.py)
         if self.ready:
             self.runs.set_narrow(narrow)
             self._show_titles()
@@ -194,6 +197,8 @@ class MainScreen(MainSelection):
     @shielded
     def on_flow_rows_read(self, message: FlowRowsRead) -> None:
         self._show_flows(message.rows)
+        if any(row.get("lane") for row in message.rows):
+            self.reads.read_lanes()
 
     def _show_flows(self, rows: list[dict[str, object]]) -> None:
         self.set_class(not rows, NO_FLOWS)  # without flows, the how-to gets the room
@@ -214,6 +219,10 @@ class MainScreen(MainSelection):
         ]
         paused = [name for name, row in rows.items() if row.get("status") == "paused"]
         self.query_one(WorkspaceBar).show_summary(running, paused, queued_names(rows))
+
+    @shielded
+    def on_lanes_read(self, message: LanesRead) -> None:
+        self.flows.show_lane_facts(message.facts)
 
     def on_flows_changed(self, _: FlowsChanged) -> None:
         self.reads.read_flows()

@@ -11,7 +11,7 @@ highlight messages of the cursor moves that preceded it have been handled.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.screen import Screen
@@ -75,6 +75,9 @@ class MainSelection(LazyParts, Screen[None]):
             return f"no flow shows {self.flows.filter_text!r}: escape clears the filter"
         return "no flow selected"
 
+    def lane_facts(self, key: str) -> dict[str, Any] | None:
+        return self.flows.lane_facts.get(key)
+
     def selected_run_info(self) -> RunInfo | None:
         if not self.ready:
             return None
@@ -108,6 +111,7 @@ class MainSelection(LazyParts, Screen[None]):
         if name == self.selected_flow:
             return
         self.selected_flow = name
+        self.refresh_bindings()  # a lane's keys (L, d) are in the footer on a lane only
         self.reads.remember_flow(name)  # selected again when the UI next opens here
         row = self.flows.rows_by_name.get(name or "")
         self.query_one("#runs-pane").border_subtitle = ""

@@ -93,6 +93,8 @@ class OpenFiles:
         self.screen.notify(f"copied run id {info.run} (run {info.key})", markup=False)
 
     def show_diff(self) -> None:
+        if self.screen.runs_not_shown_yet(self.show_diff):
+            return  # a d typed right after moving to another flow or lane: its runs first
         info = self.screen.selected_run_info()
         if info is None:
             self.screen.notify("no run selected", severity="warning")

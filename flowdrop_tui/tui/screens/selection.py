@@ -56,6 +56,9 @@ class Selection(Protocol):
     def no_flow_text(self) -> str:
         """Why no flow is selected, in words."""
 
+    def lane_facts(self, key: str) -> dict[str, Any] | None:
+        """What the lane list last read of lane ``key`` (``lanes --json``'s row), if it has."""
+
     def runs_not_shown_yet(self, retry: Callable[[], None]) -> bool:
         """True when the selected flow's runs are still being read: ``retry`` is then
         called once they are shown (a key typed right after moving the cursor acts on

@@ -28,6 +28,7 @@ from flowdrop_tui.tui.messages import (
     FlowRowsRead,
     FlowsChanged,
     IndexChanged,
+    LanesRead,
     RunChanged,
     RunDetailRead,
     RunPolled,
@@ -35,6 +36,7 @@ from flowdrop_tui.tui.messages import (
     UsageRead,
     WorkspaceRead,
 )
+from flowdrop_tui.tui.screens.lane_rows import grouped, lane_facts
 from flowdrop_tui.tui.screens.main_keys import RUNS_SHOWN
 from flowdrop_tui.tui.screens.selection import SelectionScreen, work_on_screen
 
@@ -78,16 +80,22 @@ class WorkspaceReads:
             for ref, info in zip(refs, cached, strict=True)
         ]
         missing = [ref for ref, info in zip(refs, cached, strict=True) if info is None]
+        waiting = {ref.key for ref in missing}
         rows = views.flow_rows(self.workspace, known)
-        for row, info in zip(rows[: len(cached)], cached, strict=True):
-            row["described"] = info is not None
-        for row in rows[len(cached) :]:  # LangGraph threads (SPEC §22): nothing to describe
-            row["described"] = True
+        for row in rows:  # LangGraph threads (SPEC §22) and lanes: nothing to describe
+            row["described"] = row["name"] not in waiting
+        rows = grouped(rows)
         self.screen.post_message(FlowRowsRead(_queued(self.workspace, rows), described=not missing))
         if missing and not get_current_worker().is_cancelled:
             infos = describe(self.workspace, refs)
-            rows = _queued(self.workspace, views.flow_rows(self.workspace, infos))
-            self.screen.post_message(FlowRowsRead(rows, described=True))
+            rows = grouped(views.flow_rows(self.workspace, infos))
+            self.screen.post_message(FlowRowsRead(_queued(self.workspace, rows), described=True))
+
+    @work_on_screen(thread=True, exclusive=True, group="lanes")
+    def read_lanes(self) -> None:
+        """Each lane's git facts for its row (``lanes --json``), once its rows are shown:
+        git runs for each lane, so never before the first frame."""
+        self.screen.post_message(LanesRead(lane_facts(self.workspace)))
 
     def flows_shown(self, rows: list[dict[str, Any]], shown: dict[str, RunInfo]) -> None:
         """The flow list is on screen: follow each last run it shows live, and poll every

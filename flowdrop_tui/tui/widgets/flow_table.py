@@ -9,7 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from flowdrop_tui.format import round_label, usage_short
-from flowdrop_tui.tui.labels import short_error
+from flowdrop_tui.tui.labels import lane_words, short_error
 from flowdrop_tui.tui.textual_compat import scroll_cursor_into_view
 from flowdrop_tui.tui.widgets.status import STATUS_CLASSES, queued, queued_text, status_text
 
@@ -72,6 +72,7 @@ class FlowTable(DataTable[Text]):
         self.first_selected = selected
         self.rows_by_name: dict[str, dict[str, Any]] = {str(row["name"]): row for row in rows}
         self.filter_text = ""
+        self.lane_facts: dict[str, dict[str, Any]] = {}  # `lanes --json`'s rows, by key
         self._theme: str | None = None
         self._widths: list[int] = []
         narrow, width = fit
@@ -114,8 +115,12 @@ class FlowTable(DataTable[Text]):
         else:
             resumable = Text("yes" if row.get("resumable") else "no")
             about = Text(str(row.get("description") or ""), style=muted)
+        lane = row.get("lane")
+        if lane:  # grouped under its flow (lane_rows.grouped): its name, its git facts
+            resumable = Text("")
+            about = Text(lane_words(self.lane_facts.get(str(row["name"]))), style=muted)
         cells = {
-            "flow": Text(str(row["name"])),
+            "flow": Text(f"  @{lane}") if lane else Text(str(row["name"])),
             "status": queued_text(self) if queued(row) else status_text(self, row.get("status")),
             "round": Text(round_label(int(row.get("round") or 0))),
             "resumable": resumable,
@@ -129,6 +134,16 @@ class FlowTable(DataTable[Text]):
         """Show ``rows`` (filtered); cells change in place when the flows are the same."""
         self.rows_by_name = {str(row["name"]): row for row in rows}
         self._redraw()
+
+    def show_lane_facts(self, facts: dict[str, dict[str, Any]]) -> None:
+        """What ``lanes --json`` says of each lane, shown in its row's ABOUT."""
+        if facts != self.lane_facts:
+            self.lane_facts = facts
+            self._redraw()
+
+    def is_lane(self, name: str | None) -> bool:
+        """Whether ``name``'s row is a lane's (SPEC §23)."""
+        return bool(name) and bool((self.rows_by_name.get(name or "") or {}).get("lane"))
 
     def update_row(self, name: str, **changes: Any) -> None:
         row = self.rows_by_name.get(name)

@@ -30,7 +30,9 @@ from temporalio import activity
 from flowdrop_tui.core.control import process, verbs
 from flowdrop_tui.core.errors import AlreadyPausedError, FlowdropError, error_for
 from flowdrop_tui.core.git import BRANCH_ENV, run_ref
-from flowdrop_tui.core.paths import OUTPUT, Layout
+from flowdrop_tui.core.lanes.place import CHECKED_OUT_ENV, branch_for
+from flowdrop_tui.core.paths import OUTPUT, Layout, split_lane
+from flowdrop_tui.core.remote.daemon.lane_push import PUSH_ENV, push_env
 from flowdrop_tui.core.remote.daemon.run_keeper import (
     Holding,
     RunKeeper,
@@ -162,7 +164,7 @@ class WorkerActivities(RunKeeper, StartChecks):
         tree: Path | None = None
         held = False  # True once a run child exists: its keeper takes over the tree
         try:
-            checked, warnings = await asyncio.to_thread(_checkout, source, request, name)
+            checked, warnings, lane = await asyncio.to_thread(_checkout, source, request, name)
             tree = checked
             layout = Layout(tree)
             await asyncio.to_thread(self.access.sync, layout, store)
@@ -171,6 +173,9 @@ class WorkerActivities(RunKeeper, StartChecks):
             )
             if request.branch:  # the run records the client's branch, not a detached HEAD
                 env[BRANCH_ENV] = request.branch
+            if lane is not None:  # its checkout is the lane's; its branch pushed each round
+                env[CHECKED_OUT_ENV] = lane[0]
+                env[PUSH_ENV] = push_env(request.origin, *lane)
             args = request.args
             if request.snapshot is not None:  # the client's file, written in the worktree
                 given = tree / ".flowdrop" / "given-snapshot.json"
@@ -188,7 +193,8 @@ class WorkerActivities(RunKeeper, StartChecks):
             # on in (a `run FLOW` continues a paused run in its own record, as `resume`):
             # the shipping of the child's output starts there, never at byte 0.
             held_output = {run: _size(layout.run_dir(run)) for run in _continuable(layout, request)}
-            base = {k: v for k, v in env.items() if k not in (ENV_VAR, BRANCH_ENV)}
+            only_this = (ENV_VAR, BRANCH_ENV, CHECKED_OUT_ENV, PUSH_ENV)
+            base = {k: v for k, v in env.items() if k not in only_this}
             try:
                 message, child = await asyncio.to_thread(
                     self.warm.launch, layout, args, env=env, base=base
@@ -249,12 +255,10 @@ class WorkerActivities(RunKeeper, StartChecks):
             raise
         return holding
 
-
     async def _warm_again(self, base: dict[str, str]) -> None:
         """A warm process for the next start, once this one's run is under way."""
         await asyncio.sleep(WARM_AFTER)
         await asyncio.to_thread(self.warm.prepare, base)
-
 
     # -- attend -----------------------------------------------------------------------
 
@@ -330,22 +334,38 @@ def _deliver(holding: Holding, request: DeliverInput) -> dict[str, Any]:
     return {"asked": {**answer, "round": asked.round}}
 
 
-def _checkout(source: MirrorWorktrees, request: FlowInput, name: str) -> tuple[Path, list[str]]:
-    """The run's worktree and what to warn of. A resumed (or closed) run goes on where
-    it left off, on the commits its worker pushed (as locally its workspace holds them);
-    a new run, a pick-up too, starts on the client's HEAD (docs/remote.md). A worktree
-    parked by an earlier run of the space is taken when there is one (warm)."""
+def _checkout(
+    source: MirrorWorktrees, request: FlowInput, name: str
+) -> tuple[Path, list[str], tuple[str, str | None] | None]:
+    """The run's worktree, what to warn of, and for a lane its branch and what the
+    origin's branch was (the lease of its pushes). A resumed (or closed) run goes on
+    where it left off, on the commits its worker pushed (as locally its workspace holds
+    them); a new run, a pick-up too, starts on the client's HEAD (docs/remote.md); a
+    lane's run, on its branch's tip on the origin when there is one (else a resumed
+    run's own ref; a first run: the client's HEAD). A worktree parked by an earlier
+    run of the space is taken when there is one (warm)."""
     pool = _pool(request.space)
+    flow_key, lane_name = split_lane(request.key)
+    if lane_name is not None:  # a resume too: the lane's branch holds its commits
+        branch = branch_for(flow_key, lane_name)
+        tree, seen, kept = source.checkout_lane(
+            branch, request.commit, name, run_id=request.run, pool=pool
+        )
+        said = [] if kept or request.run is None else [_no_commits(request.run, request.commit)]
+        return tree, said, (branch, seen)
     if request.run is None:
-        return source.checkout(request.commit, name, pool=pool), []
+        return source.checkout(request.commit, name, pool=pool), [], None
     tree, kept = source.checkout_run(request.run, request.commit, name, pool=pool)
     if kept:
-        return tree, []
-    return tree, [
-        f"run {request.run} left no commits at {run_ref(request.run)} on the origin (its "
-        f"worker was lost before it pushed any); it goes on from commit {request.commit[:12]}, "
-        "the client's HEAD"
-    ]
+        return tree, [], None
+    return tree, [_no_commits(request.run, request.commit)], None
+
+
+def _no_commits(run: str, commit: str) -> str:
+    return (
+        f"run {run} left no commits at {run_ref(run)} on the origin (its worker was lost "
+        f"before it pushed any); it goes on from commit {commit[:12]}, the client's HEAD"
+    )
 
 
 def _continuable(layout: Layout, request: FlowInput) -> set[str]:

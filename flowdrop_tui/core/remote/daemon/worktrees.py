@@ -32,11 +32,12 @@ import time
 from pathlib import Path
 
 from flowdrop_tui.core.control import process
-from flowdrop_tui.core.errors import InvalidNameError
+from flowdrop_tui.core.errors import GitError, InvalidNameError
 from flowdrop_tui.core.files import locks
 from flowdrop_tui.core.git import run_ref
+from flowdrop_tui.core.lanes.place import BRANCH_PREFIX
 from flowdrop_tui.core.paths import Layout, check_run_ref
-from flowdrop_tui.core.remote.remote_errors import GitError, NotOnOriginError
+from flowdrop_tui.core.remote.remote_errors import NotOnOriginError
 
 _SHA = re.compile(r"^[0-9a-fA-F]{4,64}$")
 GIT_TIMEOUT = 300.0  # a fetch of a big origin; a hung one is an error, never a hung worker
@@ -97,7 +98,7 @@ class MirrorWorktrees:
     def checkout(self, commit: str, name: str, *, pool: str | None = None) -> Path:
         """A detached worktree of ``commit``, named ``name`` under the home: one parked
         for ``pool`` moved there when there is one, else a new one."""
-        return self._checkout(commit, name, None, pool)[0]
+        return self._checkout(commit, name, (), pool)[0]
 
     def checkout_run(
         self, run_id: str, commit: str, name: str, *, pool: str | None = None
@@ -107,7 +108,38 @@ class MirrorWorktrees:
         pushed none — a worker lost before its first push)."""
         if not check_run_ref(run_id):
             raise InvalidNameError(f"invalid run id {run_id!r}: it names no run to check out")
-        return self._checkout(commit, name, run_ref(run_id), pool)
+        tree, found = self._checkout(commit, name, (run_ref(run_id),), pool)
+        return tree, found is not None
+
+    def checkout_lane(
+        self,
+        branch: str,
+        commit: str,
+        name: str,
+        *,
+        run_id: str | None = None,
+        pool: str | None = None,
+    ) -> tuple[Path, str | None, bool]:
+        """A detached worktree of a lane's tip: the commit the origin's
+        ``refs/heads/<branch>`` names (fetched now); without one, a resumed run's own
+        ref (``run_id``: its commits, pushed before any round of it ended), else
+        ``commit`` (the lane's first run). What the origin's branch was then
+        (``None``: absent) — the lease of the run's pushes to it (``lane_push``) — and
+        whether it came from either ref. Detached, as every run's: a branch checked
+        out in a worktree of the mirror would stop the mirror's fetches."""
+        if not branch.startswith(BRANCH_PREFIX):
+            raise InvalidNameError(f"{branch!r} is not a lane's branch")
+        lane_ref = f"refs/heads/{branch}"
+        refs = [lane_ref]
+        if run_id is not None:
+            if not check_run_ref(run_id):
+                raise InvalidNameError(f"invalid run id {run_id!r}: it names no run")
+            refs.append(run_ref(run_id))
+        tree, found = self._checkout(commit, name, tuple(refs), pool)
+        if found != lane_ref:
+            return tree, None, found is not None
+        head = git(["rev-parse", "HEAD"], cwd=tree, what=f"read HEAD in {tree}").strip()
+        return tree, head, True
 
     def _has_commit(self, commit: str) -> bool:
         found = subprocess.run(
@@ -118,8 +150,10 @@ class MirrorWorktrees:
         return found.returncode == 0
 
     def _checkout(
-        self, commit: str, name: str, ref: str | None, pool: str | None
-    ) -> tuple[Path, bool]:
+        self, commit: str, name: str, refs: tuple[str, ...], pool: str | None
+    ) -> tuple[Path, str | None]:
+        """A worktree of the first of ``refs`` the origin has (fetched now), else of
+        ``commit``; which ref it was (``None``: ``commit``)."""
         if not _SHA.match(commit):
             raise NotOnOriginError(
                 f"{commit!r} is not a commit id; a worker checks out the commit the client's "
@@ -133,14 +167,10 @@ class MirrorWorktrees:
             # A new run's commit already here needs no fetch (a warm mirror: the origin
             # is asked only for what it lacks); a resumed run's ref may have moved on
             # the origin (pushed from another worker), so it is always fetched.
-            if (
-                ref is not None
-                or not (self.mirror / "HEAD").exists()
-                or not self._has_commit(commit)
-            ):
+            if refs or not (self.mirror / "HEAD").exists() or not self._has_commit(commit):
                 self._fetch()
-            on_ref = False
-            if ref is not None:
+            found = None
+            for ref in refs:
                 kept = subprocess.run(
                     ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
                     cwd=self.mirror,
@@ -148,7 +178,8 @@ class MirrorWorktrees:
                     text=True,
                 )
                 if kept.returncode == 0:
-                    commit, on_ref = kept.stdout.strip(), True
+                    commit, found = kept.stdout.strip(), ref
+                    break
             if not self._has_commit(commit):
                 raise NotOnOriginError(
                     f"commit {commit} is not on the origin {self.origin}; push it first "
@@ -162,7 +193,7 @@ class MirrorWorktrees:
                     cwd=self.mirror,
                     what=f"check out {commit} in {target}",
                 )
-        return target, on_ref
+        return target, found
 
     def _unpark(self, pool: str, target: Path, commit: str) -> bool:
         """Move a worktree parked for ``pool`` to ``target`` at ``commit``, its tracked

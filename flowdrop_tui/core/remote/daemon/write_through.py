@@ -54,6 +54,7 @@ from flowdrop_tui.core.paths import (
 )
 from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.run_record.worker_mark import WORKER_MARK
+from flowdrop_tui.core.remote.daemon import lane_push
 from flowdrop_tui.core.remote.postgres import shared_files
 from flowdrop_tui.core.remote.postgres.store import PostgresStore
 from flowdrop_tui.core.remote.remote_errors import Fenced, StoreUnreachableError
@@ -374,6 +375,7 @@ def install_from_env(value: str | None = None) -> RemoteMirror | None:
         text = take_ticket(Path(text.removeprefix(TICKET_FILE)))
     remote = RemoteMirror(RunTicket.parse(text))
     mirror.install(remote)
+    lane_push.install_from_env()  # a lane's run: its branch pushed at each round's end
     return remote
 
 
