@@ -49,13 +49,15 @@ def datasync(fd: int) -> None:
     """``fdatasync`` (the file's bytes and size, not its times) that reaches the disk:
     ``F_FULLFSYNC`` where the platform has it, as ``full_sync``."""
     if not _drive_flush(fd):
-        getattr(os, "fdatasync", os.fsync)(fd)  # macOS has no fdatasync
+        vars(os).get("fdatasync", os.fsync)(fd)  # macOS has no fdatasync
 
 
 def _drive_flush(fd: int) -> bool:
     """``fcntl(fd, F_FULLFSYNC)``; whether it was made (looked up at each call: a test
-    gives the constant to a platform without it)."""
-    command = getattr(fcntl, "F_FULLFSYNC", None)
+    gives the constant to a platform without it). Looked up in the module's dict: a
+    ``getattr`` that misses raises and catches an ``AttributeError`` inside, 1.5 µs of
+    every key set's flush where the constant is missing (Linux)."""
+    command = vars(fcntl).get("F_FULLFSYNC")
     if command is None:
         return False
     try:
@@ -211,12 +213,15 @@ def _allocate(fd: int, size: int) -> None:
     blocks in the rename and starts their write-out there — 150 µs of a 200 µs publish
     on the development machine, against 90 µs in all this way (bench/README.md (a))."""
     if size:
-        with contextlib.suppress(OSError, AttributeError):  # not supported: written as is
+        try:  # (not ``contextlib.suppress``: a tenth of the publish's Python time)
             os.posix_fallocate(fd, 0, size)
+        except (OSError, AttributeError):  # not supported: written as is
+            pass
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    offset = 0
-    while offset < len(view):
-        offset += os.pwrite(fd, view[offset:], offset)
+    offset = os.pwrite(fd, data, 0)  # whole at once, as a small file almost always is
+    if offset < len(data):
+        view = memoryview(data)
+        while offset < len(view):
+            offset += os.pwrite(fd, view[offset:], offset)

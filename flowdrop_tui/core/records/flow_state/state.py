@@ -508,7 +508,11 @@ class State(dict[str, Any]):
         self._store.save()
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self._set({key: value})
+        if isinstance(value, (dict, list, tuple)):  # may nest too deep: checked first
+            self._set({key: value})
+        else:  # a scalar (what a loop sets most) nests nowhere: set and saved at once
+            super().__setitem__(key, value)
+            self._save()
 
     def __delitem__(self, key: str) -> None:
         super().__delitem__(key)

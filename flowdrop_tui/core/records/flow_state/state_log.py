@@ -390,10 +390,11 @@ def _zero(fd: int, size: int, first: bytes = b"") -> None:
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
+    written = os.pwrite(fd, data, offset)  # whole at once, almost always
+    if written < len(data):
+        view = memoryview(data)
+        while written < len(view):
+            written += os.pwrite(fd, view[written:], offset + written)
 
 
 class Keeper:
