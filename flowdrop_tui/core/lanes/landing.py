@@ -220,7 +220,13 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
             check=False,
         )
         shutil.rmtree(place, ignore_errors=True)
-        git_lock.run(fd, ["worktree", "prune"], cwd=layout.workspace, what="prune worktrees")
+        git_lock.run(  # its entry alone, if the first removal left it (never a global
+            fd,  # prune: a person's worktree on a drive away for a moment is kept)
+            ["worktree", "remove", "--force", str(place)],
+            cwd=layout.workspace,
+            what="forget the temporary worktree",
+            check=False,
+        )
 
 
 def _fast_forward_checkout(checkout: Path, target: str, new: str, fd: int) -> None:

@@ -118,26 +118,26 @@ def _ensure_locked(layout: Layout, lane: Lane, fd: int) -> Path:
     target = os.path.realpath(lane.path)
     standing = [w for w in registered(layout, fd) if os.path.realpath(w.path) == target]
     for worktree in standing:
+        if (worktree.locked or "").startswith("initializing") or not lane.path.exists():
+            # git's own mark while it makes a worktree (a kill during the making: nothing
+            # ran there yet), or a registration whose folder is gone: that entry alone
+            # goes — never a global `git worktree prune`, which would forget a person's
+            # worktree on a drive that is away for a moment
+            git_lock.run(
+                fd,
+                ["worktree", "remove", "--force", "--force", str(lane.path)],
+                cwd=layout.workspace,
+                what=f"remove the half-made worktree {lane.path}",
+                check=False,
+            )
+            continue
         if (
             worktree.branch == f"refs/heads/{lane.branch}"
-            and not worktree.locked
+            and worktree.locked is None
             and _whole(lane.path)
         ):
             return lane.path
-        if worktree.branch not in (None, f"refs/heads/{lane.branch}"):
-            raise GitError(
-                f"{lane.path} is a worktree of {worktree.branch}, not of lane {lane.key}'s "
-                f"{lane.branch}; move it away (git worktree move) and run the lane again"
-            )
-        # Half made (a kill while git checked it out): nothing of anyone's is in it yet.
-        git_lock.run(
-            fd,
-            ["worktree", "remove", "--force", "--force", str(lane.path)],
-            cwd=layout.workspace,
-            what=f"remove the half-made worktree {lane.path}",
-            check=False,
-        )
-    git_lock.run(fd, ["worktree", "prune"], cwd=layout.workspace, what="prune worktrees")
+        raise GitError(_not_runnable(lane, worktree))  # a person's doing: left as it is
     if lane.path.exists():
         if any(lane.path.iterdir()):
             raise GitError(
@@ -154,6 +154,34 @@ def _ensure_locked(layout: Layout, lane: Lane, fd: int) -> Path:
         args = ["worktree", "add", "-b", lane.branch, str(lane.path), lane.base]
     git_lock.run(fd, args, cwd=layout.workspace, what=f"make lane {lane.key}'s worktree")
     return lane.path
+
+
+def _not_runnable(lane: Lane, worktree: Registered) -> str:
+    """Why the lane's standing worktree is not one its run may use, and what to do; its
+    files, commits and changes are never touched to make it so."""
+    where = f"lane {lane.key}'s worktree {lane.path}"
+    if worktree.locked is not None:
+        why = f" ({worktree.locked})" if worktree.locked else ""
+        return (
+            f"{where} is locked{why}; unlock it (git worktree unlock {lane.path}) "
+            "to run the lane there"
+        )
+    if worktree.branch is None:
+        return (
+            f"{where} is on a detached HEAD (a rebase or a checkout in progress?); finish "
+            f"it and check out {lane.branch} there (git -C {lane.path} checkout "
+            f"{lane.branch}) to run the lane again — nothing in it was changed"
+        )
+    if worktree.branch != f"refs/heads/{lane.branch}":
+        return (
+            f"{where} is on {worktree.branch.removeprefix('refs/heads/')}, not the lane's "
+            f"{lane.branch}; check out {lane.branch} there to run the lane again"
+        )
+    return (
+        f"{where} stands but its branch {lane.branch} has no commit (deleted by hand?); "
+        f"make it there again (git -C {lane.path} checkout -b {lane.branch}) or keep its "
+        f"changes with: flowdrop-tui lanes drop {lane.key} --archive"
+    )
 
 
 def _whole(path: Path) -> bool:

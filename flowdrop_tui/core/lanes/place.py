@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowdrop_tui.core.errors import InvalidNameError, UsageError
-from flowdrop_tui.core.paths import Layout, split_lane, validate_lane
+from flowdrop_tui.core.errors import UsageError
+from flowdrop_tui.core.paths import Layout, key_filename, split_lane, validate_lane
 
 BRANCH_PREFIX = "flowdrop/"
 # Set by a remote worker for the run child it starts: the branch of the lane whose
@@ -79,12 +79,20 @@ class Lane:
 
 def branch_for(flow_key: str, lane: str) -> str:
     """``flowdrop/<flow>/<lane>``; a flow name git would not take in a branch (a space,
-    a ``~``) is spelled safely, with a digest so two names never share a branch."""
+    a ``~``, ``..``, a part ending ``.lock``, a part past 100 bytes) is spelled safely,
+    with a digest so two names never share a branch."""
     validate_lane(lane)
     safe = _UNSAFE.sub("-", flow_key).strip("/.-") or "flow"
-    safe = "/".join(part.lstrip(".") or "_" for part in safe.split("/"))
-    if safe != flow_key or safe.endswith(".lock"):
-        safe = f"{safe}-{hashlib.sha256(flow_key.encode(errors='surrogatepass')).hexdigest()[:8]}"
+    safe = re.sub(r"\.{2,}", ".", safe)
+    parts = []
+    for part in safe.split("/"):
+        part = part.lstrip(".") or "_"
+        part = part[:100].rstrip(".")
+        parts.append(part + "-" if part.endswith(".lock") or not part else part)
+    safe = "/".join(parts)
+    if safe != flow_key:
+        digest = hashlib.sha256(flow_key.encode(errors="surrogatepass")).hexdigest()[:8]
+        safe = f"{safe}-{digest}"
     return f"{BRANCH_PREFIX}{safe}/{lane}"
 
 
@@ -94,17 +102,21 @@ def lanes_dir(layout: Layout) -> Path:
     configured = _configured_dir(layout)
     workspace = Path(os.path.realpath(layout.workspace))
     if configured is None:
-        home = os.environ.get("XDG_DATA_HOME") or os.path.join(
-            os.path.expanduser("~"), ".local", "share"
-        )
+        home = os.environ.get("XDG_DATA_HOME") or ""
+        if not os.path.isabs(home):  # the XDG rule: a relative one is ignored
+            home = os.path.join(os.path.expanduser("~"), ".local", "share")
         digest = hashlib.sha256(os.fsencode(workspace)).hexdigest()[:10]
-        return Path(home) / "flowdrop-tui" / "lanes" / f"{workspace.name or 'root'}-{digest}"
-    where = Path(os.path.realpath(workspace / Path(configured).expanduser()))
+        where = Path(os.path.realpath(home)) / "flowdrop-tui" / "lanes"
+        where = where / f"{workspace.name or 'root'}-{digest}"
+        said = f"the default lanes dir {where} (under XDG_DATA_HOME or ~/.local/share)"
+    else:
+        where = Path(os.path.realpath(workspace / Path(configured).expanduser()))
+        said = f"[lanes] dir = {configured!r} in {layout.config}"
     if where == workspace or workspace in where.parents:
         raise UsageError(
-            f"[lanes] dir = {configured!r} in {layout.config} is inside the workspace; "
-            "a lane's worktree must live outside it (tools that walk the repository "
-            "would descend into it) — choose a folder outside, e.g. '../lanes'"
+            f"{said} is inside the workspace; a lane's worktree must live outside it "
+            "(tools that walk the repository would descend into it) — set [lanes] dir "
+            f"in {layout.config} to a folder outside, e.g. '../lanes'"
         )
     return where
 
@@ -126,12 +138,10 @@ def _configured_dir(layout: Layout) -> str | None:
 
 
 def worktree_for(layout: Layout, flow_key: str, lane: str) -> Path:
-    """The new lane's worktree: ``<lanes dir>/<flow>/<lane>`` (a path key's ``/`` kept
-    as one folder name: ``flows__tick``)."""
-    folder = flow_key.replace("/", "__")
-    if folder in ("", ".", ".."):
-        raise InvalidNameError(f"invalid flow key {flow_key!r} for a lane")
-    return lanes_dir(layout) / folder / validate_lane(lane)
+    """The new lane's worktree: ``<lanes dir>/<flow>/<lane>``, the flow's key as one
+    folder name, percent-encoded (``flows/tick`` → ``flows%2Ftick``): two keys never
+    share a folder (``key_filename``)."""
+    return lanes_dir(layout) / key_filename(flow_key) / validate_lane(lane)
 
 
 def checked_out_here(lane: Lane) -> bool:
