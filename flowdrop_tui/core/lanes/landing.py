@@ -89,7 +89,7 @@ def land(
             )
         new = _made(layout, lane, target, old, tip, method, fd)
         if checkout is not None:
-            _fast_forward_checkout(checkout, target, new, fd)
+            fast_forward_checkout(checkout, target, old, new, fd)
         else:
             git_lock.run(
                 fd,
@@ -223,9 +223,23 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
         git_lock.run(fd, ["worktree", "prune"], cwd=layout.workspace, what="prune worktrees")
 
 
-def _fast_forward_checkout(checkout: Path, target: str, new: str, fd: int) -> None:
-    """Move the checked-out target to ``new`` with its files (``merge --ff-only``
-    checks every file before it writes one: refused, it has changed nothing)."""
+def fast_forward_checkout(checkout: Path, target: str, old: str, new: str, fd: int | None) -> None:
+    """Move the checked-out target from ``old`` to ``new`` with its files — only while
+    that checkout still has ``target`` checked out at ``old`` (a person may have switched
+    it since it was read: what is checked out then is never moved). ``merge --ff-only``
+    checks every file before it writes one: refused, it has changed nothing."""
+    head = git_lock.run(
+        fd, ["symbolic-ref", "-q", "HEAD"], cwd=checkout, what="read its branch", check=False
+    ).stdout.strip()
+    at = git_lock.run(
+        fd, ["rev-parse", "--verify", "-q", "HEAD"], cwd=checkout, what="read it", check=False
+    ).stdout.strip()
+    if head != f"refs/heads/{target}" or at != old:
+        raise RefusedError(
+            f"{checkout} no longer has {target} checked out at {old[:12]} (it has "
+            f"{head.removeprefix('refs/heads/') or 'a detached HEAD'} at {at[:12] or '?'}): "
+            "nothing was changed; land again"
+        )
     done = git_lock.run(
         fd,
         ["merge", "--ff-only", "--no-edit", new],

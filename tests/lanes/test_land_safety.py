@@ -1,0 +1,64 @@
+"""``land``'s refusals that keep a person's work (SPEC §23): ignored files in the way,
+a checkout switched under it, a target that is a live lane's branch, the lane's branch
+dirty in another checkout, a replay folder that cannot be made, and advice for a
+replay's conflict that, followed, lets the lane land."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from flowdrop_tui.core.lanes.landing import fast_forward_checkout
+from flowdrop_tui.core.lanes.place import lanes_dir
+from flowdrop_tui.core.paths import Layout
+from tests.conftest import CLI, write_flow
+from tests.lanes.test_land import (
+    WAITS,
+    git,
+    landed_events,
+    lane_path,
+    make_lane,
+    refused,
+    snapshot,
+    ws,  # noqa: F401 - the fixture
+)
+from tests.waiting import wait_for
+
+# A lane's run that commits an ignored file (``git add -f``), as a flow may.
+FORCES = """
+import subprocess
+from flowdrop_tui import flow
+
+@flow()
+def main(run):
+    with open("local.env", "w") as handle:
+        handle.write("MY_SECRET=the-lane's\\n")
+    subprocess.run(["git", "add", "-f", "local.env"], check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "lane's env"], check=True)
+"""
+
+
+def test_a_checkout_switched_meanwhile_is_never_moved(ws: Path, cli: CLI) -> None:  # noqa: F811
+    """Between reading which checkout has the target and fast-forwarding it, a person
+    switched branches there: what is checked out now is left as it is."""
+    lane = make_lane(cli, "worker@1")
+    old = git(ws, "rev-parse", "main").strip()
+    new = git(ws, "rev-parse", "flowdrop/worker/1").strip()
+    git(ws, "checkout", "-q", "-b", "mine")
+    before = snapshot(ws, lane)
+    with pytest.raises(Exception, match="no longer has main checked out") as caught:
+        fast_forward_checkout(ws, "main", old, new, None)
+    assert getattr(caught.value, "code", None) == "REFUSED"
+    assert snapshot(ws, lane) == before
+    git(ws, "checkout", "-q", "main")
+    (ws / "moved.txt").write_text("main moved\n")
+    git(ws, "add", "moved.txt")
+    git(ws, "commit", "-q", "-m", "main moved meanwhile")
+    before = snapshot(ws, lane)
+    with pytest.raises(Exception, match="no longer has main checked out"):
+        fast_forward_checkout(ws, "main", old, new, None)
+    assert snapshot(ws, lane) == before
