@@ -62,3 +62,31 @@ def test_a_checkout_switched_meanwhile_is_never_moved(ws: Path, cli: CLI) -> Non
     with pytest.raises(Exception, match="no longer has main checked out"):
         fast_forward_checkout(ws, "main", old, new, None)
     assert snapshot(ws, lane) == before
+
+
+def _worktree(ws: Path, key: str) -> Path | None:
+    try:
+        return lane_path(ws, key)
+    except AssertionError:
+        return None
+
+
+def test_a_lane_already_running_says_one_run_per_key(
+    ws: Path,  # noqa: F811
+    cli: CLI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = tmp_path / "release"
+    monkeypatch.setenv("LAND_RELEASE", str(release))
+    write_flow(ws, "waiter", WAITS)
+    started = cli.json("run", "waiter@1", "--detach")
+    try:
+        wait_for(lambda: _worktree(ws, "waiter@1"), what="the lane's worktree")
+        done = cli("run", "waiter@1", "--detach", "--json")
+        error = orjson.loads(done.stdout or done.stderr)["error"]
+        assert error["code"] == "ALREADY_RUNNING"
+        assert "one live run per key" in error["message"]
+    finally:
+        release.write_text("go")
+        wait_for(lambda: cli.json("show", str(started["run"]))["status"] != "running")
