@@ -42,6 +42,29 @@ def main(run):
 """
 
 
+def test_an_ignored_file_in_the_way_is_refused(ws: Path, cli: CLI) -> None:  # noqa: F811
+    """``merge --ff-only`` overwrites an ignored file without a word: the person's
+    ``local.env`` would hold the lane's content."""
+    with (ws / ".gitignore").open("a") as handle:
+        handle.write("*.env\n")
+    git(ws, "commit", "-q", "-am", "ignore env files")
+    write_flow(ws, "forcer", FORCES)
+    lane = make_lane(cli, "forcer@1")
+    (ws / "local.env").write_text("MY_SECRET=keep-me\n")
+    message = refused(cli, ws, lane, "forcer@1", "DIRTY_TREE")
+    assert "local.env" in message and str(ws) in message
+    assert (ws / "local.env").read_text() == "MY_SECRET=keep-me\n"
+
+
+def test_an_ignored_folder_in_the_way_is_refused(ws: Path, cli: CLI) -> None:  # noqa: F811
+    """A folder where the landing writes a file: named, nothing moved."""
+    lane = make_lane(cli, "worker@1")
+    (ws / "from-1.txt").mkdir()
+    (ws / "from-1.txt" / "mine").write_text("a person's\n")
+    message = refused(cli, ws, lane, "worker@1", "DIRTY_TREE")
+    assert "from-1.txt" in message
+
+
 def test_a_checkout_switched_meanwhile_is_never_moved(ws: Path, cli: CLI) -> None:  # noqa: F811
     """Between reading which checkout has the target and fast-forwarding it, a person
     switched branches there: what is checked out now is left as it is."""

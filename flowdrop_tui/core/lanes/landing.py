@@ -89,6 +89,7 @@ def land(
             )
         new = _made(layout, lane, target, old, tip, method, fd)
         if checkout is not None:
+            _refuse_in_the_way(layout, checkout, target, old, new)
             fast_forward_checkout(checkout, target, old, new, fd)
         else:
             git_lock.run(
@@ -221,6 +222,44 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
         )
         shutil.rmtree(place, ignore_errors=True)
         git_lock.run(fd, ["worktree", "prune"], cwd=layout.workspace, what="prune worktrees")
+
+
+def _refuse_in_the_way(layout: Layout, checkout: Path, target: str, old: str, new: str) -> None:
+    """Every path the landing adds, and every folder above one, that is in the target's
+    checkout but not in ``old``: an untracked or IGNORED file or folder a person has
+    there (``merge --ff-only`` would overwrite an ignored one without a word)."""
+    added = _git_in(
+        layout.workspace,
+        ["diff", "-z", "--name-only", "--no-renames", "--diff-filter=A", old, new],
+        "list the files the landing adds",
+        strip=False,
+    ).split("\0")
+    candidates: dict[str, None] = {}
+    for path in filter(None, added):
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            here = "/".join(parts[:depth])
+            place = checkout / here
+            last = depth == len(parts)
+            if os.path.lexists(place) and (last or not place.is_dir() or place.is_symlink()):
+                candidates[here] = None
+    if not candidates:
+        return
+    tracked = set(
+        _git_in(
+            layout.workspace,
+            ["ls-tree", "-z", "--name-only", old, "--", *candidates],
+            "read the target's files",
+            strip=False,
+        ).split("\0")
+    )
+    blocking = [path for path in candidates if path not in tracked]
+    if blocking:
+        raise DirtyTreeError(
+            f"{target} is checked out in {checkout}, where files the landing would "
+            f"write are in the way, untracked or ignored ({_listed(blocking)}): move "
+            "them away there, then land again"
+        )
 
 
 def fast_forward_checkout(checkout: Path, target: str, old: str, new: str, fd: int | None) -> None:
