@@ -87,6 +87,30 @@ def test_a_checkout_switched_meanwhile_is_never_moved(ws: Path, cli: CLI) -> Non
     assert snapshot(ws, lane) == before
 
 
+def test_into_a_live_lanes_branch_is_refused(
+    ws: Path,  # noqa: F811
+    cli: CLI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = tmp_path / "release"
+    monkeypatch.setenv("LAND_RELEASE", str(release))
+    write_flow(ws, "waiter", WAITS)
+    lane = make_lane(cli, "worker@1")
+    started = cli.json("run", "waiter@2", "--detach")
+    try:
+        waiting = wait_for(lambda: _worktree(ws, "waiter@2"), what="the lane's worktree")
+        waiting_head = git(waiting, "rev-parse", "HEAD")
+        message = refused(
+            cli, ws, lane, "worker@1", "ALREADY_RUNNING", "--into", "flowdrop/waiter/2"
+        )
+        assert str(started["run"]) in message and "waiter@2" in message
+        assert git(waiting, "rev-parse", "HEAD") == waiting_head
+    finally:
+        release.write_text("go")
+        wait_for(lambda: cli.json("show", str(started["run"]))["status"] != "running")
+
+
 def _worktree(ws: Path, key: str) -> Path | None:
     try:
         return lane_path(ws, key)

@@ -30,7 +30,7 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.lanes import git_lock, lane_log
 from flowdrop_tui.core.lanes.fetching import fetch_lane
-from flowdrop_tui.core.lanes.known import is_live, lane_of
+from flowdrop_tui.core.lanes.known import is_live, lane_of, lanes
 from flowdrop_tui.core.lanes.lane_trees import branch_exists, registered
 from flowdrop_tui.core.lanes.place import Lane, lanes_dir
 from flowdrop_tui.core.paths import Layout
@@ -74,6 +74,7 @@ def land(
             raise NotFoundError(f"no branch {target} to land lane {key} into")
         if target == lane.branch:
             raise UsageError(f"lane {key} cannot be landed into its own branch {target}")
+        _refuse_live_target(layout, lane, target)
         _refuse_dirty_lane(lane)
         tip = lane_tip(layout, lane, fd, remote=remote)
         old = _rev(layout, f"refs/heads/{target}")
@@ -118,6 +119,19 @@ def _refuse_live(layout: Layout, lane: Lane) -> None:
         f"lane {lane.key} has a live run ({run}); land it once it has ended "
         f"(flowdrop-tui stop {run})"
     )
+
+
+def _refuse_live_target(layout: Layout, lane: Lane, target: str) -> None:
+    """A target that is another lane's branch, its run live: landing would move the
+    files under that run's feet."""
+    for other in lanes(layout):
+        if other.branch == target and other.key != lane.key and is_live(layout, other):
+            runs = key_runs.newest(layout, other.key, limit=1)
+            run = runs[0] if runs else "RUN"
+            raise AlreadyRunningError(
+                f"{target} is lane {other.key}'s branch and it has a live run ({run}); "
+                f"land into it once that run has ended (flowdrop-tui stop {run})"
+            )
 
 
 def _refuse_dirty_lane(lane: Lane) -> None:
