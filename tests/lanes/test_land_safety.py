@@ -118,6 +118,21 @@ def _worktree(ws: Path, key: str) -> Path | None:
         return None
 
 
+def test_the_lane_branch_dirty_in_another_checkout_is_refused(
+    ws: Path,  # noqa: F811
+    cli: CLI,
+) -> None:
+    """The lane's worktree gone and its branch checked out in the workspace with an
+    edit: land lands only what is committed, so it is refused."""
+    lane = make_lane(cli, "worker@1")
+    git(ws, "worktree", "remove", str(lane))
+    git(ws, "branch", "release", "main")
+    git(ws, "checkout", "-q", "flowdrop/worker/1")
+    (ws / "shared.txt").write_text("a person's edit on the lane's branch\n")
+    message = refused(cli, ws, ws, "worker@1", "DIRTY_TREE", "--into", "release")
+    assert "shared.txt" in message and str(ws) in message
+
+
 def test_a_lane_already_running_says_one_run_per_key(
     ws: Path,  # noqa: F811
     cli: CLI,

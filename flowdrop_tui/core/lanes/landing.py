@@ -75,7 +75,7 @@ def land(
         if target == lane.branch:
             raise UsageError(f"lane {key} cannot be landed into its own branch {target}")
         _refuse_live_target(layout, lane, target)
-        _refuse_dirty_lane(lane)
+        _refuse_dirty_lane(layout, lane, fd)
         tip = lane_tip(layout, lane, fd, remote=remote)
         old = _rev(layout, f"refs/heads/{target}")
         checkout = _checked_out(layout, target, fd)
@@ -134,15 +134,31 @@ def _refuse_live_target(layout: Layout, lane: Lane, target: str) -> None:
             )
 
 
-def _refuse_dirty_lane(lane: Lane) -> None:
-    if not (lane.path / ".git").exists():
-        return  # no worktree (dropped): its branch holds all there is
-    changed = _status(lane.path, untracked=True, what=f"read lane {lane.key}'s changes")
-    if changed:
+def _refuse_dirty_lane(layout: Layout, lane: Lane, fd: int) -> None:
+    """Every checkout of the lane's branch — its own worktree, or wherever a person
+    checked the branch out — must be clean: land lands only what is committed."""
+    trees = [lane.path] if (lane.path / ".git").exists() else []  # dropped: none
+    ref = f"refs/heads/{lane.branch}"
+    trees += [tree.path for tree in registered(layout, fd) if tree.branch == ref]
+    seen: set[str] = set()
+    for tree in trees:
+        real = os.path.realpath(tree)
+        if real in seen or not tree.is_dir():
+            continue
+        seen.add(real)
+        changed = _status(tree, untracked=True, what=f"read lane {lane.key}'s changes")
+        if not changed:
+            continue
+        if real == os.path.realpath(lane.path):
+            raise DirtyTreeError(
+                f"lane {lane.key}'s tree {lane.path} has uncommitted changes "
+                f"({_listed(changed)}): land lands what its branch has committed — commit "
+                f"them there, or keep them with flowdrop-tui lanes drop {lane.key} --archive"
+            )
         raise DirtyTreeError(
-            f"lane {lane.key}'s tree {lane.path} has uncommitted changes "
-            f"({_listed(changed)}): land lands what its branch has committed — commit "
-            f"them there, or keep them with flowdrop-tui lanes drop {lane.key} --archive"
+            f"lane {lane.key}'s branch {lane.branch} is checked out in {tree} with "
+            f"uncommitted changes ({_listed(changed)}): land lands what its branch has "
+            "committed — commit them there or set them aside, then land again"
         )
 
 
