@@ -133,6 +133,19 @@ def test_the_lane_branch_dirty_in_another_checkout_is_refused(
     assert "shared.txt" in message and str(ws) in message
 
 
+def test_a_replay_folder_that_cannot_be_made_is_one_line(ws: Path, cli: CLI) -> None:  # noqa: F811
+    lane = make_lane(cli, "worker@1")
+    blocker = lanes_dir(Layout(ws)) / ".landing"
+    blocker.write_text("a file where the folder goes\n")
+    before = snapshot(ws, lane)
+    done = cli("land", "worker@1", "--rebase", "--json")
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    error = orjson.loads(done.stdout or done.stderr)["error"]
+    assert error["code"] == "GIT_FAILED" and str(blocker) in error["message"]
+    assert snapshot(ws, lane) == before
+    assert landed_events(ws, "worker@1") == []
+
+
 def test_a_lane_already_running_says_one_run_per_key(
     ws: Path,  # noqa: F811
     cli: CLI,

@@ -217,7 +217,14 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
     """The lane's commits replayed onto ``old`` in a temporary detached worktree (the
     lane's branch names no commit there, so it never moves); the replay's last commit."""
     place = lanes_dir(layout) / ".landing" / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    place.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        place.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise GitError(
+            f"could not make {place.parent} to replay lane {lane.key} in "
+            f"({error.strerror or error}): make it a writable folder (or set [lanes] dir), "
+            "then land again; nothing was changed"
+        ) from None
     git_lock.run(
         fd,
         ["worktree", "add", "--detach", str(place), old],
