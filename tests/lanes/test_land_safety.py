@@ -146,6 +146,39 @@ def test_a_replay_folder_that_cannot_be_made_is_one_line(ws: Path, cli: CLI) -> 
     assert landed_events(ws, "worker@1") == []
 
 
+def test_a_replay_conflicts_advice_followed_lands(
+    ws: Path,  # noqa: F811
+    cli: CLI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Merging the target into the lane would not help a replay (it replays the
+    conflicting commit again): the advice is to rebase the lane, and it works."""
+    monkeypatch.setenv("LAND_FILE", "shared.txt")
+    monkeypatch.setenv("LAND_TEXT", "the lane's version")
+    lane = make_lane(cli, "worker@1")
+    (ws / "shared.txt").write_text("main's version\n")
+    git(ws, "commit", "-q", "-am", "main changed it too")
+    message = refused(cli, ws, lane, "worker@1", "LAND_CONFLICT", "--rebase")
+    advice = f"git -C {lane} rebase main"
+    assert advice in message and "--merge" in message
+    rebasing = subprocess.run(
+        ["git", "-C", str(lane), "rebase", "main"], capture_output=True, text=True
+    )
+    assert rebasing.returncode != 0  # the conflict, in the lane's own tree
+    (lane / "shared.txt").write_text("both versions\n")
+    git(lane, "add", "shared.txt")
+    subprocess.run(
+        ["git", "rebase", "--continue"],
+        cwd=lane,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "GIT_EDITOR": "true"},
+    )
+    landed = cli.json("land", "worker@1", "--rebase")
+    assert (ws / "shared.txt").read_text() == "both versions\n"
+    assert git(ws, "rev-parse", "HEAD").strip() == landed["commit"]
+
+
 def test_a_lane_already_running_says_one_run_per_key(
     ws: Path,  # noqa: F811
     cli: CLI,

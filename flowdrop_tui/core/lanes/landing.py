@@ -173,7 +173,7 @@ def _refuse_dirty_target(checkout: Path, target: str) -> None:
 
 def _made(layout: Layout, lane: Lane, target: str, old: str, tip: str, method: str, fd: int) -> str:
     """The landed commit, made without touching any checkout or ref."""
-    tree = _merged_tree(layout, lane, target, old, tip)
+    tree = _merged_tree(layout, lane, target, old, tip, rebase=method == "rebase")
     if method == "rebase":
         new = _replayed(layout, lane, target, old, tip, fd)
     elif tree == _rev(layout, f"{old}^{{tree}}"):
@@ -194,7 +194,9 @@ def _made(layout: Layout, lane: Lane, target: str, old: str, tip: str, method: s
     return new
 
 
-def _merged_tree(layout: Layout, lane: Lane, target: str, old: str, tip: str) -> str:
+def _merged_tree(
+    layout: Layout, lane: Lane, target: str, old: str, tip: str, *, rebase: bool = False
+) -> str:
     """The tree of the target and the lane merged; a conflict refused, naming its files
     (``merge-tree`` writes objects only: nothing anyone sees has changed)."""
     done = git_lock.run(
@@ -206,7 +208,7 @@ def _merged_tree(layout: Layout, lane: Lane, target: str, old: str, tip: str) ->
     )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     if done.returncode == 1:
-        _conflict(lane, target, list(dict.fromkeys(lines[1:])))
+        _conflict(lane, target, list(dict.fromkeys(lines[1:])), rebase=rebase)
     if done.returncode != 0 or not lines:
         message = (done.stderr or done.stdout).strip() or "git merge-tree failed"
         raise GitError(f"could not merge lane {lane.key} with {target}: {message}")
@@ -245,7 +247,7 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
             files = _git_in(place, ["diff", "--name-only", "--diff-filter=U"], "list conflicts")
             git_lock.run(fd, ["rebase", "--abort"], cwd=place, what="abort the replay", check=False)
             if files:
-                _conflict(lane, target, files.splitlines())
+                _conflict(lane, target, files.splitlines(), rebase=True)
             message = (done.stderr or done.stdout).strip()
             raise GitError(f"could not replay lane {lane.key} onto {target}: {message}")
         return _git_in(place, ["rev-parse", "--verify", "HEAD"], "read the replayed commit")
@@ -336,10 +338,16 @@ def fast_forward_checkout(checkout: Path, target: str, old: str, new: str, fd: i
         raise GitError(f"could not bring {checkout} to the landed commit: {message}")
 
 
-def _conflict(lane: Lane, target: str, files: list[str]) -> None:
+def _conflict(lane: Lane, target: str, files: list[str], *, rebase: bool = False) -> None:
+    if rebase:  # the replay replays each commit: a merge into the lane would not help it
+        how = (
+            f"rebase it onto {target} in its tree (git -C {lane.path} rebase {target}), "
+            "resolve, then land again — or land it with --merge"
+        )
+    else:
+        how = f"merge {target} into {lane.branch} in {lane.path}, resolve, commit, land again"
     raise LandConflictError(
-        f"lane {lane.key} conflicts with {target} in {_listed(files)}: nothing was changed "
-        f"(merge {target} into {lane.branch} in {lane.path}, resolve, commit, land again)"
+        f"lane {lane.key} conflicts with {target} in {_listed(files)}: nothing was changed ({how})"
     )
 
 
