@@ -8,8 +8,9 @@ found there, before anything is written), ``rebase`` by replaying the lane's com
 a temporary detached worktree that is removed after (never in a person's checkout, and
 the lane's branch never moves). The new commit always descends from the target's tip,
 so it lands by a fast-forward: in the checkout that has the target checked out (which
-must be clean, and whose files then match the new commit), or, when none does, by
-``update-ref <ref> <new> <old>`` — a target that moved meanwhile is not overwritten."""
+must be clean, with no untracked or ignored file where the landing writes one, and still
+have the target checked out at the commit read; its files then match the new commit),
+or, when none does, by ``update-ref <ref> <new> <old>`` — a target that moved meanwhile is not overwritten."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def land(
     """Land lane ``key`` into ``into`` (default: its base branch) by ``method``;
     ``{"lane", "into", "method", "commit"}``. Every refusal leaves every ref, index and
     file as it was. ``remote``: the lane ran on workers (``mode.lanes_on_origin``), so
-    its branch is fetched from the origin first."""
+    its branch is fetched from the origin (fast-forward only) after the refusals that
+    need no tip: a later refusal leaves that branch up to date, all else as it was."""
     if method not in METHODS:
         raise UsageError(f"unknown landing method {method!r}: use one of {', '.join(METHODS)}")
     lane = lane_of(layout, key)
@@ -76,11 +78,11 @@ def land(
             raise UsageError(f"lane {key} cannot be landed into its own branch {target}")
         _refuse_live_target(layout, lane, target)
         _refuse_dirty_lane(layout, lane, fd)
-        tip = lane_tip(layout, lane, fd, remote=remote)
-        old = _rev(layout, f"refs/heads/{target}")
         checkout = _checked_out(layout, target, fd)
         if checkout is not None:
             _refuse_dirty_target(checkout, target)
+        tip = lane_tip(layout, lane, fd, remote=remote)  # remote: its branch fetched first
+        old = _rev(layout, f"refs/heads/{target}")
         if (
             _git(layout, ["rev-list", "--count", f"{old}..{tip}"], "count the lane's commits")
             == "0"
