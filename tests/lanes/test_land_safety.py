@@ -111,9 +111,9 @@ def test_into_a_live_lanes_branch_is_refused(
         wait_for(lambda: cli.json("show", str(started["run"]))["status"] != "running")
 
 
-def _worktree(ws: Path, key: str) -> Path | None:
+def _worktree(root: Path, key: str) -> Path | None:
     try:
-        return lane_path(ws, key)
+        return lane_path(root, key)
     except AssertionError:
         return None
 

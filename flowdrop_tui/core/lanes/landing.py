@@ -10,7 +10,8 @@ the lane's branch never moves). The new commit always descends from the target's
 so it lands by a fast-forward: in the checkout that has the target checked out (which
 must be clean, with no untracked or ignored file where the landing writes one, and still
 have the target checked out at the commit read; its files then match the new commit),
-or, when none does, by ``update-ref <ref> <new> <old>`` — a target that moved meanwhile is not overwritten."""
+or, when none does, by ``update-ref <ref> <new> <old>`` — a target that moved meanwhile
+is not overwritten."""
 
 from __future__ import annotations
 
