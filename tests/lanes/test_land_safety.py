@@ -198,3 +198,28 @@ def test_a_lane_already_running_says_one_run_per_key(
     finally:
         release.write_text("go")
         wait_for(lambda: cli.json("show", str(started["run"]))["status"] != "running")
+
+
+def test_remote_mode_refuses_a_dirty_target_before_fetching(
+    ws: Path,  # noqa: F811
+    cli: CLI,
+    tmp_path: Path,
+) -> None:
+    """The origin's lane branch is ahead of the local one; the target's checkout is
+    dirty: refused before the fetch, so not even the lane's local branch moves."""
+    from flowdrop_tui.core.errors import DirtyTreeError
+    from flowdrop_tui.core.lanes.landing import land
+
+    lane = make_lane(cli, "worker@1")
+    git(ws, "worktree", "remove", str(lane))  # a remote lane has no local worktree
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", str(origin))
+    git(ws, "remote", "add", "origin", str(origin))
+    git(ws, "push", "-q", "origin", "flowdrop/worker/1")
+    git(ws, "branch", "-f", "flowdrop/worker/1", "flowdrop/worker/1~1")
+    local = git(ws, "rev-parse", "flowdrop/worker/1")
+    (ws / "shared.txt").write_text("a person's edit, not committed\n")
+    with pytest.raises(DirtyTreeError, match=r"shared\.txt"):
+        land(Layout(ws), "worker@1", remote=True)
+    assert git(ws, "rev-parse", "flowdrop/worker/1") == local
+    assert (ws / "shared.txt").read_text() == "a person's edit, not committed\n"
