@@ -8,8 +8,10 @@ found there, before anything is written), ``rebase`` by replaying the lane's com
 a temporary detached worktree that is removed after (never in a person's checkout, and
 the lane's branch never moves). The new commit always descends from the target's tip,
 so it lands by a fast-forward: in the checkout that has the target checked out (which
-must be clean, and whose files then match the new commit), or, when none does, by
-``update-ref <ref> <new> <old>`` — a target that moved meanwhile is not overwritten."""
+must be clean, with no untracked or ignored file where the landing writes one, and still
+have the target checked out at the commit read; its files then match the new commit),
+or, when none does, by ``update-ref <ref> <new> <old>`` — a target that moved meanwhile
+is not overwritten."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from flowdrop_tui.core.errors import (
 )
 from flowdrop_tui.core.lanes import git_lock, lane_log
 from flowdrop_tui.core.lanes.fetching import fetch_lane
-from flowdrop_tui.core.lanes.known import is_live, lane_of
+from flowdrop_tui.core.lanes.known import is_live, lane_of, lanes
 from flowdrop_tui.core.lanes.lane_trees import branch_exists, registered
 from flowdrop_tui.core.lanes.place import Lane, lanes_dir
 from flowdrop_tui.core.paths import Layout
@@ -51,7 +53,8 @@ def land(
     """Land lane ``key`` into ``into`` (default: its base branch) by ``method``;
     ``{"lane", "into", "method", "commit"}``. Every refusal leaves every ref, index and
     file as it was. ``remote``: the lane ran on workers (``mode.lanes_on_origin``), so
-    its branch is fetched from the origin first."""
+    its branch is fetched from the origin (fast-forward only) after the refusals that
+    need no tip: a later refusal leaves that branch up to date, all else as it was."""
     if method not in METHODS:
         raise UsageError(f"unknown landing method {method!r}: use one of {', '.join(METHODS)}")
     lane = lane_of(layout, key)
@@ -74,12 +77,13 @@ def land(
             raise NotFoundError(f"no branch {target} to land lane {key} into")
         if target == lane.branch:
             raise UsageError(f"lane {key} cannot be landed into its own branch {target}")
-        _refuse_dirty_lane(lane)
-        tip = lane_tip(layout, lane, fd, remote=remote)
-        old = _rev(layout, f"refs/heads/{target}")
+        _refuse_live_target(layout, lane, target)
+        _refuse_dirty_lane(layout, lane, fd)
         checkout = _checked_out(layout, target, fd)
         if checkout is not None:
             _refuse_dirty_target(checkout, target)
+        tip = lane_tip(layout, lane, fd, remote=remote)  # remote: its branch fetched first
+        old = _rev(layout, f"refs/heads/{target}")
         if (
             _git(layout, ["rev-list", "--count", f"{old}..{tip}"], "count the lane's commits")
             == "0"
@@ -89,7 +93,8 @@ def land(
             )
         new = _made(layout, lane, target, old, tip, method, fd)
         if checkout is not None:
-            _fast_forward_checkout(checkout, target, new, fd)
+            _refuse_in_the_way(layout, checkout, target, old, new)
+            fast_forward_checkout(checkout, target, old, new, fd)
         else:
             git_lock.run(
                 fd,
@@ -119,15 +124,44 @@ def _refuse_live(layout: Layout, lane: Lane) -> None:
     )
 
 
-def _refuse_dirty_lane(lane: Lane) -> None:
-    if not (lane.path / ".git").exists():
-        return  # no worktree (dropped): its branch holds all there is
-    changed = _status(lane.path, untracked=True, what=f"read lane {lane.key}'s changes")
-    if changed:
+def _refuse_live_target(layout: Layout, lane: Lane, target: str) -> None:
+    """A target that is another lane's branch, its run live: landing would move the
+    files under that run's feet."""
+    for other in lanes(layout):
+        if other.branch == target and other.key != lane.key and is_live(layout, other):
+            runs = key_runs.newest(layout, other.key, limit=1)
+            run = runs[0] if runs else "RUN"
+            raise AlreadyRunningError(
+                f"{target} is lane {other.key}'s branch and it has a live run ({run}); "
+                f"land into it once that run has ended (flowdrop-tui stop {run})"
+            )
+
+
+def _refuse_dirty_lane(layout: Layout, lane: Lane, fd: int) -> None:
+    """Every checkout of the lane's branch — its own worktree, or wherever a person
+    checked the branch out — must be clean: land lands only what is committed."""
+    trees = [lane.path] if (lane.path / ".git").exists() else []  # dropped: none
+    ref = f"refs/heads/{lane.branch}"
+    trees += [tree.path for tree in registered(layout, fd) if tree.branch == ref]
+    seen: set[str] = set()
+    for tree in trees:
+        real = os.path.realpath(tree)
+        if real in seen or not tree.is_dir():
+            continue
+        seen.add(real)
+        changed = _status(tree, untracked=True, what=f"read lane {lane.key}'s changes")
+        if not changed:
+            continue
+        if real == os.path.realpath(lane.path):
+            raise DirtyTreeError(
+                f"lane {lane.key}'s tree {lane.path} has uncommitted changes "
+                f"({_listed(changed)}): land lands what its branch has committed — commit "
+                f"them there, or keep them with flowdrop-tui lanes drop {lane.key} --archive"
+            )
         raise DirtyTreeError(
-            f"lane {lane.key}'s tree {lane.path} has uncommitted changes "
-            f"({_listed(changed)}): land lands what its branch has committed — commit "
-            f"them there, or keep them with flowdrop-tui lanes drop {lane.key} --archive"
+            f"lane {lane.key}'s branch {lane.branch} is checked out in {tree} with "
+            f"uncommitted changes ({_listed(changed)}): land lands what its branch has "
+            "committed — commit them there or set them aside, then land again"
         )
 
 
@@ -142,7 +176,7 @@ def _refuse_dirty_target(checkout: Path, target: str) -> None:
 
 def _made(layout: Layout, lane: Lane, target: str, old: str, tip: str, method: str, fd: int) -> str:
     """The landed commit, made without touching any checkout or ref."""
-    tree = _merged_tree(layout, lane, target, old, tip)
+    tree = _merged_tree(layout, lane, target, old, tip, rebase=method == "rebase")
     if method == "rebase":
         new = _replayed(layout, lane, target, old, tip, fd)
     elif tree == _rev(layout, f"{old}^{{tree}}"):
@@ -163,7 +197,9 @@ def _made(layout: Layout, lane: Lane, target: str, old: str, tip: str, method: s
     return new
 
 
-def _merged_tree(layout: Layout, lane: Lane, target: str, old: str, tip: str) -> str:
+def _merged_tree(
+    layout: Layout, lane: Lane, target: str, old: str, tip: str, *, rebase: bool = False
+) -> str:
     """The tree of the target and the lane merged; a conflict refused, naming its files
     (``merge-tree`` writes objects only: nothing anyone sees has changed)."""
     done = git_lock.run(
@@ -175,7 +211,7 @@ def _merged_tree(layout: Layout, lane: Lane, target: str, old: str, tip: str) ->
     )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     if done.returncode == 1:
-        _conflict(lane, target, list(dict.fromkeys(lines[1:])))
+        _conflict(lane, target, list(dict.fromkeys(lines[1:])), rebase=rebase)
     if done.returncode != 0 or not lines:
         message = (done.stderr or done.stdout).strip() or "git merge-tree failed"
         raise GitError(f"could not merge lane {lane.key} with {target}: {message}")
@@ -186,7 +222,14 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
     """The lane's commits replayed onto ``old`` in a temporary detached worktree (the
     lane's branch names no commit there, so it never moves); the replay's last commit."""
     place = lanes_dir(layout) / ".landing" / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    place.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        place.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise GitError(
+            f"could not make {place.parent} to replay lane {lane.key} in "
+            f"({error.strerror or error}): make it a writable folder (or set [lanes] dir), "
+            "then land again; nothing was changed"
+        ) from None
     git_lock.run(
         fd,
         ["worktree", "add", "--detach", str(place), old],
@@ -207,7 +250,7 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
             files = _git_in(place, ["diff", "--name-only", "--diff-filter=U"], "list conflicts")
             git_lock.run(fd, ["rebase", "--abort"], cwd=place, what="abort the replay", check=False)
             if files:
-                _conflict(lane, target, files.splitlines())
+                _conflict(lane, target, files.splitlines(), rebase=True)
             message = (done.stderr or done.stdout).strip()
             raise GitError(f"could not replay lane {lane.key} onto {target}: {message}")
         return _git_in(place, ["rev-parse", "--verify", "HEAD"], "read the replayed commit")
@@ -229,9 +272,61 @@ def _replayed(layout: Layout, lane: Lane, target: str, old: str, tip: str, fd: i
         )
 
 
-def _fast_forward_checkout(checkout: Path, target: str, new: str, fd: int) -> None:
-    """Move the checked-out target to ``new`` with its files (``merge --ff-only``
-    checks every file before it writes one: refused, it has changed nothing)."""
+def _refuse_in_the_way(layout: Layout, checkout: Path, target: str, old: str, new: str) -> None:
+    """Every path the landing adds, and every folder above one, that is in the target's
+    checkout but not in ``old``: an untracked or IGNORED file or folder a person has
+    there (``merge --ff-only`` would overwrite an ignored one without a word)."""
+    added = _git_in(
+        layout.workspace,
+        ["diff", "-z", "--name-only", "--no-renames", "--diff-filter=A", old, new],
+        "list the files the landing adds",
+        strip=False,
+    ).split("\0")
+    candidates: dict[str, None] = {}
+    for path in filter(None, added):
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            here = "/".join(parts[:depth])
+            place = checkout / here
+            last = depth == len(parts)
+            if os.path.lexists(place) and (last or not place.is_dir() or place.is_symlink()):
+                candidates[here] = None
+    if not candidates:
+        return
+    tracked = set(
+        _git_in(
+            layout.workspace,
+            ["ls-tree", "-z", "--name-only", old, "--", *candidates],
+            "read the target's files",
+            strip=False,
+        ).split("\0")
+    )
+    blocking = [path for path in candidates if path not in tracked]
+    if blocking:
+        raise DirtyTreeError(
+            f"{target} is checked out in {checkout}, where files the landing would "
+            f"write are in the way, untracked or ignored ({_listed(blocking)}): move "
+            "them away there, then land again"
+        )
+
+
+def fast_forward_checkout(checkout: Path, target: str, old: str, new: str, fd: int | None) -> None:
+    """Move the checked-out target from ``old`` to ``new`` with its files — only while
+    that checkout still has ``target`` checked out at ``old`` (a person may have switched
+    it since it was read: what is checked out then is never moved). ``merge --ff-only``
+    checks every file before it writes one: refused, it has changed nothing."""
+    head = git_lock.run(
+        fd, ["symbolic-ref", "-q", "HEAD"], cwd=checkout, what="read its branch", check=False
+    ).stdout.strip()
+    at = git_lock.run(
+        fd, ["rev-parse", "--verify", "-q", "HEAD"], cwd=checkout, what="read it", check=False
+    ).stdout.strip()
+    if head != f"refs/heads/{target}" or at != old:
+        raise RefusedError(
+            f"{checkout} no longer has {target} checked out at {old[:12]} (it has "
+            f"{head.removeprefix('refs/heads/') or 'a detached HEAD'} at {at[:12] or '?'}): "
+            "nothing was changed; land again"
+        )
     done = git_lock.run(
         fd,
         ["merge", "--ff-only", "--no-edit", new],
@@ -252,10 +347,16 @@ def _fast_forward_checkout(checkout: Path, target: str, new: str, fd: int) -> No
         raise GitError(f"could not bring {checkout} to the landed commit: {message}")
 
 
-def _conflict(lane: Lane, target: str, files: list[str]) -> None:
+def _conflict(lane: Lane, target: str, files: list[str], *, rebase: bool = False) -> None:
+    if rebase:  # the replay replays each commit: a merge into the lane would not help it
+        how = (
+            f"rebase it onto {target} in its tree (git -C {lane.path} rebase {target}), "
+            "resolve, then land again — or land it with --merge"
+        )
+    else:
+        how = f"merge {target} into {lane.branch} in {lane.path}, resolve, commit, land again"
     raise LandConflictError(
-        f"lane {lane.key} conflicts with {target} in {_listed(files)}: nothing was changed "
-        f"(merge {target} into {lane.branch} in {lane.path}, resolve, commit, land again)"
+        f"lane {lane.key} conflicts with {target} in {_listed(files)}: nothing was changed ({how})"
     )
 
 

@@ -33,6 +33,7 @@ from flowdrop_tui.core.paths import (
     SESSIONS,
     STATE,
     Layout,
+    split_lane,
 )
 from flowdrop_tui.core.records import mirror
 from flowdrop_tui.core.records.flow_state.state import encode
@@ -69,8 +70,9 @@ def key_taken(layout: Layout, key: str) -> AlreadyRunningError:
     if not RUN_ID_RE.match(holder):
         holder = ""  # read from a file: named only when it is a run id, never a path
     named = f"run {holder}" if holder else "another run"
+    per = "key" if split_lane(key)[1] is not None else "flow"  # a lane is one of its flow's keys
     return AlreadyRunningError(
-        f"{key} is already running ({named}); one live run per flow — "
+        f"{key} is already running ({named}); one live run per {per} — "
         f"stop it with: flowdrop-tui stop {holder or 'RUN'}"
     )
 
