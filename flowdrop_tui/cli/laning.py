@@ -92,6 +92,8 @@ def lanes_text(found: list[dict[str, Any]], flow: str | None) -> str:
 def _cells(row: dict[str, Any]) -> list[str]:
     ahead, behind = row["ahead"], row["behind"]
     tree = "gone" if not row["exists"] else ("dirty" if row["dirty"] else "clean")
+    if row.get("note"):
+        tree = row["note"]
     if row["dropped"]:
         tree = "dropped"
     landed = row["landed"]

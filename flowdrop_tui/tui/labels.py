@@ -203,7 +203,9 @@ def lane_words(facts: dict[str, Any] | None) -> str:
         return "no worktree"
     words = []
     dirty = facts.get("dirty")
-    if dirty is not None:
+    if facts.get("note"):
+        words.append("broken")  # git cannot read its worktree (`lanes` says how to mend it)
+    elif dirty is not None:
         words.append("dirty" if dirty else "clean")  # its worktree: uncommitted changes
     words.append(f"+{facts.get('ahead') or 0}/-{facts.get('behind') or 0}")
     return " · ".join(words)

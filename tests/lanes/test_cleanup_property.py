@@ -1,9 +1,11 @@
 """SPEC §23's promise, "cleanup never loses work", over lane histories hypothesis draws:
 commits merged or not, pushed to a bare remote or not, a dirty tree (tracked, deleted,
-staged, untracked, binary), a worktree standing, gone, or half made by a kill, landed
-or not — then ``lanes drop`` (with and without ``--archive``/``--delete-branch``) or
-prune's part. After it, every commit only the lane's branch reached is still reached by
-some ref or is in an archived bundle, and every uncommitted change is still in the tree
+staged, untracked, binary), a worktree standing (on its branch, or on a detached HEAD
+with or without commits of its own), gone, or half made by a kill, landed or not — then
+``lanes drop`` (with and without ``--archive``/``--delete-branch``) or prune's part.
+After it, every commit only the lane's branch or its worktree's HEAD reached is still
+reached by some ref, by the standing worktree's HEAD, or is in an archived bundle, and
+every uncommitted change is still in the tree
 or in an archived patch; a refusal changes nothing.
 
 One real lane run writes the record once; each example then rebuilds the lane's git
@@ -32,6 +34,7 @@ __all__ = ["lanes_home"]
 KEY = "idle@1"
 BRANCH = "flowdrop/idle/1"
 DIRT = ("modified", "deleted", "staged", "untracked", "binary")
+HEADS = ("branch", "branch", "detached", "detached+commit")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class History:
     action: str  # "drop" or "prune"
     archive: bool
     delete_branch: bool
+    head: str = "branch"  # a standing tree's HEAD: "branch", "detached", "detached+commit"
 
 
 @st.composite
@@ -63,6 +67,7 @@ def histories(draw: st.DrawFn) -> History:
         action=draw(st.sampled_from(["drop", "drop", "prune"])),
         archive=draw(st.booleans()),
         delete_branch=draw(st.booleans()),
+        head=draw(st.sampled_from(HEADS)) if tree == "standing" else "branch",
     )
 
 
@@ -105,6 +110,12 @@ class Bench:
             git(ws, "commit", "-q", "--allow-empty", "-m", "main moves on")
         if h.tree != "standing":
             git(ws, "worktree", "remove", "--force", str(path))
+        elif h.head != "branch":  # a person's own work on a detached HEAD, no branch has it
+            git(path, "checkout", "-q", "--detach")
+            if h.head == "detached+commit":
+                (path / "head.txt").write_text("on a detached HEAD\n")
+                git(path, "add", "head.txt")
+                git(path, "commit", "-q", "-m", "detached")
         if h.tree == "half":  # registered, locked as `worktree add` does, nothing checked out
             git(ws, "worktree", "add", "-q", "--no-checkout", str(path), BRANCH)
             git(ws, "worktree", "lock", "--reason", "initializing", str(path))
@@ -125,10 +136,13 @@ class Bench:
             lane_log.append(self.layout, KEY, "landed", into="main", method="merge", commit="x")
 
     def only_the_lanes(self) -> set[str]:
-        """Commits the lane's branch reaches and no other ref does (a worktree's HEAD is
-        not a ref: the lane's own worktree would hide them all)."""
+        """Commits the lane's branch or its worktree's HEAD reaches and no other ref does
+        (a worktree's HEAD is not a ref: the lane's own worktree would hide them all)."""
         others = [ref for ref in self.refs() if ref != f"refs/heads/{BRANCH}"]
-        found = git(self.ws, "rev-list", f"refs/heads/{BRANCH}", "--not", *others, check=False)
+        tips = [f"refs/heads/{BRANCH}"]
+        if (self.path / ".git").exists() and not self.half():
+            tips.append(git(self.path, "rev-parse", "HEAD"))
+        found = git(self.ws, "rev-list", *tips, "--not", *others, check=False)
         return set(found.split())
 
     def refs(self) -> list[str]:
@@ -137,6 +151,12 @@ class Bench:
     def reachable(self) -> set[str]:
         refs = git(self.ws, "for-each-ref", "--format=%(objectname)").split()
         return set(git(self.ws, "rev-list", *refs).split()) if refs else set()
+
+    def in_tree(self) -> set[str]:
+        """Commits the lane's worktree's HEAD reaches while the worktree stands."""
+        if not (self.path / ".git").exists() or self.half():
+            return set()
+        return set(git(self.path, "rev-list", "HEAD").split())
 
     def changes(self) -> dict[str, bytes | None]:
         """The tree's uncommitted files: path → content (``None``: deleted)."""
@@ -217,6 +237,17 @@ def test_cleanup_never_loses_work(
     )
     @example(History(1, 0, 0, False, "half", frozenset(), False, "drop", False, True))
     @example(History(1, 0, 0, False, "standing", frozenset(DIRT), False, "drop", False, False))
+    # a detached HEAD's commit in a landed, merged lane: prune and drop must keep it
+    @example(
+        History(
+            1, 1, 0, False, "standing", frozenset(), True, "prune", False, False, "detached+commit"
+        )
+    )
+    @example(
+        History(
+            1, 1, 0, False, "standing", frozenset(), True, "drop", True, True, "detached+commit"
+        )
+    )
     def check(h: History) -> None:
         bench.reset()
         bench.build(h)
@@ -230,7 +261,7 @@ def test_cleanup_never_loses_work(
             assert (bench.path / ".git").exists() == standing
             assert bench.changes() == changes
             return
-        lost = lanes_own - bench.reachable() - bench.bundled()
+        lost = lanes_own - bench.reachable() - bench.in_tree() - bench.bundled()
         assert not lost, (h, done, lost)
         if (bench.path / ".git").exists():
             assert bench.changes() == changes, (h, done)

@@ -19,7 +19,7 @@ DROP: dict[str, Any] = {
     "key": "fixer@2",
     "dry_run": False,
     "worktree": {"path": "/l/fixer/2", "done": "removed", "why": "archived first"},
-    "branch": {"name": "flowdrop/fixer/2", "done": "kept", "why": "kept: 3 commit(s)"},
+    "branch": {"name": "flowdrop/fixer/2", "done": "kept", "why": "3 commit(s)"},
     "archive": {"folder": "/a", "bundle": "/a/b", "patch": None, "commits": 3, "files": []},
 }
 

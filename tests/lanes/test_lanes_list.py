@@ -16,7 +16,7 @@ __all__ = ["lanes_home"]
 FIELDS = {
     "key", "flow", "lane", "status", "round", "run", "branch", "path", "base",
     "base_branch", "ahead", "behind", "dirty", "exists", "progress", "result",
-    "tokens", "landed", "dropped",
+    "tokens", "landed", "dropped", "note",
 }  # fmt: skip
 
 

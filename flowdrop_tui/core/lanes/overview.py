@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from flowdrop_tui.core.errors import FlowdropError
+from flowdrop_tui.core.errors import FlowdropError, GitError
 from flowdrop_tui.core.lanes import git_lock, lane_log
 from flowdrop_tui.core.lanes.known import lanes
 from flowdrop_tui.core.lanes.place import Lane
@@ -28,6 +28,7 @@ LANDED = "landed"
 DROPPED = "lane_dropped"
 ARCHIVED = "lane_archived"
 LANDED_FIELDS = ("into", "method", "commit")
+BROKEN = "broken (git worktree repair)"  # a worktree git cannot read: how to mend it
 _LIVE = frozenset(str(s) for s in LIVE)
 
 
@@ -45,6 +46,13 @@ def row(layout: Layout, lane: Lane) -> dict[str, Any]:
         status = str(Status.INTERRUPTED)  # its process is gone (as `flows` says it)
     exists = worktree_exists(lane.path)
     ahead, behind = ahead_behind(layout, lane)
+    dirty, note = None, None
+    if exists:
+        # One broken worktree (its repository moved) is its row's note, not every row's end.
+        try:
+            dirty = bool(changed_files(lane.path))
+        except GitError:
+            note = BROKEN
     result, tokens = _run_facts(layout, lane.key, run_id)
     landed = lane_log.last(layout, lane.key, LANDED)
     return {
@@ -60,8 +68,9 @@ def row(layout: Layout, lane: Lane) -> dict[str, Any]:
         "base_branch": lane.base_branch,
         "ahead": ahead,
         "behind": behind,
-        "dirty": (bool(changed_files(lane.path))) if exists else None,
+        "dirty": dirty,
         "exists": exists,
+        "note": note,
         "progress": last_progress(layout, run_id),
         "result": result,
         "tokens": tokens,
