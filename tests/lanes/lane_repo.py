@@ -25,7 +25,9 @@ COMMITS = """
             with open("work.txt", "w") as out:
                 out.write(item)
             subprocess.run(["git", "add", "work.txt"], check=True)
-            subprocess.run(["git", "commit", "-q", "-m", "lane work"], check=True)
+            # its own message: two lanes committing in one second would otherwise make
+            # the same commit, and one lane's merge would merge the other's too
+            subprocess.run(["git", "commit", "-q", "-m", f"lane work of {run.key}"], check=True)
         return "committed"
 """
 

@@ -98,8 +98,9 @@ async def test_lanes_are_grouped_under_their_flow_and_select_as_keys(lanes_ws: P
         assert "dirty" in main.flows.get_row("agent@2")[-1].plain
         assert not main.check_action("land_lane", ())
         await select(app, pilot, "agent@1")
+        # the key is set before its runs are read (off the UI thread): wait for them
+        await until(pilot, lambda: len(main.runs.runs) == 1, what="agent@1's one run")
         assert all(info.key == "agent@1" for info in main.runs.runs.values())
-        assert len(main.runs.runs) == 1
         assert main.check_action("land_lane", ()) and main.check_action("show_lane_diff", ())
 
 
